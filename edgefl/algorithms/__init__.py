@@ -1,0 +1,19 @@
+"""FL methods: one module each, registered by name. Adding a method is one file plus an entry in METHODS."""
+
+from __future__ import annotations
+
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, Method, RoundContext, RoundPlan, Skip
+from edgefl.algorithms.fedavg import FedAvg
+
+__all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "RoundPlan", "Skip", "ClientUpdate"]
+
+METHODS: dict[str, type[Method]] = {FedAvg.name: FedAvg}
+
+
+def make_method(name: str, **kwargs) -> Method:
+    """Instantiate a registered method with keyword arguments (``scenario=..., workload=...``)."""
+    try:
+        cls = METHODS[name]
+    except KeyError:
+        raise ValueError(f"method.name={name!r}: must be one of {', '.join(sorted(METHODS))}") from None
+    return cls(**kwargs)

@@ -1,0 +1,123 @@
+"""The ``edgefl`` command line: run scenarios, list presets, call the optimizers.
+
+User mistakes (bad scenario, bad override, bad CSV) print one ``error: ...`` line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="What federated learning over wireless edge devices really costs.")
+scenarios_app = typer.Typer(no_args_is_help=True, help="Scenario presets shipped with edgefl.")
+optimize_app = typer.Typer(no_args_is_help=True, help="Per-device knobs from the papers' optimizers.")
+estimate_app = typer.Typer(no_args_is_help=True, help="Estimate constants the optimizers need.")
+app.add_typer(scenarios_app, name="scenarios")
+app.add_typer(optimize_app, name="optimize")
+app.add_typer(estimate_app, name="estimate")
+
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = Console(highlight=False, soft_wrap=True)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr (one line) and return the exit-2 exception to raise."""
+    _err.print(f"error: {message}", markup=False)
+    return typer.Exit(2)
+
+
+@contextmanager
+def user_errors():
+    """Turn the project's validation errors into one line + exit code 2 (no traceback)."""
+    from channel.errors import ChannelInputError
+    from edgefl.errors import EdgeflError
+    from optimizers.errors import OptimizerInputError
+
+    try:
+        yield
+    except (EdgeflError, ChannelInputError, OptimizerInputError) as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def run(
+    scenario: Annotated[str, typer.Argument(help="Preset name (see `edgefl scenarios list`) or path to a TOML file.")],
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override KEY=VALUE, dotted keys, repeatable: --set rounds=5 --set channel.bandwidth_hz=2e6")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default runs/<name>-<timestamp>).")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Scenario seed (overrides the file).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Run one scenario and write its tables, summary and report."""
+    from edgefl.results import default_run_dir, write_run
+    from edgefl.runner import run_scenario
+    from edgefl.scenario import load_scenario
+
+    with user_errors():
+        sc = load_scenario(scenario, set_ or [], seed=seed)  # validated before anything is written
+        run_dir = out if out is not None else default_run_dir(sc.name)
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
+        with _progress(sc.rounds, enabled=not quiet) as on_round:
+            result = run_scenario(sc, progress=on_round)
+        write_run(result, run_dir)
+    s = result.summary
+    _out.print(
+        f"{sc.name}: {s['rounds']} rounds, final accuracy {s['final_accuracy']:.4f}, "
+        f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s",
+        markup=False,
+    )
+    _out.print(f"run directory: {run_dir}", markup=False)
+    _out.print(f"report: {run_dir / 'report.html'}", markup=False)
+
+
+@contextmanager
+def _progress(total: int, *, enabled: bool):
+    """A rich progress bar (round, simulated time, accuracy) that stays silent when stdout is not a terminal."""
+    if not (enabled and _out.is_terminal):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("round"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(), console=_out, transient=False,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("run", total=total, info="")
+        state = {"acc": float("nan")}
+
+        def on_round(row: dict) -> None:
+            if row["test_accuracy"] == row["test_accuracy"]:
+                state["acc"] = row["test_accuracy"]
+            bar.update(task, advance=1, info=f"sim {row['sim_time_s']:.1f} s  acc {state['acc']:.3f}")
+
+        yield on_round
+
+
+@scenarios_app.command("list")
+def scenarios_list() -> None:
+    """List presets with their one-line description."""
+    from scenarios import list_presets, preset_description
+
+    for name in list_presets():
+        _out.print(f"{name:<24} {preset_description(name)}", markup=False)
+
+
+@scenarios_app.command("show")
+def scenarios_show(name: Annotated[str, typer.Argument(help="Preset name.")]) -> None:
+    """Print a preset's TOML, ready to copy and edit."""
+    from scenarios import preset_path
+
+    with user_errors():
+        sys.stdout.write(preset_path(name).read_text(encoding="utf-8"))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

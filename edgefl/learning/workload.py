@@ -1,0 +1,184 @@
+"""The learning workload of a run: data on each device, the model, local training and evaluation (real torch).
+
+Methods never touch datasets or training loops directly; they call :meth:`Workload.train` with a global
+state and get back the update ``u = w_after - w_before`` plus what was computed (samples, FLOPs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+from torch import nn
+
+from edgefl.errors import ScenarioError
+from edgefl.learning.datasets import Dataset, load_digits, make_synthetic
+from edgefl.learning.flops import measure_train_flops_per_sample
+from edgefl.learning.models import build_model, init_parameters
+from edgefl.learning.partition import partition_by_owner, partition_iid, partition_shards
+from edgefl.learning.train import LocalTrainConfig, evaluate, local_train
+from edgefl.scenario import Scenario
+from edgefl.seeding import Streams
+
+__all__ = ["Workload", "State", "TrainResult", "state_bits"]
+
+State = dict[str, torch.Tensor]
+"""A model's parameters by name (float32 tensors); the global model and updates use this form."""
+
+BITS_PER_FLOAT = 32
+
+
+def state_bits(state: State) -> int:
+    """Size of an uncompressed float32 payload [bits]."""
+    return BITS_PER_FLOAT * sum(int(t.numel()) for t in state.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainResult:
+    """One device's local training: update (w_after - w_before), samples used, FLOPs computed, mean loss."""
+
+    update: State
+    n_samples: int
+    steps: int
+    samples_processed: int
+    flops: float
+    train_loss: float
+
+
+class Workload:
+    """Dataset split over devices + model factory + the shared trainer, built from a scenario."""
+
+    def __init__(self, scenario: Scenario, streams: Streams) -> None:
+        self.scenario = scenario
+        self.streams = streams
+        d = scenario.data
+        n = scenario.fleet.n_devices
+        rng = streams.numpy("dataset")
+        if d.dataset == "digits":
+            self.dataset: Dataset = load_digits(test_fraction=d.test_fraction, rng=rng)
+        else:
+            self.dataset = make_synthetic(
+                n_devices=n,
+                alpha=d.synthetic_alpha,
+                beta=d.synthetic_beta,
+                samples_mean=d.synthetic_samples_mean,
+                test_fraction=d.test_fraction,
+                rng=rng,
+            )
+        prng = streams.numpy("partition")
+        try:
+            if self.dataset.owner_train is not None:
+                parts = partition_by_owner(self.dataset.owner_train, n)
+            elif d.partition == "iid":
+                parts = partition_iid(self.dataset.y_train.size, n, prng)
+            else:
+                parts = partition_shards(self.dataset.y_train, n, d.classes_per_device, prng)
+        except ValueError as exc:
+            raise ScenarioError(f"data.partition={d.partition!r} with fleet.n_devices={n}: {exc}") from None
+        if any(p.size == 0 for p in parts):
+            raise ScenarioError(f"fleet.n_devices={n}: some device would hold no training sample")
+        self.partitions = parts
+        self.x_train = torch.from_numpy(self.dataset.x_train)
+        self.y_train = torch.from_numpy(self.dataset.y_train)
+        self.x_test = torch.from_numpy(self.dataset.x_test)
+        self.y_test = torch.from_numpy(self.dataset.y_test)
+        self._device_data = [(self.x_train[p], self.y_train[p]) for p in parts]
+        t = scenario.train
+        self.train_config = LocalTrainConfig(
+            epochs=t.local_epochs,
+            steps=t.local_steps,
+            batch_size=t.batch_size,
+            lr=t.lr,
+            momentum=t.momentum,
+            weight_decay=t.weight_decay,
+            grad_clip=t.grad_clip,
+        )
+        self._models: dict[float, nn.Module] = {}
+        self._flops: dict[float, float] = {}
+
+    # ------------------------------------------------------------------ model
+    @property
+    def n_samples(self) -> np.ndarray:
+        """Training samples per device, shape (n_devices,)."""
+        return np.array([p.size for p in self.partitions], dtype=np.int64)
+
+    @property
+    def in_features(self) -> int:
+        return int(np.prod(self.dataset.input_shape))
+
+    def make_model(self, width: float = 1.0) -> nn.Module:
+        m = self.scenario.model
+        return build_model(
+            m.name, in_features=self.in_features, n_classes=self.dataset.n_classes, hidden=m.hidden, width=width
+        )
+
+    def _model(self, width: float) -> nn.Module:
+        # one reusable module per width: loading a state into it is cheaper than building a model per client
+        if width not in self._models:
+            self._models[width] = self.make_model(width)
+        return self._models[width]
+
+    def initial_state(self) -> State:
+        """The global model at round 0, initialised from the ``torch_init`` stream."""
+        model = init_parameters(self.make_model(self.scenario.model.width), self.streams.torch("torch_init"))
+        return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+    def flops_per_sample(self, width: float | None = None) -> float:
+        """Measured training FLOPs (forward + backward) per sample for this architecture and width (cached)."""
+        width = self.scenario.model.width if width is None else width
+        if width not in self._flops:
+            self._flops[width] = measure_train_flops_per_sample(
+                lambda: self.make_model(width), self.dataset.input_shape, self.dataset.n_classes
+            )
+        return self._flops[width]
+
+    def samples_per_round(self, device: int | np.ndarray) -> np.ndarray:
+        """Samples one local run processes on each device (epochs x local size, or steps x batch)."""
+        n = self.n_samples[device]
+        cfg = self.train_config
+        if cfg.steps > 0:
+            return np.asarray(cfg.steps * np.minimum(cfg.batch_size, n))
+        return np.asarray(cfg.epochs * n)
+
+    @cached_property
+    def update_bits(self) -> int:
+        """Size of an uncompressed float32 update of the full model [bits]."""
+        return state_bits(self.initial_state())
+
+    # ------------------------------------------------------------------ train / evaluate
+    def train(
+        self, device: int, global_state: State, *, round_index: int, width: float | None = None
+    ) -> TrainResult:
+        """Train a copy of ``global_state`` on ``device``'s data; batches from stream (torch_batches, round, device).
+
+        ``width`` defaults to the scenario's model width (the full global model).
+        """
+        width = self.scenario.model.width if width is None else width
+        model = self._model(width)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(global_state[name])
+        x, y = self._device_data[device]
+        stats = local_train(
+            model, x, y, self.train_config, self.streams.torch("torch_batches", round_index, device)
+        )
+        with torch.no_grad():
+            update = {name: p.detach() - global_state[name] for name, p in model.named_parameters()}
+        return TrainResult(
+            update=update,
+            n_samples=int(x.shape[0]),
+            steps=stats.steps,
+            samples_processed=stats.samples,
+            flops=self.flops_per_sample(width) * stats.samples,
+            train_loss=stats.mean_loss,
+        )
+
+    def evaluate(self, state: State) -> tuple[float, float]:
+        """(test accuracy, test loss) of a full-width global state."""
+        model = self._model(self.scenario.model.width)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(state[name])
+        return evaluate(model, self.x_test, self.y_test)

@@ -1,0 +1,68 @@
+"""The run's radio: where devices are each round and what uplink rate they get (built on ``channel/``).
+
+Streams: ``placement`` (initial positions), ``mobility`` per round, ``fading`` per round. Round 1 uses the
+initial placement; mobility moves devices before every later round.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from channel import RadioModel, RandomWalk, Redraw, Static, distances_m, uniform_disk
+from edgefl.scenario import ChannelConfig
+from edgefl.seeding import Streams
+
+__all__ = ["Radio", "radio_model"]
+
+
+def radio_model(cfg: ChannelConfig) -> RadioModel:
+    """The channel package's RadioModel for a scenario's channel section."""
+    return RadioModel(
+        pathloss=cfg.pathloss,
+        exponent=cfg.exponent,
+        ref_distance_m=cfg.ref_distance_m,
+        ref_loss_db=cfg.ref_loss_db,
+        carrier_hz=cfg.carrier_hz,
+        shadowing_sigma_db=cfg.shadowing_db,
+        rayleigh=cfg.rayleigh,
+        noise_psd_w_per_hz=cfg.noise_psd_w_per_hz,
+        bandwidth_mode=cfg.bandwidth_mode,
+        band_hz=cfg.bandwidth_hz,
+    )
+
+
+class Radio:
+    """Positions, gains and rates of ``n_devices`` over the rounds of one run."""
+
+    def __init__(self, cfg: ChannelConfig, n_devices: int, streams: Streams) -> None:
+        self.model = radio_model(cfg)
+        self.streams = streams
+        if cfg.mobility == "static":
+            self.mobility = Static()
+        elif cfg.mobility == "redraw":
+            self.mobility = Redraw(radius_m=cfg.cell_radius_m, min_distance_m=cfg.min_distance_m)
+        else:
+            self.mobility = RandomWalk(
+                step_m=cfg.walk_step_m, radius_m=cfg.cell_radius_m, min_distance_m=cfg.min_distance_m
+            )
+        self.positions_m = uniform_disk(
+            streams.numpy("placement"), n_devices, radius_m=cfg.cell_radius_m, min_distance_m=cfg.min_distance_m
+        )
+        # distance 0 has infinite gain; keep every device at least 1 m from the antenna
+        self._floor_m = max(cfg.min_distance_m, 1.0)
+        self._round = 1
+
+    def round_state(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(distance [m], channel power gain [linear]) of every device in round ``round_index`` (1-based).
+
+        Rounds must be visited in order; mobility steps use the (mobility, round) stream.
+        """
+        while self._round < round_index:
+            self._round += 1
+            self.positions_m = self.mobility.step(self.positions_m, self.streams.numpy("mobility", self._round))
+        d = np.maximum(distances_m(self.positions_m), self._floor_m)
+        return d, self.model.gain_linear(d, self.streams.numpy("fading", round_index))
+
+    def rates_bps(self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray) -> np.ndarray:
+        """Uplink rate [bit/s] per device, shape (n,); 0 for devices not transmitting."""
+        return self.model.rates_bps(gain, tx_power_w, transmitting)

@@ -1,0 +1,577 @@
+"""Self-contained HTML report of one run (DESIGN.md "Outputs").
+
+The page has a header with a summary table and five plotly figures:
+
+1. test accuracy vs simulated time [s],
+2. test accuracy vs cumulative energy [J],
+3. test accuracy vs round,
+4. one round's device timeline (compute and upload bars, straggler and deadline marked),
+5. per-device total energy (compute and upload stacked) [J].
+
+Inputs are the two result tables: ``rounds`` (one row per round; ``sim_time_s`` is the simulated clock at the
+end of the round, ``test_accuracy`` is a fraction in [0, 1] and NaN on rounds without evaluation) and
+``device_rounds`` (one row per selected device per round). For the timeline, ``device_rounds`` may carry
+``t_start_s`` (when the device began computing) and ``t_arrive_s`` (when its upload arrived), both [s] relative
+to the round start; without them a device starts at 0 s and arrives at ``t_start_s + t_cmp_s + t_com_s``.
+
+plotly.js is inlined once, so the page opens offline. ``build_figures`` returns the figures themselves, so
+that a notebook (or a test) can inspect or restyle them.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from edgefl.errors import EdgeflError
+from edgefl.io import atomic_write_text
+
+__all__ = [
+    "FIGURE_KEYS",
+    "ReportError",
+    "build_figures",
+    "build_report",
+    "default_timeline_round",
+    "find_straggler",
+    "summarize",
+    "write_report",
+]
+
+#: Keys of the dict ``build_figures`` returns, in page order.
+FIGURE_KEYS = ("accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_energy")
+
+_ROUNDS_REQUIRED = ("round", "sim_time_s", "round_time_s", "energy_cum_j", "test_accuracy")
+_DEVICE_REQUIRED = ("round", "device", "trained", "arrived", "t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j")
+
+_COLOURS = {
+    "compute": "#1f77b4",
+    "upload": "#ff7f0e",
+    "compute (dropped)": "#9aa5b1",
+    "upload (dropped)": "#c7b299",
+    "straggler": "#d62728",
+    "deadline": "#d62728",
+    "round end": "#555555",
+}
+_TEMPLATE = "plotly_white"
+
+
+class ReportError(EdgeflError, ValueError):
+    """The result tables or report options cannot be drawn; the message names the input and what was expected."""
+
+
+# --------------------------------------------------------------------------------------------- public API
+
+
+def build_figures(
+    rounds: pd.DataFrame,
+    device_rounds: pd.DataFrame,
+    *,
+    timeline_round: int | None = None,
+    t_max_s: float | None = None,
+) -> dict[str, go.Figure]:
+    """Build the report's figures, keyed by ``FIGURE_KEYS``.
+
+    ``timeline_round`` picks the round of the device timeline (default: ``default_timeline_round``);
+    ``t_max_s`` [s] is the round deadline drawn as a dashed vertical line on the timeline (none if ``None``).
+    Raises ``ReportError`` for a missing column, an unknown ``timeline_round`` or a bad ``t_max_s``.
+    """
+    rounds = _check_table(rounds, "rounds", _ROUNDS_REQUIRED)
+    device_rounds = _check_table(device_rounds, "device_rounds", _DEVICE_REQUIRED)
+    t_max_s = _check_t_max(t_max_s)
+    if timeline_round is None:
+        timeline_round = default_timeline_round(rounds, device_rounds)
+    else:
+        timeline_round = _check_round(timeline_round, rounds, device_rounds)
+
+    evaluated = _evaluated_rounds(rounds)
+    return {
+        "accuracy_vs_time": _accuracy_figure(
+            evaluated, "sim_time_s", "simulated time [s]", "Test accuracy vs simulated time"
+        ),
+        "accuracy_vs_energy": _accuracy_figure(
+            evaluated, "energy_cum_j", "cumulative energy, all devices [J]", "Test accuracy vs energy"
+        ),
+        "accuracy_vs_round": _accuracy_figure(evaluated, "round", "round", "Test accuracy vs round"),
+        "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
+        "device_energy": _device_energy_figure(device_rounds),
+    }
+
+
+def build_report(
+    rounds: pd.DataFrame,
+    device_rounds: pd.DataFrame,
+    *,
+    title: str,
+    timeline_round: int | None = None,
+    t_max_s: float | None = None,
+) -> str:
+    """Return the report as one self-contained HTML page (plotly.js inlined once, no network needed)."""
+    if not isinstance(title, str):
+        raise ReportError(f"title must be a str, got {type(title).__name__} {title!r}")
+    figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s)
+    summary = summarize(rounds)
+    sections = []
+    for i, key in enumerate(FIGURE_KEYS):
+        div = figures[key].to_html(
+            full_html=False,
+            include_plotlyjs=(i == 0),  # inline plotly.js once, in the first figure
+            include_mathjax=False,
+            div_id=f"edgefl-{key.replace('_', '-')}",  # fixed ids: the same run gives the same page
+            default_width="100%",
+            config={"displaylogo": False, "responsive": True},
+        )
+        sections.append(f'<section class="figure">\n{div}\n</section>')
+    esc = html.escape(title)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{esc}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<h1>{esc}</h1>\n"
+        '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
+        "(not host time); test accuracy is shown on evaluated rounds only.</p>\n"
+        f"{_summary_table(summary)}\n" + "\n".join(sections) + "\n</body>\n</html>\n"
+    )
+
+
+def write_report(
+    path: str | os.PathLike[str],
+    rounds: pd.DataFrame,
+    device_rounds: pd.DataFrame,
+    *,
+    title: str,
+    timeline_round: int | None = None,
+    t_max_s: float | None = None,
+) -> Path:
+    """Build the report and write it atomically to ``path``; return the path."""
+    page = build_report(rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s)
+    return atomic_write_text(path, page)
+
+
+def summarize(rounds: pd.DataFrame) -> dict[str, Any]:
+    """Headline numbers of a run.
+
+    Returns ``rounds`` (number of rounds), ``final_accuracy`` / ``final_accuracy_round`` (last evaluated
+    round), ``best_accuracy`` / ``best_accuracy_round`` (first round reaching the maximum), ``sim_time_s``
+    (simulated clock at the end of the last round) [s] and ``energy_j`` (cumulative energy at the last round)
+    [J]; a value that does not exist yet is ``None``.
+    """
+    rounds = _check_table(rounds, "rounds", _ROUNDS_REQUIRED)
+    out: dict[str, Any] = {
+        "rounds": 0,
+        "final_accuracy": None,
+        "final_accuracy_round": None,
+        "best_accuracy": None,
+        "best_accuracy_round": None,
+        "sim_time_s": None,
+        "energy_j": None,
+    }
+    if rounds.empty:
+        return out
+    by_round = rounds.assign(round=_numeric(rounds["round"])).sort_values("round", kind="stable")
+    out["rounds"] = int(by_round["round"].nunique())
+    last = by_round.iloc[-1]
+    out["sim_time_s"] = _float_or_none(last["sim_time_s"])
+    out["energy_j"] = _float_or_none(last["energy_cum_j"])
+    evaluated = _evaluated_rounds(rounds)
+    if not evaluated.empty:
+        final = evaluated.iloc[-1]
+        best = evaluated.loc[evaluated["test_accuracy"].idxmax()]
+        out["final_accuracy"] = float(final["test_accuracy"])
+        out["final_accuracy_round"] = int(final["round"])
+        out["best_accuracy"] = float(best["test_accuracy"])
+        out["best_accuracy_round"] = int(best["round"])
+    return out
+
+
+def default_timeline_round(rounds: pd.DataFrame, device_rounds: pd.DataFrame) -> int | None:
+    """The round whose device timeline the report shows by default.
+
+    The round with the largest ``round_time_s`` (the first one on ties), i.e. where a straggler mattered most;
+    if no round has a round time, the last round with device rows; ``None`` if neither table has a round.
+    """
+    if not rounds.empty:
+        times = _numeric(rounds["round_time_s"])
+        if times.notna().any():
+            return int(_numeric(rounds["round"]).loc[times.idxmax()])
+    if not device_rounds.empty:
+        return int(_numeric(device_rounds["round"]).max())
+    return None
+
+
+def find_straggler(device_rounds: pd.DataFrame, round_: int) -> int | None:
+    """The straggler of round ``round_``: the arrived device whose upload arrived last.
+
+    If no device arrived, the device with the latest arrival time among all that have one (it would have been
+    the straggler). Ties go to the lowest device id. ``None`` if no device of that round has an arrival time.
+    """
+    device_rounds = _check_table(device_rounds, "device_rounds", _DEVICE_REQUIRED)
+    rows = _phase_times(_round_rows(device_rounds, round_))
+    timed = rows[rows["_arrive"].notna()]
+    if timed.empty:
+        return None
+    arrived = timed[timed["_arrived"]]
+    pool = arrived if not arrived.empty else timed
+    return _device_id(pool.loc[pool["_arrive"].idxmax(), "device"])
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+def _check_table(df: Any, name: str, required: tuple[str, ...]) -> pd.DataFrame:
+    if not isinstance(df, pd.DataFrame):
+        raise ReportError(f"{name} must be a pandas.DataFrame, got {type(df).__name__}")
+    if df.empty and len(df.columns) == 0:
+        return pd.DataFrame(columns=list(required))
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ReportError(f"{name} is missing column(s) {missing}; the report needs at least {list(required)}")
+    for col in ("round", "device"):
+        if col in required and _numeric(df[col]).isna().any():
+            bad = df.loc[_numeric(df[col]).isna(), col].iloc[0]
+            raise ReportError(f"{name}.{col} must be an integer on every row, got {bad!r}")
+    return df.reset_index(drop=True)
+
+
+def _check_t_max(t_max_s: float | None) -> float | None:
+    if t_max_s is None:
+        return None
+    try:
+        value = float(t_max_s)
+    except (TypeError, ValueError):
+        raise ReportError(f"t_max_s must be a number of seconds, got {t_max_s!r}") from None
+    if not math.isfinite(value) or value <= 0.0:
+        raise ReportError(f"t_max_s must be finite and > 0 [s], got {t_max_s!r}")
+    return value
+
+
+def _check_round(timeline_round: Any, rounds: pd.DataFrame, device_rounds: pd.DataFrame) -> int:
+    known = sorted(
+        {int(r) for r in _numeric(rounds["round"]).dropna()} | {int(r) for r in _numeric(device_rounds["round"]).dropna()}
+    )
+    if isinstance(timeline_round, bool) or not isinstance(timeline_round, int) or timeline_round not in known:
+        span = f"{known[0]}..{known[-1]}" if known else "none (the tables are empty)"
+        raise ReportError(f"timeline_round={timeline_round!r} is not a round of this run; rounds present: {span}")
+    return timeline_round
+
+
+# --------------------------------------------------------------------------------------------- table helpers
+
+
+def _numeric(series: pd.Series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce").astype(float)
+
+
+def _as_bool(series: pd.Series) -> pd.Series:
+    """Booleans as written by pandas or read back from CSV ("True"/"False", 1/0); missing is False."""
+
+    def convert(value: Any) -> bool:
+        if isinstance(value, str):
+            return value.strip().lower() in {"true", "1", "yes"}
+        if pd.isna(value):
+            return False
+        return bool(value)
+
+    return series.map(convert).astype(bool)
+
+
+def _float_or_none(value: Any) -> float | None:
+    number = pd.to_numeric(value, errors="coerce")
+    return None if pd.isna(number) else float(number)
+
+
+def _device_id(value: Any) -> int:
+    return int(float(value))
+
+
+def _device_label(value: Any) -> str:
+    return f"device {_device_id(value)}"
+
+
+def _evaluated_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Rounds with a test accuracy, sorted by round; numeric columns as float."""
+    df = rounds.copy()
+    for col in ("round", "sim_time_s", "energy_cum_j", "test_accuracy"):
+        df[col] = _numeric(df[col])
+    df["test_loss"] = _numeric(df["test_loss"]) if "test_loss" in df.columns else math.nan
+    return df[df["test_accuracy"].notna()].sort_values("round", kind="stable").reset_index(drop=True)
+
+
+def _round_rows(device_rounds: pd.DataFrame, round_: int) -> pd.DataFrame:
+    rows = device_rounds[_numeric(device_rounds["round"]) == round_].copy()
+    rows["_device"] = _numeric(rows["device"])
+    return rows.sort_values("_device", kind="stable").reset_index(drop=True)
+
+
+def _phase_times(rows: pd.DataFrame) -> pd.DataFrame:
+    """Add ``_start``, ``_cmp_end``, ``_arrive`` [s from round start], ``_trained`` and ``_arrived``.
+
+    Devices that did not train get NaN times. A trained device without ``t_arrive_s`` arrives at
+    ``t_start_s + t_cmp_s + t_com_s``.
+    """
+    rows = rows.copy()
+    trained = _as_bool(rows["trained"])
+    start = _numeric(rows["t_start_s"]) if "t_start_s" in rows.columns else pd.Series(0.0, index=rows.index)
+    start = start.fillna(0.0)
+    cmp_end = start + _numeric(rows["t_cmp_s"])
+    arrive = _numeric(rows["t_arrive_s"]) if "t_arrive_s" in rows.columns else pd.Series(math.nan, index=rows.index)
+    arrive = arrive.fillna(cmp_end + _numeric(rows["t_com_s"]))
+    rows["_trained"] = trained
+    rows["_arrived"] = _as_bool(rows["arrived"]) & trained
+    rows["_start"] = start.where(trained)
+    rows["_cmp_end"] = cmp_end.where(trained)
+    rows["_arrive"] = arrive.where(trained)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+
+def _placeholder(fig: go.Figure, text: str) -> None:
+    fig.add_annotation(
+        text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 16, "color": "#888"}
+    )
+
+
+def _fmt(value: Any, spec: str, unit: str = "") -> str:
+    number = _float_or_none(value)
+    return "n/a" if number is None else f"{number:{spec}}{unit}"
+
+
+def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, x_title: str, title: str) -> go.Figure:
+    fig = go.Figure()
+    if evaluated.empty:
+        _placeholder(fig, "no evaluation yet")
+    else:
+        hover = [
+            f"round {int(r['round'])}<br>test accuracy {r['test_accuracy']:.2%}<br>"
+            f"test loss {_fmt(r['test_loss'], '.4f')}<br>simulated time {_fmt(r['sim_time_s'], '.4g', ' s')}<br>"
+            f"cumulative energy {_fmt(r['energy_cum_j'], '.4g', ' J')}"
+            for _, r in evaluated.iterrows()
+        ]
+        x = [int(v) for v in evaluated[x_col]] if x_col == "round" else [float(v) for v in evaluated[x_col]]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[float(v) for v in evaluated["test_accuracy"]],
+                mode="lines+markers",
+                name="test accuracy",
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        template=_TEMPLATE,
+        xaxis_title=x_title,
+        yaxis={"title": "test accuracy [%]", "tickformat": ".0%"},
+        showlegend=False,
+    )
+    return fig
+
+
+def _timeline_figure(
+    rounds: pd.DataFrame, device_rounds: pd.DataFrame, round_: int | None, t_max_s: float | None
+) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(
+        template=_TEMPLATE,
+        xaxis_title="time since round start [s]",
+        yaxis_title="device",
+        barmode="overlay",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    if round_ is None:
+        fig.update_layout(title="Device timeline")
+        _placeholder(fig, "no rounds yet")
+        return fig
+    rows = _phase_times(_round_rows(device_rounds, round_))
+    if rows.empty:
+        fig.update_layout(title=f"Device timeline, round {round_}")
+        _placeholder(fig, f"no device rows for round {round_}")
+        return fig
+
+    labels = [_device_label(d) for d in rows["device"]]
+    rows["_label"] = labels
+    trained = rows[rows["_trained"]]
+    for phase, lo, hi in (("compute", "_start", "_cmp_end"), ("upload", "_cmp_end", "_arrive")):
+        for dropped in (False, True):
+            part = trained[(~trained["_arrived"] if dropped else trained["_arrived"]) & trained[hi].notna()]
+            if part.empty:
+                continue
+            name = f"{phase} (dropped)" if dropped else phase
+            status = "dropped (late)" if dropped else "arrived"
+            hover = [
+                f"{r['_label']}: {phase}<br>{r[lo]:.4g} s to {r[hi]:.4g} s ({r[hi] - r[lo]:.4g} s)<br>{status}"
+                + _device_details(r)
+                for _, r in part.iterrows()
+            ]
+            fig.add_trace(
+                go.Bar(
+                    orientation="h",
+                    name=name,
+                    y=list(part["_label"]),
+                    base=[float(v) for v in part[lo]],
+                    x=[float(v) for v in part[hi] - part[lo]],
+                    marker={
+                        "color": _COLOURS[name],
+                        "pattern": {"shape": "/" if dropped else ""},
+                    },
+                    hovertext=hover,
+                    hoverinfo="text",
+                )
+            )
+
+    idle = rows[~rows["_trained"]]
+    if not idle.empty:
+        fig.add_trace(
+            go.Scatter(
+                name="did not train",
+                x=[0.0] * len(idle),
+                y=list(idle["_label"]),
+                mode="markers",
+                marker={"symbol": "x", "size": 10, "color": "#888"},
+                hovertext=[f"{r['_label']}: did not train ({_reason(r)})" for _, r in idle.iterrows()],
+                hoverinfo="text",
+            )
+        )
+
+    straggler = find_straggler(device_rounds, round_)
+    title = f"Device timeline, round {round_}"
+    if straggler is not None:
+        row = rows[rows["_device"] == straggler].iloc[0]
+        label = _device_label(straggler)
+        status = "arrived" if row["_arrived"] else "dropped (late); nobody arrived"
+        fig.add_trace(
+            go.Scatter(
+                name="straggler",
+                x=[float(row["_arrive"])],
+                y=[label],
+                mode="markers",
+                marker={"symbol": "star", "size": 14, "color": _COLOURS["straggler"]},
+                hovertext=[f"straggler: {label}<br>upload arrived at {row['_arrive']:.4g} s<br>{status}"],
+                hoverinfo="text",
+            )
+        )
+        fig.add_annotation(x=float(row["_arrive"]), y=label, text=f"straggler ({label})", showarrow=True, ax=40, ay=-25)
+        title += f" (straggler: {label})"
+
+    if t_max_s is not None:
+        _vline(fig, t_max_s, "deadline", "dash", f"deadline {t_max_s:.4g} s", top=True)
+    round_time = _round_time(rounds, round_)
+    if round_time is not None:
+        _vline(fig, round_time, "round end", "dot", f"round end {round_time:.4g} s", top=False)
+
+    fig.update_layout(
+        title=title,
+        height=max(320, 140 + 28 * len(labels)),
+        yaxis={"categoryorder": "array", "categoryarray": labels, "autorange": "reversed"},
+    )
+    return fig
+
+
+def _device_details(row: pd.Series) -> str:
+    parts = []
+    for col, text in (("width", "width {:.3g}"), ("cpu_hz", "CPU {:.3g} GHz"), ("rate_bps", "rate {:.3g} Mbit/s")):
+        value = _float_or_none(row[col]) if col in row.index else None
+        if value is not None:
+            parts.append(text.format(value / 1e9 if col == "cpu_hz" else value / 1e6 if col == "rate_bps" else value))
+    return "<br>" + ", ".join(parts) if parts else ""
+
+
+def _reason(row: pd.Series) -> str:
+    reason = row["reason"] if "reason" in row.index else None
+    return "no reason recorded" if reason is None or pd.isna(reason) or str(reason) == "" else str(reason)
+
+
+def _round_time(rounds: pd.DataFrame, round_: int) -> float | None:
+    match = rounds[_numeric(rounds["round"]) == round_]
+    return None if match.empty else _float_or_none(match["round_time_s"].iloc[0])
+
+
+def _vline(fig: go.Figure, x: float, name: str, dash: str, text: str, *, top: bool) -> None:
+    """A named vertical line at ``x`` [s]; its label above the plot (``top``) or just inside its bottom edge."""
+    colour = _COLOURS[name]
+    fig.add_shape(
+        type="line", name=name, x0=x, x1=x, xref="x", y0=0, y1=1, yref="paper", line={"dash": dash, "color": colour}
+    )
+    fig.add_annotation(
+        x=x, y=1.0 if top else 0.0, xref="x", yref="paper", text=text, showarrow=False,
+        yanchor="bottom", xanchor="center" if top else "left", font={"color": colour},
+    )
+
+
+def _device_energy_figure(device_rounds: pd.DataFrame) -> go.Figure:
+    """Energy per device summed over all its rows [J]: what the simulator charged (NaN counts as 0 J)."""
+    fig = go.Figure()
+    fig.update_layout(
+        title="Energy per device, all rounds",
+        template=_TEMPLATE,
+        xaxis_title="device",
+        yaxis_title="energy [J]",
+        barmode="stack",
+    )
+    if device_rounds.empty:
+        _placeholder(fig, "no device rows yet")
+        return fig
+    df = pd.DataFrame(
+        {
+            "device": _numeric(device_rounds["device"]),
+            "trained": _as_bool(device_rounds["trained"]),
+            "compute": _numeric(device_rounds["e_cmp_j"]),
+            "upload": _numeric(device_rounds["e_com_j"]),
+        }
+    )
+    devices = sorted(df["device"].dropna().unique())
+    sums = df.groupby("device")[["compute", "upload"]].sum(min_count=0).reindex(devices, fill_value=0.0)
+    counts = df[df["trained"]].groupby("device").size().reindex(devices, fill_value=0)
+    labels = [_device_label(d) for d in devices]
+    for phase in ("compute", "upload"):
+        fig.add_trace(
+            go.Bar(
+                name=phase,
+                x=labels,
+                y=[float(v) for v in sums[phase]],
+                marker={"color": _COLOURS[phase]},
+                hovertext=[
+                    f"{label}<br>{phase} energy {value:.4g} J<br>trained in {int(n)} round(s)"
+                    for label, value, n in zip(labels, sums[phase], counts)
+                ],
+                hoverinfo="text",
+            )
+        )
+    fig.update_xaxes(categoryorder="array", categoryarray=labels)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------- page
+
+
+_CSS = (
+    "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:1100px;"
+    "padding:0 1rem;color:#222}h1{margin-bottom:.2rem}.note{color:#666;margin-top:0}"
+    "table.summary{border-collapse:collapse;margin:1rem 0}table.summary th,table.summary td{border:1px solid #ddd;"
+    "padding:.3rem .8rem;text-align:left}table.summary th{background:#f4f4f4;font-weight:600}"
+    "section.figure{margin:1.5rem 0}"
+)
+
+
+def _summary_table(summary: dict[str, Any]) -> str:
+    def accuracy(key: str) -> str:
+        value = summary[f"{key}_accuracy"]
+        return "no evaluation yet" if value is None else f"{value:.2%} (round {summary[f'{key}_accuracy_round']})"
+
+    rows = [
+        ("rounds", str(summary["rounds"])),
+        ("final test accuracy", accuracy("final")),
+        ("best test accuracy", accuracy("best")),
+        ("total simulated time", _fmt(summary["sim_time_s"], ".4g", " s")),
+        ("total energy, all devices", _fmt(summary["energy_j"], ".4g", " J")),
+    ]
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f'<table class="summary">{body}</table>'

@@ -1,0 +1,90 @@
+"""Run results: the two tables, the summary, and the run directory they are written to (atomically)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from edgefl.io import atomic_write_json, atomic_write_text
+from edgefl.scenario import Scenario, scenario_to_toml
+
+__all__ = ["ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "write_run"]
+
+ROUND_COLUMNS = (
+    "round", "sim_time_s", "round_time_s", "energy_j", "energy_cum_j", "selected", "arrived", "dropped",
+    "bits_up", "test_accuracy", "test_loss", "train_loss", "wall_time_s",
+)  # fmt: skip
+DEVICE_COLUMNS = (
+    "round", "device", "selected", "trained", "feasible", "reason", "arrived", "distance_m", "rate_bps",
+    "cpu_hz", "width", "alpha", "beta", "local_steps", "t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j",
+    "bits_planned", "bits", "t_max_s", "e_max_j",
+)  # fmt: skip
+WALL_CLOCK_COLUMNS = ("wall_time_s",)
+"""Columns measured on the host clock; everything else is a deterministic function of scenario and seed."""
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """Everything one run produced. ``rounds``: one row per round; ``device_rounds``: one row per selected
+    device per round (columns of DESIGN.md first, method-specific ones after)."""
+
+    scenario: Scenario
+    rounds: pd.DataFrame
+    device_rounds: pd.DataFrame
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:
+    """Headline numbers of a run (accuracies in [0, 1], time [s], energy [J])."""
+    acc = rounds["test_accuracy"].dropna()
+    return {
+        "name": scenario.name,
+        "method": scenario.method.name,
+        "seed": scenario.seed,
+        "rounds": int(len(rounds)),
+        "complete": int(len(rounds)) == scenario.rounds,
+        "final_accuracy": float(acc.iloc[-1]) if len(acc) else math.nan,
+        "best_accuracy": float(acc.max()) if len(acc) else math.nan,
+        "sim_time_s": float(rounds["sim_time_s"].iloc[-1]) if len(rounds) else 0.0,
+        "energy_j": float(rounds["energy_cum_j"].iloc[-1]) if len(rounds) else 0.0,
+        "bits_up": float(rounds["bits_up"].sum()),
+        "wall_time_s": float(rounds["wall_time_s"].sum()),
+    }
+
+
+def default_run_dir(name: str, root: str | Path = "runs") -> Path:
+    """``runs/<name>-<YYYYmmdd-HHMMSS>`` (a numeric suffix is added if it already exists)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{name}-{stamp}"
+    i = 1
+    while path.exists():
+        path = Path(root) / f"{name}-{stamp}-{i}"
+        i += 1
+    return path
+
+
+def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) -> Path:
+    """Write scenario.toml, rounds.csv, device_rounds.csv, summary.json (and report.html) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "scenario.toml", scenario_to_toml(result.scenario))
+    atomic_write_text(out / "rounds.csv", result.rounds.to_csv(index=False))
+    atomic_write_text(out / "device_rounds.csv", result.device_rounds.to_csv(index=False))
+    if report:
+        from edgefl.report import write_report
+
+        t_max = result.scenario.round.deadline_s if result.scenario.round.policy == "deadline" else None
+        write_report(
+            out / "report.html",
+            result.rounds,
+            result.device_rounds,
+            title=f"{result.scenario.name} ({result.scenario.method.name}, seed {result.scenario.seed})",
+            t_max_s=t_max,
+        )
+    atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run
+    return out

@@ -1,0 +1,381 @@
+"""Scenario: a validated, declarative description of one run (pydantic models loaded from TOML).
+
+Physical quantities are SI with a unit suffix (``_hz``, ``_w``, ``_m``, ``_s``, ``_j``). Scenario files may also
+use the units engineers use (``bandwidth_mhz``, ``tx_power_dbm``, ``noise_psd_dbm_per_mhz``, ``f_max_ghz``);
+they are converted once, here, at load, and the resolved scenario written next to the results is all SI.
+
+A quantity that differs between devices is either a number (every device the same) or ``[low, high]``
+(each device draws uniformly from that range with the fleet's seeded stream).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from edgefl.errors import ScenarioError
+
+__all__ = [
+    "Scenario",
+    "DataConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "MethodConfig",
+    "RoundConfig",
+    "FleetConfig",
+    "BudgetConfig",
+    "ChannelConfig",
+    "load_scenario",
+    "scenario_from_dict",
+    "scenario_to_toml",
+    "apply_overrides",
+    "parse_override",
+]
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Range = tuple[PositiveFloat, PositiveFloat]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def _check_range(value: float | tuple[float, float], name: str) -> float | tuple[float, float]:
+    if isinstance(value, tuple) and value[0] > value[1]:
+        raise ValueError(f"range [{value[0]}, {value[1]}] has low > high; give [low, high] with low <= high")
+    return value
+
+
+def _convert(data: Any, table: dict[str, tuple[str, Any]]) -> Any:
+    """Replace engineer-unit keys by their SI key (``{"bandwidth_mhz": 1}`` -> ``{"bandwidth_hz": 1e6}``)."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for key, (si_key, fn) in table.items():
+        if key in data:
+            if si_key in data:
+                raise ValueError(f"give either {key} or {si_key}, not both")
+            value = data.pop(key)
+            try:
+                data[si_key] = [fn(float(v)) for v in value] if isinstance(value, list) else fn(float(value))
+            except (TypeError, ValueError):
+                raise ValueError(f"{key}={value!r}: must be a number or [low, high]") from None
+    return data
+
+
+# engineer-unit key -> (SI key, conversion); applied once at load
+_FLEET_UNITS: dict[str, tuple[str, Any]] = {}
+_CHANNEL_UNITS: dict[str, tuple[str, Any]] = {}
+
+
+def _dbm_to_w(dbm: float) -> float:
+    return 10.0 ** ((dbm - 30.0) / 10.0)  # dBm -> W: P[W] = 10^((P[dBm] - 30)/10)
+
+
+def _dbm_per_mhz_to_w_per_hz(dbm_per_mhz: float) -> float:
+    return _dbm_to_w(dbm_per_mhz) / 1e6  # per MHz -> per Hz
+
+
+_FLEET_UNITS.update(
+    f_min_ghz=("f_min_hz", lambda v: v * 1e9),
+    f_max_ghz=("f_max_hz", lambda v: v * 1e9),
+    tx_power_dbm=("tx_power_w", _dbm_to_w),
+)
+_CHANNEL_UNITS.update(
+    bandwidth_mhz=("bandwidth_hz", lambda v: v * 1e6),
+    noise_psd_dbm_per_mhz=("noise_psd_w_per_hz", _dbm_per_mhz_to_w_per_hz),
+    carrier_ghz=("carrier_hz", lambda v: v * 1e9),
+)
+_UNIT_ALIASES = {section: {k: si for k, (si, _) in table.items()} for section, table in
+                 (("fleet", _FLEET_UNITS), ("channel", _CHANNEL_UNITS))}  # fmt: skip
+
+
+class DataConfig(_Strict):
+    """Dataset and its split over devices."""
+
+    dataset: Literal["digits", "synthetic"] = "digits"
+    partition: Literal["iid", "shards"] = "iid"
+    classes_per_device: int = Field(2, ge=1, le=1000)
+    test_fraction: float = Field(0.2, gt=0, lt=1)
+    synthetic_alpha: NonNegFloat = 1.0
+    synthetic_beta: NonNegFloat = 1.0
+    synthetic_samples_mean: int = Field(245, ge=4, le=1_000_000)
+
+
+class ModelConfig(_Strict):
+    """Model architecture (``mlp``: ReLU hidden layers; ``logreg``: multinomial logistic regression)."""
+
+    name: Literal["mlp", "logreg"] = "mlp"
+    hidden: tuple[Annotated[int, Field(ge=1, le=65536)], ...] = (64,)
+    width: float = Field(1.0, gt=0, le=1)
+
+
+class TrainConfig(_Strict):
+    """Local training shared by every method: SGD on the device's data."""
+
+    local_epochs: int = Field(1, ge=1, le=10_000)
+    local_steps: int = Field(0, ge=0, le=10_000_000)  # > 0: fixed number of SGD steps instead of epochs
+    batch_size: int = Field(32, ge=1, le=1_000_000)
+    lr: PositiveFloat = 0.05
+    momentum: float = Field(0.0, ge=0, lt=1)
+    weight_decay: NonNegFloat = 0.0
+    grad_clip: NonNegFloat = 0.0  # 0 = no clipping
+    eval_every: int = Field(1, ge=1, le=1_000_000)
+
+
+class MethodConfig(_Strict):
+    """FL method and its knobs."""
+
+    name: Literal["fedavg"] = "fedavg"
+    clients_per_round: int = Field(10, ge=1, le=10_000_000)
+    cpu_policy: Literal["max", "min_energy"] = "max"
+
+
+class RoundConfig(_Strict):
+    """How a round ends.
+
+    ``wait_all``: the straggler sets the round time. ``deadline``: updates arriving after ``deadline_s``
+    (measured from the round start, downlink included) are dropped, their energy still charged.
+    ``over_select``: ``ceil(K * (1 + over_select_fraction))`` devices start, the first K arrivals are kept.
+    """
+
+    policy: Literal["wait_all", "deadline", "over_select"] = "wait_all"
+    deadline_s: PositiveFloat | None = None
+    over_select_fraction: float = Field(0.3, gt=0, le=10)
+    downlink_s: NonNegFloat = 0.0
+
+    @model_validator(mode="after")
+    def _deadline_given(self) -> RoundConfig:
+        if self.policy == "deadline" and self.deadline_s is None:
+            raise ValueError("policy='deadline' needs deadline_s > 0 [s]")
+        return self
+
+
+class BudgetConfig(_Strict):
+    """Per-round energy budget E_max [J]: none, fixed per device, or drawn each round from U[low, high]."""
+
+    kind: Literal["none", "fixed", "uniform"] = "none"
+    value_j: float | Range = Field(default=1.0)
+    low_j: PositiveFloat = 1.0
+    high_j: PositiveFloat = 1.0
+
+    @field_validator("value_j")
+    @classmethod
+    def _v(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        if not isinstance(v, tuple) and not (v > 0 and math.isfinite(v)):
+            raise ValueError("must be > 0 [J]")
+        return _check_range(v, "value_j")
+
+    @model_validator(mode="after")
+    def _order(self) -> BudgetConfig:
+        if self.low_j > self.high_j:
+            raise ValueError(f"low_j={self.low_j} > high_j={self.high_j}: need low_j <= high_j")
+        return self
+
+
+class FleetConfig(_Strict):
+    """Device population. Each quantity: a number, or [low, high] drawn per device (uniform)."""
+
+    n_devices: int = Field(20, ge=1, le=10_000_000)
+    f_min_hz: PositiveFloat | Range = 0.1e9
+    f_max_hz: PositiveFloat | Range = 1.0e9
+    energy_coeff: PositiveFloat | Range = 1e-28  # eps [J/(cycle*Hz^2)], AnycostFL eq. (7)
+    flops_per_cycle: PositiveFloat | Range = 8.0
+    tx_power_w: PositiveFloat | Range = 0.1
+    budget: BudgetConfig = BudgetConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _units(cls, data: Any) -> Any:
+        return _convert(data, _FLEET_UNITS)
+
+    @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
+    @classmethod
+    def _ranges(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        return _check_range(v, "")
+
+    @model_validator(mode="after")
+    def _freq_order(self) -> FleetConfig:
+        lo = self.f_min_hz[1] if isinstance(self.f_min_hz, tuple) else self.f_min_hz
+        hi = self.f_max_hz[0] if isinstance(self.f_max_hz, tuple) else self.f_max_hz
+        if lo > hi:
+            raise ValueError(f"f_min_hz (up to {lo}) exceeds f_max_hz (from {hi}): need f_min_hz <= f_max_hz")
+        return self
+
+
+class ChannelConfig(_Strict):
+    """Uplink radio: path loss, fading, FDMA sub-bands, placement and mobility."""
+
+    pathloss: Literal["3gpp_macro", "log_distance", "free_space"] = "3gpp_macro"
+    exponent: PositiveFloat = 3.76  # log_distance only
+    ref_distance_m: PositiveFloat = 1.0  # log_distance only
+    ref_loss_db: float = Field(30.0, allow_inf_nan=False)  # log_distance only
+    carrier_hz: PositiveFloat = 2.4e9  # free_space only
+    shadowing_db: NonNegFloat = 0.0  # log-normal shadowing std [dB]; 0 = off
+    rayleigh: bool = False  # Rayleigh block fading, one draw per device per round
+    noise_psd_w_per_hz: PositiveFloat = _dbm_per_mhz_to_w_per_hz(-114.0)
+    bandwidth_hz: PositiveFloat = 1e6
+    bandwidth_mode: Literal["fixed", "split"] = "fixed"
+    cell_radius_m: PositiveFloat = 550.0
+    min_distance_m: NonNegFloat = 10.0
+    mobility: Literal["static", "redraw", "random_walk"] = "static"
+    walk_step_m: PositiveFloat = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _units(cls, data: Any) -> Any:
+        return _convert(data, _CHANNEL_UNITS)
+
+    @model_validator(mode="after")
+    def _cell(self) -> ChannelConfig:
+        if self.cell_radius_m <= self.min_distance_m:
+            raise ValueError(
+                f"cell_radius_m={self.cell_radius_m} must be > min_distance_m={self.min_distance_m} [m]"
+            )
+        return self
+
+
+class Scenario(_Strict):
+    """One run: what trains, on which devices, over which radio, with which method."""
+
+    name: str = Field("scenario", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    rounds: int = Field(20, ge=1, le=10_000_000)
+    learning: Literal["torch"] = "torch"
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+    method: MethodConfig = MethodConfig()
+    round: RoundConfig = RoundConfig()
+    fleet: FleetConfig = FleetConfig()
+    channel: ChannelConfig = ChannelConfig()
+
+    @model_validator(mode="after")
+    def _cross(self) -> Scenario:
+        n, k = self.fleet.n_devices, self.method.clients_per_round
+        if k > n:
+            raise ValueError(f"method.clients_per_round={k} exceeds fleet.n_devices={n}: need 1 <= K <= N")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        # pydantic adds the union branch / validator names to the location; keep only field names
+        loc = ".".join(
+            str(p) for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function")))
+        )
+        msg = err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{loc}: unknown key")
+        elif loc and isinstance(value, dict):  # a whole-section check: its message names the fields
+            parts.append(f"{loc}: {msg}")
+        elif loc:
+            parts.append(f"{loc}={_short(value)}: {msg}")
+        else:
+            parts.append(msg)
+    # the same field may appear once per union branch: keep the first message of each
+    seen: dict[str, str] = {}
+    for p in parts:
+        seen.setdefault(p.split(":", 1)[0], p)
+    return "; ".join(seen.values())
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def scenario_from_dict(data: dict[str, Any]) -> Scenario:
+    """Validate a scenario given as a dict (as parsed from TOML); raise :class:`ScenarioError` if invalid."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"scenario must be a table of keys, got {type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(f"invalid scenario: {_format_validation_error(exc)}") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # defensive: a validator that raised outside pydantic
+        raise ScenarioError(f"invalid scenario: {exc}") from None
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Parse ``key.sub=value`` (value read as a TOML value, else as a bare string)."""
+    if "=" not in item:
+        raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. channel.bandwidth_hz=2e6")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ScenarioError(f"--set {item!r}: empty key")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with ``--set`` overrides applied (dotted keys address nested tables)."""
+    import copy
+
+    data = copy.deepcopy(data)
+    for item in overrides:
+        path, value = parse_override(item)
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ScenarioError(f"--set {item!r}: {part} is not a table")
+            node = child
+        node[path[-1]] = value
+        # an override in one unit replaces the same quantity given in the other (bandwidth_hz vs bandwidth_mhz)
+        aliases = _UNIT_ALIASES.get(path[0], {}) if len(path) == 2 else {}
+        for alias, si in aliases.items():
+            if path[-1] == si:
+                node.pop(alias, None)
+            elif path[-1] == alias:
+                node.pop(si, None)
+    return data
+
+
+def read_scenario_dict(source: str | Path) -> dict[str, Any]:
+    """Read a scenario TOML given as a preset name or a file path (no validation)."""
+    from scenarios import preset_path
+
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        path = preset_path(str(source))  # raises ScenarioError naming the presets when unknown
+    if not path.is_file():
+        raise ScenarioError(f"scenario file {str(path)!r} does not exist (see `edgefl scenarios list`)")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not UTF-8 text") from None
+
+
+def load_scenario(
+    source: str | Path, overrides: list[str] | None = None, *, seed: int | None = None
+) -> Scenario:
+    """Load a preset name or TOML path, apply ``--set`` overrides and ``--seed``, and validate."""
+    data = apply_overrides(read_scenario_dict(source), list(overrides or []))
+    if seed is not None:
+        data["seed"] = seed
+    return scenario_from_dict(data)
+
+
+def scenario_to_toml(scenario: Scenario) -> str:
+    """The fully resolved scenario (every default filled in, SI units) as TOML text."""
+    data = scenario.model_dump(mode="json", exclude_none=True)
+    return tomli_w.dumps(data)

@@ -1,0 +1,62 @@
+"""The command line as a user runs it (a real subprocess): outputs, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+
+import pandas as pd
+import pytest
+
+from scenarios import preset_path
+
+
+def edgefl(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgefl", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_run_writes_run_directory(tmp_path):
+    out = tmp_path / "run"
+    p = edgefl("run", "quickstart", "--set", "rounds=3", "--set", "channel.bandwidth_hz=2e6", "--out", str(out), "--seed", "3")
+    assert p.returncode == 0, p.stderr
+    assert f"run directory: {out}" in p.stdout
+    for name in ("scenario.toml", "rounds.csv", "device_rounds.csv", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    resolved = tomllib.loads((out / "scenario.toml").read_text())
+    assert resolved["seed"] == 3 and resolved["rounds"] == 3 and resolved["channel"]["bandwidth_hz"] == 2e6
+    assert len(pd.read_csv(out / "rounds.csv")) == 3
+    assert "\x1b[" not in p.stdout  # no progress bar when stdout is not a terminal
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--set", "channel.bandwidth_hz=0"], "channel.bandwidth_hz"),
+        (["--set", "method.clients_per_round=50"], "clients_per_round"),
+        (["--set", "fleet.budget.value_j=-1"], "value_j"),
+        (["--set", "channel.cell_radius_m=1"], "min_distance_m"),
+        (["--set", "nonsense=1"], "nonsense"),
+    ],
+)
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, args, field):
+    out = tmp_path / "run"
+    p = edgefl("run", "quickstart", *args, "--out", str(out))
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0]
+    assert "Traceback" not in p.stderr
+    assert not out.exists()
+
+
+def test_unknown_scenario(tmp_path):
+    p = edgefl("run", "nope", "--out", str(tmp_path / "x"))
+    assert p.returncode == 2 and "quickstart" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_scenarios_list_and_show():
+    p = edgefl("scenarios", "list")
+    assert p.returncode == 0 and p.stdout.startswith("quickstart") or "quickstart " in p.stdout
+    shown = edgefl("scenarios", "show", "quickstart")
+    assert shown.returncode == 0
+    assert tomllib.loads(shown.stdout) == tomllib.loads(preset_path("quickstart").read_text())
