@@ -28,6 +28,7 @@ State = dict[str, torch.Tensor]
 """A model's parameters by name (float32 tensors); the global model and updates use this form."""
 
 BITS_PER_FLOAT = 32
+_FLOPS_CACHE: dict[tuple, float] = {}
 
 
 def state_bits(state: State) -> int:
@@ -96,7 +97,6 @@ class Workload:
             grad_clip=t.grad_clip,
         )
         self._models: dict[float, nn.Module] = {}
-        self._flops: dict[float, float] = {}
 
     # ------------------------------------------------------------------ model
     @property
@@ -128,11 +128,13 @@ class Workload:
     def flops_per_sample(self, width: float | None = None) -> float:
         """Measured training FLOPs (forward + backward) per sample for this architecture and width (cached)."""
         width = self.scenario.model.width if width is None else width
-        if width not in self._flops:
-            self._flops[width] = measure_train_flops_per_sample(
+        m = self.scenario.model
+        key = (m.name, tuple(m.hidden), self.dataset.input_shape, self.dataset.n_classes, float(width))
+        if key not in _FLOPS_CACHE:  # an architecture's FLOPs never change: measure once per process
+            _FLOPS_CACHE[key] = measure_train_flops_per_sample(
                 lambda: self.make_model(width), self.dataset.input_shape, self.dataset.n_classes
             )
-        return self._flops[width]
+        return _FLOPS_CACHE[key]
 
     def samples_per_round(self, device: int | np.ndarray) -> np.ndarray:
         """Samples one local run processes on each device (epochs x local size, or steps x batch)."""

@@ -1,0 +1,1 @@
+"""Learning workload: datasets, partitions, models, the shared local trainer, FLOP measurement."""
