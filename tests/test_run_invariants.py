@@ -122,3 +122,26 @@ def test_energy_budget_makes_devices_sit_out():
     ran = dr[dr["trained"]]
     assert ((ran["e_cmp_j"] + ran["e_com_j"]) <= 0.005 * (1 + 1e-12)).all()
     assert not math.isnan(res.rounds["test_accuracy"].iloc[-1])
+
+
+def test_over_select_keeps_first_k_and_charges_all():
+    # K = 3 with 30% over-selection: ceil(3 * 1.3) = 4 devices start, the first 3 arrivals count
+    sc = load_scenario("quickstart", ["rounds=2", "round.policy='over_select'", "method.clients_per_round=3"])
+    res = run_scenario(sc)
+    dr, rounds = res.device_rounds, res.rounds
+    assert (rounds["selected"] == 4).all() and (rounds["arrived"] == 3).all() and (rounds["dropped"] == 1).all()
+    for r, g in dr.groupby("round"):
+        kept = g[g["arrived"]]["t_arrive_s"]
+        late = g[~g["arrived"]]["t_arrive_s"]
+        assert late.min() >= kept.max()  # the dropped one is the last to arrive
+        assert rounds.set_index("round").loc[r, "round_time_s"] == pytest.approx(kept.max(), rel=1e-12)
+
+
+def test_synthetic_logreg_runs_and_learns():
+    sc = load_scenario(
+        "quickstart",
+        ["data.dataset='synthetic'", "model.name='logreg'", "rounds=8", "train.lr=0.05", "train.eval_every=1"],
+    )
+    res = run_scenario(sc)
+    acc = res.rounds["test_accuracy"]
+    assert acc.iloc[-1] > acc.iloc[0]

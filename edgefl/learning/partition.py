@@ -17,20 +17,31 @@ def partition_iid(n_samples: int, n_devices: int, rng: np.random.Generator) -> l
 def partition_shards(
     labels: np.ndarray, n_devices: int, classes_per_device: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """Label shards (McMahan et al.; HeteroFL/Luo "k classes per device").
+    """Label shards: every device holds samples of exactly ``classes_per_device`` distinct classes.
 
-    Samples are sorted by label and cut into ``n_devices * classes_per_device`` equal shards; each device
-    receives ``classes_per_device`` shards chosen at random, so it sees at most that many classes.
+    (McMahan et al.'s pathological non-IID split, as HeteroFL and Luo et al. use it, "k classes per device".)
+    ``n_devices * k`` class slots are laid out as a random permutation of the classes repeated cyclically, so
+    each class gets an equal number of slots (+-1) and device i's k consecutive slots are distinct classes;
+    each class's samples are shuffled and dealt equally over its slots. Devices are then shuffled.
     """
-    n_shards = n_devices * classes_per_device
-    if n_shards > labels.size:
-        raise ValueError(
-            f"n_devices*classes_per_device={n_shards}: must be <= the number of training samples ({labels.size})"
-        )
-    order = np.lexsort((rng.random(labels.size), labels))  # by label, ties in random order
-    shards = np.array_split(order, n_shards)
-    pick = rng.permutation(n_shards).reshape(n_devices, classes_per_device)
-    return [np.sort(np.concatenate([shards[s] for s in row])) for row in pick]
+    classes = np.unique(labels)
+    k = classes_per_device
+    if k > classes.size:
+        raise ValueError(f"classes_per_device={k}: must be <= the number of classes ({classes.size})")
+    slots = np.resize(rng.permutation(classes), n_devices * k)  # cyclic: any k consecutive are distinct
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_devices)]
+    for c in classes:
+        where = np.flatnonzero(slots == c)
+        members = rng.permutation(np.flatnonzero(labels == c))
+        if where.size > members.size:
+            raise ValueError(
+                f"classes_per_device={k} with n_devices={n_devices}: class {c} has {members.size} samples "
+                f"for {where.size} devices; need at least one sample per device holding it"
+            )
+        for slot, chunk in zip(where, np.array_split(members, where.size)):
+            parts[slot // k].append(chunk)
+    order = rng.permutation(n_devices)
+    return [np.sort(np.concatenate(parts[i])) for i in order]
 
 
 def partition_by_owner(owner: np.ndarray, n_devices: int) -> list[np.ndarray]:
