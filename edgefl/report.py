@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any
@@ -251,13 +252,13 @@ def _check_t_max(t_max_s: float | None) -> float | None:
 
 
 def _check_round(timeline_round: Any, rounds: pd.DataFrame, device_rounds: pd.DataFrame) -> int:
-    known = sorted(
-        {int(r) for r in _numeric(rounds["round"]).dropna()} | {int(r) for r in _numeric(device_rounds["round"]).dropna()}
-    )
-    if isinstance(timeline_round, bool) or not isinstance(timeline_round, int) or timeline_round not in known:
+    present = pd.concat([_numeric(rounds["round"]), _numeric(device_rounds["round"])]).dropna()
+    known = sorted({int(r) for r in present})
+    is_int = isinstance(timeline_round, numbers.Integral) and not isinstance(timeline_round, bool)
+    if not is_int or int(timeline_round) not in known:
         span = f"{known[0]}..{known[-1]}" if known else "none (the tables are empty)"
         raise ReportError(f"timeline_round={timeline_round!r} is not a round of this run; rounds present: {span}")
-    return timeline_round
+    return int(timeline_round)
 
 
 # --------------------------------------------------------------------------------------------- table helpers

@@ -20,6 +20,7 @@ import io
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import plotly
 import pytest
@@ -204,8 +205,9 @@ def test_no_deadline_line_without_t_max():
     assert [s.name for s in fig.layout.shapes] == ["round end"]
 
 
-def test_explicit_timeline_round_and_did_not_train_marker():
-    fig = build_figures(make_rounds(), make_device_rounds(), timeline_round=3)["timeline"]
+@pytest.mark.parametrize("round_", [3, np.int64(3)])
+def test_explicit_timeline_round_and_did_not_train_marker(round_):
+    fig = build_figures(make_rounds(), make_device_rounds(), timeline_round=round_)["timeline"]
     assert set(bars(fig, "compute")) == {"device 0", "device 1"}
     idle = trace(fig, "did not train")
     assert list(idle.y) == ["device 2"] and "energy budget" in idle.hovertext[0]
