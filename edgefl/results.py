@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,20 +39,18 @@ class RunResult:
 
 
 def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:
-    """Headline numbers of a run (accuracies in [0, 1], time [s], energy [J])."""
-    acc = rounds["test_accuracy"].dropna()
+    """summary.json: the report's headline numbers (accuracies in [0, 1], time [s], energy [J]) plus what
+    identifies the run; ``complete`` is true once every round of the scenario is in ``rounds``."""
+    from edgefl.report import summarize as headline
+
     return {
         "name": scenario.name,
         "method": scenario.method.name,
         "seed": scenario.seed,
-        "rounds": int(len(rounds)),
+        **headline(rounds),
         "complete": int(len(rounds)) == scenario.rounds,
-        "final_accuracy": float(acc.iloc[-1]) if len(acc) else math.nan,
-        "best_accuracy": float(acc.max()) if len(acc) else math.nan,
-        "sim_time_s": float(rounds["sim_time_s"].iloc[-1]) if len(rounds) else 0.0,
-        "energy_j": float(rounds["energy_cum_j"].iloc[-1]) if len(rounds) else 0.0,
-        "bits_up": float(rounds["bits_up"].sum()),
-        "wall_time_s": float(rounds["wall_time_s"].sum()),
+        "bits_up": float(rounds["bits_up"].sum()) if len(rounds) else 0.0,
+        "wall_time_s": float(rounds["wall_time_s"].sum()) if len(rounds) else 0.0,
     }
 
 
