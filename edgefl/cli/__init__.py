@@ -118,6 +118,17 @@ def scenarios_show(name: Annotated[str, typer.Argument(help="Preset name.")]) ->
         sys.stdout.write(preset_path(name).read_text(encoding="utf-8"))
 
 
+def _register_optimizer_commands() -> None:
+    # each optimizer family owns its command module; they add `optimize ...` / `estimate ...` sub-commands
+    from edgefl.cli import opt_luo
+
+    for module in (opt_luo,):
+        module.register(optimize_app, estimate_app)
+
+
+_register_optimizer_commands()
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

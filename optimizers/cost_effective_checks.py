@@ -1,0 +1,86 @@
+"""Input validation for the Luo et al. solvers (private to ``optimizers.cost_effective*``).
+
+Every check raises :class:`OptimizerInputError` with ``"<name>=<value>: <rule>"``; for an array the name
+carries the index of the first offending element, e.g. ``"r_b[3]=12.0: must be > r_a[3]=15.0"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from optimizers.errors import OptimizerInputError
+
+
+def label(name: str, arr: np.ndarray, bad: np.ndarray) -> str:
+    """``name=value`` of the first element where ``bad`` is true (``name[i]=value`` for arrays)."""
+    if arr.ndim == 0:
+        return f"{name}={arr.item()!r}"
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    return f"{name}[{', '.join(map(str, index))}]={arr[index].item()!r}"
+
+
+def require(arr: np.ndarray, name: str, ok: Any, rule: str) -> np.ndarray:
+    """Raise unless every element of ``ok`` is true; return ``arr`` unchanged."""
+    bad = ~np.broadcast_to(np.asarray(ok, dtype=bool), arr.shape)
+    if bad.any():
+        raise OptimizerInputError(f"{label(name, arr, bad)}: {rule}")
+    return arr
+
+
+def real_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a float array of finite numbers (any shape, 0-d for a scalar)."""
+    if isinstance(value, (str, bytes)):
+        raise OptimizerInputError(f"{name}={value!r}: must be a number or an array of numbers")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise OptimizerInputError(f"{name}={value!r}: must be a number or an array of numbers") from None
+    return require(arr, name, np.isfinite(arr), "must be finite")
+
+
+def real(value: Any, name: str) -> float:
+    """A single finite real number as ``float`` (bools and arrays are refused)."""
+    if isinstance(value, (bool, np.bool_)) or np.ndim(value) != 0:
+        raise OptimizerInputError(f"{name}={value!r}: must be a single finite number")
+    return float(real_array(value, name))
+
+
+def positive(value: Any, name: str) -> float:
+    """A finite real number > 0."""
+    x = real(value, name)
+    if not x > 0:
+        raise OptimizerInputError(f"{name}={x!r}: must be > 0")
+    return x
+
+
+def in_range(value: Any, name: str, low: float, high: float) -> float:
+    """A finite real number in the closed interval [low, high]."""
+    x = real(value, name)
+    if not low <= x <= high:
+        raise OptimizerInputError(f"{name}={x!r}: must be in [{low:g}, {high:g}]")
+    return x
+
+
+def integer(value: Any, name: str, minimum: int) -> int:
+    """An integer >= ``minimum`` as ``int`` (floats holding an integer value are accepted)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise OptimizerInputError(f"{name}={value!r}: must be an integer >= {minimum}")
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        value = int(value)
+    if not isinstance(value, (int, np.integer)):
+        raise OptimizerInputError(f"{name}={value!r}: must be an integer >= {minimum}")
+    if value < minimum:
+        raise OptimizerInputError(f"{name}={int(value)}: must be >= {minimum}")
+    return int(value)
+
+
+def one_dimensional(value: Any, name: str, min_length: int = 1) -> np.ndarray:
+    """A 1-D float array of finite numbers with at least ``min_length`` elements."""
+    arr = real_array(value, name)
+    if arr.ndim != 1 or arr.size < min_length:
+        raise OptimizerInputError(
+            f"{name}: shape {arr.shape}: must be a 1-D array with at least {min_length} element(s)"
+        )
+    return arr
