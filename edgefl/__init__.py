@@ -10,10 +10,15 @@ training inside, and the per-device knobs of four papers' optimizers. Typical us
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from edgefl.errors import DataError, EdgeflError, ScenarioError, SimulationError
-from edgefl.results import RunResult, write_run
-from edgefl.runner import run_scenario
-from edgefl.scenario import Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from edgefl.results import RunResult, write_run
+    from edgefl.runner import run_scenario
+    from edgefl.scenario import Scenario, load_scenario
 
 __all__ = [
     "Scenario",
@@ -28,3 +33,18 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# torch and pandas load only when a run needs them, so `edgefl optimize ...` and `--help` start fast
+_LAZY = {
+    "Scenario": "edgefl.scenario",
+    "load_scenario": "edgefl.scenario",
+    "run_scenario": "edgefl.runner",
+    "RunResult": "edgefl.results",
+    "write_run": "edgefl.results",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'edgefl' has no attribute {name!r}")

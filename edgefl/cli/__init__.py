@@ -120,9 +120,9 @@ def scenarios_show(name: Annotated[str, typer.Argument(help="Preset name.")]) ->
 
 def _register_optimizer_commands() -> None:
     # each optimizer family owns its command module; they add `optimize ...` / `estimate ...` sub-commands
-    from edgefl.cli import opt_luo
+    from edgefl.cli import opt_anycost, opt_luo
 
-    for module in (opt_luo,):
+    for module in (opt_anycost, opt_luo):
         module.register(optimize_app, estimate_app)
 
 

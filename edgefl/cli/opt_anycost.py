@@ -1,0 +1,167 @@
+"""CLI command ``edgefl optimize anycost``: AnycostFL's per-device (alpha, beta, f) from a CSV of devices.
+
+    edgefl optimize anycost --devices FILE.csv --t-max-s T --cycles-per-sample W --update-bits S
+                            [--epochs 1] [--alpha-min 0.25] [--beta-max 0.0667] [--json]
+
+The CSV has a header with the columns ``samples, eps, f_min_hz, f_max_hz, e_max_j, rate_bps, p_tx_w`` (any
+order, extra columns ignored) and one row per device. ``--json`` prints a JSON list with one object per device
+(``alpha, beta, f_hz, gain, feasible, reason``; ``reason`` is null when feasible); otherwise a table.
+Bad input prints one ``error: ...`` line on stderr and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from optimizers.anycost import AnycostDevices, AnycostSolution
+
+__all__ = ["register", "CSV_COLUMNS"]
+
+#: Columns the ``--devices`` CSV must have (the fields of :class:`optimizers.anycost.AnycostDevices`).
+CSV_COLUMNS = ("samples", "eps", "f_min_hz", "f_max_hz", "e_max_j", "rate_bps", "p_tx_w")
+_OPTIONS = {
+    "t_max_s": "--t-max-s", "cycles_per_sample": "--cycles-per-sample", "update_bits": "--update-bits",
+    "epochs": "--epochs", "alpha_min": "--alpha-min", "beta_max": "--beta-max",
+}  # fmt: skip
+_DEVICES_HELP = f"CSV with columns {', '.join(CSV_COLUMNS)}; one device per row."
+_INDEXED = re.compile(r"^(\w+)\[(\d+)\]=(.*)$", re.DOTALL)
+
+
+def _fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr as one line and return the exit-2 exception to raise."""
+    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+    return typer.Exit(2)
+
+
+def _read_devices(path: Path) -> tuple[AnycostDevices, list[int]]:
+    """The devices of a CSV file and the file line number of each device row."""
+    from optimizers.anycost import AnycostDevices
+    from optimizers.errors import OptimizerInputError
+
+    where = f"--devices {str(path)!r}"
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            rows = [(number, row) for number, row in enumerate(csv.reader(handle), start=1)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise _fail(f"{where}: cannot read: {exc}") from None
+    rows = [(number, row) for number, row in rows if any(cell.strip() for cell in row)]
+    if not rows:
+        raise _fail(f"{where}: empty file; expected a header {','.join(CSV_COLUMNS)}")
+    header = [cell.strip() for cell in rows[0][1]]
+    missing = [name for name in CSV_COLUMNS if name not in header]
+    if missing:
+        raise _fail(f"{where}: missing column(s) {', '.join(missing)}; expected columns {', '.join(CSV_COLUMNS)}")
+    if len(rows) == 1:
+        raise _fail(f"{where}: no device rows after the header")
+    index = {name: header.index(name) for name in CSV_COLUMNS}
+    columns: dict[str, list[float]] = {name: [] for name in CSV_COLUMNS}
+    for number, row in rows[1:]:
+        for name in CSV_COLUMNS:
+            cell = row[index[name]].strip() if index[name] < len(row) else ""
+            try:
+                value = float(cell)
+            except ValueError:
+                raise _fail(f"{where} line {number}: {name}={cell!r}: must be a number") from None
+            if not math.isfinite(value):
+                raise _fail(f"{where} line {number}: {name}={cell!r}: must be finite")
+            columns[name].append(value)
+    lines = [number for number, _ in rows[1:]]
+    try:
+        return AnycostDevices(**columns), lines
+    except OptimizerInputError as exc:
+        match = _INDEXED.match(str(exc))
+        if match:  # "rate_bps[2]=-1.0: ..." -> "... line 4: rate_bps=-1.0: ..."
+            name, i, rest = match.groups()
+            raise _fail(f"{where} line {lines[int(i)]}: {name}={rest}") from None
+        raise _fail(f"{where}: {exc}") from None
+
+
+def _records(solution: AnycostSolution) -> list[dict]:
+    """One JSON-ready dict per device."""
+    return [
+        {
+            "alpha": float(solution.alpha[i]),
+            "beta": float(solution.beta[i]),
+            "f_hz": float(solution.f_hz[i]),
+            "gain": float(solution.gain[i]),
+            "feasible": bool(solution.feasible[i]),
+            "reason": str(solution.reason[i]) or None,
+        }
+        for i in range(len(solution))
+    ]
+
+
+def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
+    """Add ``optimize anycost`` to ``optimize_app`` (``estimate_app`` gets nothing from AnycostFL)."""
+    del estimate_app
+
+    @optimize_app.command("anycost")
+    def optimize_anycost(
+        devices: Annotated[Path, typer.Option("--devices", help=_DEVICES_HELP)],
+        t_max_s: Annotated[float, typer.Option("--t-max-s", help="Round deadline T_max, in seconds.")],
+        cycles_per_sample: Annotated[
+            float, typer.Option("--cycles-per-sample", help="CPU cycles per sample of the full model W.")
+        ],
+        update_bits: Annotated[
+            float, typer.Option("--update-bits", help="Size of the full (uncompressed) update S, in bits.")
+        ],
+        epochs: Annotated[float, typer.Option("--epochs", help="Local epochs tau.")] = 1,
+        alpha_min: Annotated[float, typer.Option("--alpha-min", help="Smallest shrinking factor, in (0, 1].")] = 0.25,
+        beta_max: Annotated[
+            float, typer.Option("--beta-max", help="Largest compression rate, in (0, 1].", show_default="1/15 = 0.0667")
+        ] = 1 / 15,
+        as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per device.")] = False,
+    ) -> None:
+        """Per-device model shrinking alpha, compression beta and CPU frequency maximising alpha^4 beta
+        under latency and energy budgets (AnycostFL eqs. 19-26, closed form)."""
+        from optimizers.anycost import solve_anycost
+        from optimizers.errors import OptimizerInputError
+
+        fleet, lines = _read_devices(devices)
+        try:
+            solution = solve_anycost(
+                fleet, t_max_s=t_max_s, cycles_per_sample=cycles_per_sample, update_bits=update_bits,
+                epochs=epochs, alpha_min=alpha_min, beta_max=beta_max,
+            )  # fmt: skip
+        except OptimizerInputError as exc:
+            raise _fail(_option_names(str(exc))) from None
+        records = _records(solution)
+        if as_json:
+            typer.echo(json.dumps(records))
+            return
+        title = f"AnycostFL: T_max={t_max_s:g} s, W={cycles_per_sample:g}, S={update_bits:g} bits"
+        _print_table(records, lines, title=title)
+
+
+def _print_table(records: list[dict], lines: list[int], *, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("line", "alpha", "beta", "f [GHz]", "gain", "feasible"):
+        table.add_column(column, justify="right")
+    for line, rec in zip(lines, records):
+        ok = rec["feasible"]
+        table.add_row(
+            str(line),
+            f"{rec['alpha']:.4f}" if ok else "-",
+            f"{rec['beta']:.4g}" if ok else "-",
+            f"{rec['f_hz'] / 1e9:.4f}" if ok else "-",
+            f"{rec['gain']:.4g}" if ok else "-",
+            "yes" if ok else f"no ({rec['reason']})",
+        )
+    Console(highlight=False).print(table)
+
+
+def _option_names(message: str) -> str:
+    """Name the CLI option in an optimizer message ("t_max_s=-1.0: ..." -> "--t-max-s=-1.0: ...")."""
+    field, sep, rest = message.partition("=")
+    return _OPTIONS[field] + sep + rest if sep and field in _OPTIONS else message

@@ -1,0 +1,32 @@
+"""The papers' solvers as plain numerical functions (numpy, scipy, cvxpy; never torch, simpy or edgefl).
+
+- :mod:`optimizers.anycost` — AnycostFL (Li et al., INFOCOM 2023): per-device width alpha, compression beta
+  and CPU frequency f in closed form (eqs. 20-26), optimal aggregation weights (eq. 13), and the per-device
+  geometric program as the reference.
+- :mod:`optimizers.cost_effective` — Luo et al. (INFOCOM 2021): expected round time and energy (Lemmas 1-2),
+  P3 (eq. 20), K and E by alternate convex search (Algorithm 2), its GP reference, A0/B0 estimation.
+- :mod:`optimizers.ccfedavg` — CC-FedAvg (Zhang et al.): training probabilities p_i and schedules.
+
+Inputs and outputs are numpy arrays and small frozen dataclasses, so a notebook with a table of devices
+can call them directly. Submodules load on first use (cvxpy is slow to import).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from optimizers.errors import OptimizerInputError, SolverError
+
+if TYPE_CHECKING:
+    from optimizers import anycost, ccfedavg, cost_effective
+
+__all__ = ["anycost", "cost_effective", "ccfedavg", "OptimizerInputError", "SolverError"]
+
+_SUBMODULES = {"anycost", "cost_effective", "ccfedavg"}
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"optimizers.{name}")
+    raise AttributeError(f"module 'optimizers' has no attribute {name!r}")
