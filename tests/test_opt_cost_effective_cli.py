@@ -90,7 +90,7 @@ def test_a0b0_json(app, tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("K,E,R_a\n1,2,3\n", "missing column 'R_b'"),
+        ("K,E,R_a\n1,2,3\n", "missing column(s) R_b"),
         ("K,E,R_a,R_b\n10,5,abc,20\n20,10,5,9\n", "line 2: R_a='abc': must be a number"),
         ("", "empty file"),
         ("K,E,R_a,R_b\n10,5,10,20\n10,5,11,22\n", "same design"),

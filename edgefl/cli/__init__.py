@@ -13,6 +13,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from edgefl.cli._common import fail
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="What federated learning over wireless edge devices really costs.")
@@ -23,14 +25,7 @@ app.add_typer(scenarios_app, name="scenarios")
 app.add_typer(optimize_app, name="optimize")
 app.add_typer(estimate_app, name="estimate")
 
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 _out = Console(highlight=False, soft_wrap=True)
-
-
-def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr (one line) and return the exit-2 exception to raise."""
-    _err.print(f"error: {message}", markup=False)
-    return typer.Exit(2)
 
 
 @contextmanager

@@ -11,14 +11,14 @@ Bad input prints one ``error: ...`` line on stderr and exits with code 2.
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from edgefl.cli._common import fail, read_numeric_csv
 
 if TYPE_CHECKING:
     from optimizers.anycost import AnycostDevices, AnycostSolution
@@ -35,53 +35,21 @@ _DEVICES_HELP = f"CSV with columns {', '.join(CSV_COLUMNS)}; one device per row.
 _INDEXED = re.compile(r"^(\w+)\[(\d+)\]=(.*)$", re.DOTALL)
 
 
-def _fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr as one line and return the exit-2 exception to raise."""
-    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
-    return typer.Exit(2)
-
-
 def _read_devices(path: Path) -> tuple[AnycostDevices, list[int]]:
     """The devices of a CSV file and the file line number of each device row."""
     from optimizers.anycost import AnycostDevices
     from optimizers.errors import OptimizerInputError
 
     where = f"--devices {str(path)!r}"
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            rows = [(number, row) for number, row in enumerate(csv.reader(handle), start=1)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise _fail(f"{where}: cannot read: {exc}") from None
-    rows = [(number, row) for number, row in rows if any(cell.strip() for cell in row)]
-    if not rows:
-        raise _fail(f"{where}: empty file; expected a header {','.join(CSV_COLUMNS)}")
-    header = [cell.strip() for cell in rows[0][1]]
-    missing = [name for name in CSV_COLUMNS if name not in header]
-    if missing:
-        raise _fail(f"{where}: missing column(s) {', '.join(missing)}; expected columns {', '.join(CSV_COLUMNS)}")
-    if len(rows) == 1:
-        raise _fail(f"{where}: no device rows after the header")
-    index = {name: header.index(name) for name in CSV_COLUMNS}
-    columns: dict[str, list[float]] = {name: [] for name in CSV_COLUMNS}
-    for number, row in rows[1:]:
-        for name in CSV_COLUMNS:
-            cell = row[index[name]].strip() if index[name] < len(row) else ""
-            try:
-                value = float(cell)
-            except ValueError:
-                raise _fail(f"{where} line {number}: {name}={cell!r}: must be a number") from None
-            if not math.isfinite(value):
-                raise _fail(f"{where} line {number}: {name}={cell!r}: must be finite")
-            columns[name].append(value)
-    lines = [number for number, _ in rows[1:]]
+    columns, lines = read_numeric_csv(path, CSV_COLUMNS, "--devices", rows_are="device")
     try:
         return AnycostDevices(**columns), lines
     except OptimizerInputError as exc:
         match = _INDEXED.match(str(exc))
         if match:  # "rate_bps[2]=-1.0: ..." -> "... line 4: rate_bps=-1.0: ..."
             name, i, rest = match.groups()
-            raise _fail(f"{where} line {lines[int(i)]}: {name}={rest}") from None
-        raise _fail(f"{where}: {exc}") from None
+            raise fail(f"{where} line {lines[int(i)]}: {name}={rest}") from None
+        raise fail(f"{where}: {exc}") from None
 
 
 def _records(solution: AnycostSolution) -> list[dict]:
@@ -132,7 +100,7 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
                 epochs=epochs, alpha_min=alpha_min, beta_max=beta_max,
             )  # fmt: skip
         except OptimizerInputError as exc:
-            raise _fail(_option_names(str(exc))) from None
+            raise fail(_option_names(str(exc))) from None
         records = _records(solution)
         if as_json:
             typer.echo(json.dumps(records))

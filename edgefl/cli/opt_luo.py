@@ -9,13 +9,13 @@ Bad input prints one ``error: ...`` line on stderr and exits with code 2.
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from edgefl.cli._common import fail, read_numeric_csv
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,41 +30,11 @@ _KE_OPTIONS = {
 _CCFEDAVG_OPTIONS = {"n": "--n", "beta": "--levels"}
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` on stderr (one line) and return the exception to raise."""
-    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
-    return typer.Exit(code)
-
-
 def _read_samples(path: Path) -> tuple[np.ndarray, ...]:
     """Columns K, E, R_a, R_b of a CSV file (header required, names case-insensitive) as float arrays."""
     import numpy as np
 
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(f"--samples {str(path)!r}: cannot read: {exc}") from None
-    rows = [row for row in rows if any(cell.strip() for cell in row)]
-    if not rows:
-        raise _fail(f"--samples {str(path)!r}: empty file; expected a header {','.join(_CSV_COLUMNS)}")
-    header = [cell.strip().lower() for cell in rows[0]]
-    index = {}
-    for name in _CSV_COLUMNS:
-        if name.lower() not in header:
-            raise _fail(f"--samples {str(path)!r}: missing column {name!r}; expected columns {', '.join(_CSV_COLUMNS)}")
-        index[name] = header.index(name.lower())
-    columns: dict[str, list[float]] = {name: [] for name in _CSV_COLUMNS}
-    for line_number, row in enumerate(rows[1:], start=2):
-        for name in _CSV_COLUMNS:
-            cell = row[index[name]].strip() if index[name] < len(row) else ""
-            try:
-                value = float(cell)
-            except ValueError:
-                raise _fail(f"--samples {str(path)!r} line {line_number}: {name}={cell!r}: must be a number") from None
-            if not math.isfinite(value):
-                raise _fail(f"--samples {str(path)!r} line {line_number}: {name}={cell!r}: must be finite")
-            columns[name].append(value)
+    columns, _ = read_numeric_csv(path, _CSV_COLUMNS, "--samples")
     return tuple(np.asarray(columns[name]) for name in _CSV_COLUMNS)
 
 
@@ -93,9 +63,9 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
             acs = solve_acs(params)
             gp = solve_gp(params)
         except OptimizerInputError as exc:
-            raise _fail(_option_names(str(exc), _KE_OPTIONS)) from None
+            raise fail(_option_names(str(exc), _KE_OPTIONS)) from None
         except SolverError as exc:
-            raise _fail(str(exc), code=1) from None
+            raise fail(str(exc), code=1) from None
         result = {
             "K": acs.k,
             "E": acs.e,
@@ -134,7 +104,7 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
         try:
             estimate = estimate_a0_over_b0(k, e, r_a, r_b, n=n)
         except OptimizerInputError as exc:
-            raise _fail(f"--samples {str(samples)!r}: {exc}") from None
+            raise fail(f"--samples {str(samples)!r}: {exc}") from None
         if as_json:
             typer.echo(json.dumps({"a0_over_b0": estimate.a0_over_b0, "pairs": estimate.pairs}))
             return
@@ -155,7 +125,7 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
         try:
             p = level_probabilities(n, levels)
         except OptimizerInputError as exc:
-            raise _fail(_option_names(str(exc), _CCFEDAVG_OPTIONS)) from None
+            raise fail(_option_names(str(exc), _CCFEDAVG_OPTIONS)) from None
         if as_json:
             typer.echo(json.dumps([float(x) for x in p]))
             return
