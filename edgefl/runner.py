@@ -23,7 +23,16 @@ from edgefl.seeding import Streams
 from edgefl.sim import RoundOutcome, simulate_round
 from edgefl.system import Fleet, compute_energy_j, draw_budgets_j, upload_energy_j
 
-__all__ = ["run_scenario", "select_devices"]
+__all__ = ["run_scenario", "select_devices", "Simulation", "RunInterrupted"]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: ``result`` holds every round completed before it (the round in progress is dropped)."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(f"interrupted after {len(result.rounds)} complete rounds")
+        self.result = result
+
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -34,29 +43,52 @@ def select_devices(rng: np.random.Generator, n_devices: int, k: int) -> np.ndarr
 
 
 def run_scenario(scenario: Scenario, *, progress: ProgressFn | None = None) -> RunResult:
-    """Run ``scenario`` to completion and return its tables. ``progress`` is called with each round's row."""
-    streams = Streams(scenario.seed)
-    workload = Workload(scenario, streams)
-    fleet = Fleet.from_config(scenario.fleet, workload.n_samples, streams.numpy("fleet"))
-    radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
-    method = make_method(scenario.method.name, scenario=scenario, workload=workload)
-    state = workload.initial_state()
+    """Run ``scenario`` to completion and return its tables. ``progress`` is called with each round's row.
 
-    rcfg = scenario.round
-    k = scenario.method.clients_per_round
-    n = fleet.n_devices
-    n_select = min(n, math.ceil(k * (1 + rcfg.over_select_fraction))) if rcfg.policy == "over_select" else k
-    t_max = rcfg.deadline_s if rcfg.policy == "deadline" else None
+    Ctrl-C raises :class:`RunInterrupted` carrying every round completed so far.
+    """
+    sim = Simulation(scenario)
+    try:
+        for r in range(1, scenario.rounds + 1):
+            row = sim.step(r)
+            if progress is not None:
+                progress(row)
+    except KeyboardInterrupt:
+        raise RunInterrupted(sim.result()) from None
+    return sim.result()
 
-    round_rows: list[dict[str, Any]] = []
-    device_rows: list[dict[str, Any]] = []
-    sim_time = 0.0
-    energy_cum = 0.0
-    for r in range(1, scenario.rounds + 1):
+
+class Simulation:
+    """One run's state between rounds: global model, simulated clock, cumulative energy, recorded rows."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.streams = streams = Streams(scenario.seed)
+        self.workload = Workload(scenario, streams)
+        self.fleet = Fleet.from_config(scenario.fleet, self.workload.n_samples, streams.numpy("fleet"))
+        self.radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
+        self.method = make_method(scenario.method.name, scenario=scenario, workload=self.workload)
+        self.state = self.workload.initial_state()
+        rcfg = scenario.round
+        k, n = scenario.method.clients_per_round, scenario.fleet.n_devices
+        self.n_select = min(n, math.ceil(k * (1 + rcfg.over_select_fraction))) if rcfg.policy == "over_select" else k
+        self.t_max = rcfg.deadline_s if rcfg.policy == "deadline" else None
+        self.sim_time_s = 0.0
+        self.energy_cum_j = 0.0
+        self.round_rows: list[dict[str, Any]] = []
+        self.device_rows: list[dict[str, Any]] = []
+
+    def step(self, r: int) -> dict[str, Any]:
+        """Simulate round ``r`` (rounds in order, from 1); record and return its ``rounds`` row.
+
+        Rows are recorded only once the round is complete, so an interruption never leaves half a round.
+        """
+        sc, fleet, radio, streams = self.scenario, self.fleet, self.radio, self.streams
+        rcfg, n = sc.round, fleet.n_devices
         wall0 = time.perf_counter()
         distance_m, gain = radio.round_state(r)
-        selected = select_devices(streams.numpy("selection", r), n, n_select)
-        e_max = draw_budgets_j(scenario.fleet.budget, n, streams.numpy("budgets", r))
+        selected = select_devices(streams.numpy("selection", r), n, self.n_select)
+        e_max = draw_budgets_j(sc.fleet.budget, n, streams.numpy("budgets", r))
         sel_mask = np.zeros(n, dtype=bool)
         sel_mask[selected] = True
         ctx = RoundContext(
@@ -65,47 +97,45 @@ def run_scenario(scenario: Scenario, *, progress: ProgressFn | None = None) -> R
             fleet=fleet,
             rate_bps=radio.rates_bps(gain, fleet.tx_power_w, sel_mask),
             e_max_j=e_max,
-            t_max_s=t_max,
+            t_max_s=self.t_max,
             rng=streams.numpy("method", r),
         )
-        plan = method.plan_round(ctx)
+        plan = self.method.plan_round(ctx)
         tx_mask = np.zeros(n, dtype=bool)
         tx_mask[[j.device for j in plan.jobs]] = True
         rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask)  # sub-bands of the devices that transmit
+        state = self.state
 
-        def train(job: DeviceJob, _state=state, _r=r) -> ClientUpdate:
-            return method.client_update(job, _state, _r)
+        def train(job: DeviceJob) -> ClientUpdate:
+            return self.method.client_update(job, state, r)
 
-        def cost(job: DeviceJob, upd: ClientUpdate, _rate=rate) -> tuple[float, float]:
+        def cost(job: DeviceJob, upd: ClientUpdate) -> tuple[float, float]:
             cycles = upd.flops / fleet.flops_per_cycle[job.device]
-            return cycles / job.cpu_hz, upd.bits / _rate[job.device]
+            return cycles / job.cpu_hz, upd.bits / rate[job.device]
 
         outcome = simulate_round(
-            start_s=sim_time,
+            start_s=self.sim_time_s,
             jobs=plan.jobs,
             train=train,
             cost=cost,
             policy=rcfg.policy,
             deadline_s=rcfg.deadline_s,
-            keep=k,
+            keep=sc.method.clients_per_round,
             downlink_s=rcfg.downlink_s,
         )
         kept = outcome.kept
-        state = method.aggregate(state, [d.update for d in kept])
-
-        rows = _device_rows(r, outcome, plan.skipped, fleet, distance_m, rate, e_max, t_max)
-        device_rows.extend(rows)
+        new_state = self.method.aggregate(state, [d.update for d in kept])
+        rows = _device_rows(r, outcome, plan.skipped, fleet, distance_m, rate, e_max, self.t_max)
         energy = float(sum(row["e_cmp_j"] + row["e_com_j"] for row in rows if row["trained"]))
-        energy_cum += energy
-        evaluate = r % scenario.train.eval_every == 0 or r == scenario.rounds
-        acc, loss = workload.evaluate(state) if evaluate else (math.nan, math.nan)
+        evaluate = r % sc.train.eval_every == 0 or r == sc.rounds
+        acc, loss = self.workload.evaluate(new_state) if evaluate else (math.nan, math.nan)
         trained = outcome.devices  # every job trained and transmitted, kept or not
         row = {
             "round": r,
             "sim_time_s": outcome.end_s,
             "round_time_s": outcome.end_s - outcome.start_s,
             "energy_j": energy,
-            "energy_cum_j": energy_cum,
+            "energy_cum_j": self.energy_cum_j + energy,
             "selected": int(selected.size),
             "arrived": len(kept),
             "dropped": len(trained) - len(kept),
@@ -116,16 +146,22 @@ def run_scenario(scenario: Scenario, *, progress: ProgressFn | None = None) -> R
             "wall_time_s": time.perf_counter() - wall0,
             "skipped": len(plan.skipped),
         }
-        round_rows.append(row)
-        sim_time = outcome.end_s
-        if progress is not None:
-            progress(row)
+        # commit the round
+        self.state, self.sim_time_s, self.energy_cum_j = new_state, outcome.end_s, row["energy_cum_j"]
+        self.device_rows.extend(rows)
+        self.round_rows.append(row)
+        return row
 
-    rounds = _frame(round_rows, ROUND_COLUMNS)
-    device_rounds = _frame(device_rows, DEVICE_COLUMNS)
-    return RunResult(
-        scenario=scenario, rounds=rounds, device_rounds=device_rounds, summary=summarize(scenario, rounds)
-    )
+    def result(self) -> RunResult:
+        """The tables of every completed round, and the summary."""
+        rounds = _frame(self.round_rows, ROUND_COLUMNS)
+        device_rounds = _frame(self.device_rows, DEVICE_COLUMNS)
+        return RunResult(
+            scenario=self.scenario,
+            rounds=rounds,
+            device_rounds=device_rounds,
+            summary=summarize(self.scenario, rounds),
+        )
 
 
 def _budget(e_max_j: float) -> float:

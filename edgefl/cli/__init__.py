@@ -51,7 +51,7 @@ def run(
 ) -> None:
     """Run one scenario and write its tables, summary and report."""
     from edgefl.results import default_run_dir, write_run
-    from edgefl.runner import run_scenario
+    from edgefl.runner import RunInterrupted, run_scenario
     from edgefl.scenario import load_scenario
 
     with user_errors():
@@ -59,8 +59,14 @@ def run(
         run_dir = out if out is not None else default_run_dir(sc.name)
         if run_dir.exists() and any(run_dir.iterdir()):
             raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
-        with _progress(sc.rounds, enabled=not quiet) as on_round:
-            result = run_scenario(sc, progress=on_round)
+        try:
+            with _progress(sc.rounds, enabled=not quiet) as on_round:
+                result = run_scenario(sc, progress=on_round)
+        except RunInterrupted as stop:  # Ctrl-C: keep every completed round
+            write_run(stop.result, run_dir)
+            _out.print(f"interrupted after {len(stop.result.rounds)} of {sc.rounds} rounds; "
+                       f"partial results in {run_dir}", markup=False)  # fmt: skip
+            raise typer.Exit(130) from None
         write_run(result, run_dir)
     s = result.summary
     _out.print(
