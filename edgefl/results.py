@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,16 @@ WALL_CLOCK_COLUMNS = ("wall_time_s",)
 @dataclass(kw_only=True)
 class RunResult:
     """Everything one run produced. ``rounds``: one row per round; ``device_rounds``: one row per selected
-    device per round (columns of DESIGN.md first, method-specific ones after)."""
+    device per round (columns of DESIGN.md first, method-specific ones after); ``summary``: headline numbers,
+    derived from ``rounds`` when first read."""
 
     scenario: Scenario
     rounds: pd.DataFrame
     device_rounds: pd.DataFrame
-    summary: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        return summarize(self.scenario, self.rounds)
 
 
 def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pandas as pd
 from edgefl.algorithms import ClientUpdate, DeviceJob, RoundContext, make_method
 from edgefl.learning.workload import Workload
 from edgefl.radio import Radio
-from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult, summarize
+from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult
 from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
 from edgefl.sim import RoundOutcome, simulate_round
@@ -153,14 +153,11 @@ class Simulation:
         return row
 
     def result(self) -> RunResult:
-        """The tables of every completed round, and the summary."""
-        rounds = _frame(self.round_rows, ROUND_COLUMNS)
-        device_rounds = _frame(self.device_rows, DEVICE_COLUMNS)
+        """The tables of every completed round (the summary derives from them)."""
         return RunResult(
             scenario=self.scenario,
-            rounds=rounds,
-            device_rounds=device_rounds,
-            summary=summarize(self.scenario, rounds),
+            rounds=_frame(self.round_rows, ROUND_COLUMNS),
+            device_rounds=_frame(self.device_rows, DEVICE_COLUMNS),
         )
 
 

@@ -147,7 +147,8 @@ class Workload:
     @cached_property
     def update_bits(self) -> int:
         """Size of an uncompressed float32 update of the full model [bits]."""
-        return state_bits(self.initial_state())
+        model = self._model(self.scenario.model.width)  # the reusable module: no extra model is built
+        return BITS_PER_FLOAT * sum(int(p.numel()) for p in model.parameters())
 
     # ------------------------------------------------------------------ train / evaluate
     def train(
