@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from optimizers import _checks as chk
 from optimizers.errors import OptimizerInputError
 
 __all__ = [
@@ -59,17 +60,19 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 def _check_array(name: str, raw: object) -> np.ndarray:
-    """Return ``raw`` as a read-only float64 array of shape (n,), finite and > 0, or raise."""
+    """Return ``raw`` as a read-only float64 array of shape (n,), finite and > 0, or raise.
+
+    Not :func:`optimizers._checks.one_dimensional`: this copies ``raw`` (the caller's array stays writable),
+    accepts an empty array, checks the shape before the values, and keeps its own messages for a value
+    that is not numbers or not 1-D.
+    """
     try:
         a = np.array(raw, dtype=np.float64)
     except (TypeError, ValueError):
         raise OptimizerInputError(f"{name}: must be an array of numbers, got {type(raw).__name__}") from None
     if a.ndim != 1:
         raise OptimizerInputError(f"{name}: must have shape (n_devices,), got shape {a.shape}")
-    bad = ~(np.isfinite(a) & (a > 0))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise OptimizerInputError(f"{name}[{i}]={float(a[i])!r}: must be finite and > 0")
+    chk.require(a, name, np.isfinite(a) & (a > 0), "must be finite and > 0")
     return _readonly(a)
 
 
@@ -107,12 +110,9 @@ class AnycostDevices:
                 raise OptimizerInputError(
                     f"{name}: has {getattr(self, name).shape[0]} devices, samples has {n}; all fields need the same length"
                 )
-        bad = self.f_min_hz > self.f_max_hz
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise OptimizerInputError(
-                f"f_min_hz[{i}]={float(self.f_min_hz[i])!r}: must be <= f_max_hz[{i}]={float(self.f_max_hz[i])!r}"
-            )
+        chk.require(
+            self.f_min_hz, "f_min_hz", self.f_min_hz <= self.f_max_hz, "must be <=", other=("f_max_hz", self.f_max_hz)
+        )
 
     def __len__(self) -> int:
         return int(self.samples.shape[0])
@@ -190,7 +190,13 @@ class _Problem:
 
 
 def _check_scalar(name: str, value: object, *, upper_one: bool = False) -> float:
-    """Return ``value`` as a float in (0, inf) or, with ``upper_one``, in (0, 1]; else raise."""
+    """Return ``value`` as a float in (0, inf) or, with ``upper_one``, in (0, 1]; else raise.
+
+    Not :func:`optimizers._checks.positive` / :func:`~optimizers._checks.in_range`: this accepts exactly the
+    :class:`numbers.Real` instances (no 0-d arrays, no ``Decimal``), says ``"must be a real number"`` for
+    anything else, folds non-finite values into ``"must be finite and > 0"`` and checks the half-open
+    interval (0, 1].
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise OptimizerInputError(f"{name}={value!r}: must be a real number")
     v = float(value)
@@ -293,10 +299,7 @@ def aggregation_weights(alpha: np.ndarray, beta: np.ndarray, include: np.ndarray
     if mask.shape != alpha.shape:
         raise OptimizerInputError(f"include: must have shape {alpha.shape}, got {mask.shape}")
     for name, a in (("alpha", alpha), ("beta", beta)):
-        bad = mask & ~((a > 0) & (a <= 1))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise OptimizerInputError(f"{name}[{i}]={float(a[i])!r}: must be in (0, 1]")
+        chk.require(a, name, ~mask | ((a > 0) & (a <= 1)), "must be in (0, 1]")  # excluded devices: any value
     w = np.zeros(alpha.shape)
     if not mask.any():
         return w

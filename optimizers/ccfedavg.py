@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from optimizers import _checks as chk
 from optimizers.errors import OptimizerInputError
 
 __all__ = [
@@ -34,39 +35,26 @@ __all__ = [
 ]
 
 
-def _integer(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise OptimizerInputError(f"{name}={value!r}: must be an integer >= {minimum}")
-    if value < minimum:
-        raise OptimizerInputError(f"{name}={int(value)}: must be >= {minimum}")
-    return int(value)
-
-
 def _array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a non-empty 1-D float array of finite numbers.
+
+    Not :func:`optimizers._checks.one_dimensional`: this checks the shape before finiteness and keeps its own
+    messages (``"must be a 1-D array of numbers"``, ``"must be a non-empty 1-D array"``), and it converts a
+    numeric string (``"0.5"``) like numpy does instead of refusing it.
+    """
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise OptimizerInputError(f"{name}={value!r}: must be a 1-D array of numbers") from None
     if arr.ndim != 1 or arr.size == 0:
         raise OptimizerInputError(f"{name}: shape {arr.shape}: must be a non-empty 1-D array")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise OptimizerInputError(f"{name}[{i}]={float(arr[i])!r}: must be finite")
-    return arr
-
-
-def _check(arr: np.ndarray, name: str, ok: np.ndarray, rule: str) -> None:
-    bad = ~ok
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise OptimizerInputError(f"{name}[{i}]={float(arr[i])!r}: {rule}")
+    return chk.require(arr, name, np.isfinite(arr), "must be finite")
 
 
 def _probabilities(p: Any) -> np.ndarray:
+    """Training probabilities p_i, shape (N,), in [0, 1]."""
     arr = _array(p, "p")
-    _check(arr, "p", (arr >= 0) & (arr <= 1), "must be in [0, 1]")
-    return arr
+    return chk.require(arr, "p", (arr >= 0) & (arr <= 1), "must be in [0, 1]")
 
 
 def level_probabilities(n: int, beta: int) -> np.ndarray:
@@ -76,8 +64,8 @@ def level_probabilities(n: int, beta: int) -> np.ndarray:
     (1/2)^(beta-1) (for beta <= N; a block may be empty when beta does not divide N evenly, or when
     beta > N). Example: N = 100, beta = 4 gives 1, 1/2, 1/4, 1/8 in blocks of 25. Shape (n,).
     """
-    n = _integer(n, "n", 1)
-    beta = _integer(beta, "beta", 1)
+    n = chk.integer(n, "n", 1, integral_float=False)
+    beta = chk.integer(beta, "beta", 1, integral_float=False)
     i = np.arange(n, dtype=np.int64)
     level = (beta * i) // n  # exact integer floor
     return np.ldexp(1.0, -level)  # (1/2)^level
@@ -103,9 +91,9 @@ def budget_probabilities(budget_j: Any, cost_per_round_j: Any, rounds: int) -> n
         raise OptimizerInputError(
             f"cost_per_round_j: length {cost.size}: must equal len(budget_j)={budget.size}"
         )
-    _check(budget, "budget_j", budget >= 0, "must be >= 0")
-    _check(cost, "cost_per_round_j", cost > 0, "must be > 0")
-    rounds = _integer(rounds, "rounds", 1)
+    chk.require(budget, "budget_j", budget >= 0, "must be >= 0")
+    chk.require(cost, "cost_per_round_j", cost > 0, "must be > 0")
+    rounds = chk.integer(rounds, "rounds", 1, integral_float=False)
     return np.minimum(1.0, budget / (rounds * cost))
 
 
@@ -178,7 +166,7 @@ def round_robin_mask(p: Any, phases: Any, round_index: int) -> np.ndarray:
     phases = np.asarray(phases)
     if phases.shape != p.shape or not np.issubdtype(phases.dtype, np.integer):
         raise OptimizerInputError(f"phases: shape {phases.shape}: must be integers of the shape of p {p.shape}")
-    t = _integer(round_index, "round_index", 0)
+    t = chk.integer(round_index, "round_index", 0, integral_float=False)
     period, is_int = _periods(p)
     shifted = t + phases.astype(np.int64)
     w = np.where(is_int, np.round(period), 1.0).astype(np.int64)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizers import cost_effective_checks as chk
+from optimizers import _checks as chk
 from optimizers.cost_effective_model import LuoCostParams, e_given_k, k_given_e, p3_objective
 from optimizers.errors import OptimizerInputError, SolverError
 

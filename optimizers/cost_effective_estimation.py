@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from optimizers import cost_effective_checks as chk
+from optimizers import _checks as chk
 from optimizers.cost_effective_model import participation_factor
 from optimizers.errors import OptimizerInputError
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from optimizers import cost_effective_checks as chk
+from optimizers import _checks as chk
 from optimizers.errors import OptimizerInputError
 
 __all__ = [

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from optimizers import cost_effective_checks as chk
+from optimizers import _checks as chk
 from optimizers.errors import OptimizerInputError
 
 __all__ = [

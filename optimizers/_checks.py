@@ -1,7 +1,9 @@
-"""Input validation for the Luo et al. solvers (private to ``optimizers.cost_effective*``).
+"""Input validation shared by the ``optimizers`` modules (private to the package).
 
 Every check raises :class:`OptimizerInputError` with ``"<name>=<value>: <rule>"``; for an array the name
-carries the index of the first offending element, e.g. ``"r_b[3]=12.0: must be > r_a[3]=15.0"``.
+carries the index of the first offending element, e.g. ``"f_min_hz[3]=2000000000.0: must be <=
+f_max_hz[3]=1000000000.0"``. Values keep the units the caller's name states (``_s`` [s], ``_j`` [J],
+``_hz`` [Hz], ...); nothing here converts units.
 """
 
 from __future__ import annotations
@@ -21,10 +23,18 @@ def label(name: str, arr: np.ndarray, bad: np.ndarray) -> str:
     return f"{name}[{', '.join(map(str, index))}]={arr[index].item()!r}"
 
 
-def require(arr: np.ndarray, name: str, ok: Any, rule: str) -> np.ndarray:
-    """Raise unless every element of ``ok`` is true; return ``arr`` unchanged."""
+def require(
+    arr: np.ndarray, name: str, ok: Any, rule: str, *, other: tuple[str, np.ndarray] | None = None
+) -> np.ndarray:
+    """Raise unless every element of ``ok`` is true; return ``arr`` unchanged.
+
+    With ``other=(other_name, other_arr)`` (an array of the shape of ``arr``) the message ends with that array's
+    element at the same index, e.g. ``"f_min_hz[0]=2.0: must be <= f_max_hz[0]=1.0"`` for ``rule="must be <="``.
+    """
     bad = ~np.broadcast_to(np.asarray(ok, dtype=bool), arr.shape)
     if bad.any():
+        if other is not None:
+            rule = f"{rule} {label(other[0], other[1], bad)}"
         raise OptimizerInputError(f"{label(name, arr, bad)}: {rule}")
     return arr
 
@@ -63,11 +73,20 @@ def in_range(value: Any, name: str, low: float, high: float) -> float:
     return x
 
 
-def integer(value: Any, name: str, minimum: int) -> int:
-    """An integer >= ``minimum`` as ``int`` (floats holding an integer value are accepted)."""
+def integer(value: Any, name: str, minimum: int, *, integral_float: bool = True) -> int:
+    """An integer >= ``minimum`` as ``int``; bools are refused.
+
+    Floats holding an integer value (``3.0``) are accepted as that integer, unless ``integral_float=False``,
+    which accepts only ``int`` and numpy integer types.
+    """
     if isinstance(value, (bool, np.bool_)):
         raise OptimizerInputError(f"{name}={value!r}: must be an integer >= {minimum}")
-    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+    if (
+        integral_float
+        and isinstance(value, (float, np.floating))
+        and np.isfinite(value)
+        and float(value).is_integer()
+    ):
         value = int(value)
     if not isinstance(value, (int, np.integer)):
         raise OptimizerInputError(f"{name}={value!r}: must be an integer >= {minimum}")
