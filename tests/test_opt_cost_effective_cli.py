@@ -17,14 +17,8 @@ KE_ARGS = ["optimize", "ke", "--n", "100", "--tp-s", "0.1", "--tm-s", "2", "--ep
 
 
 @pytest.fixture()
-def app() -> typer.Typer:
-    root = typer.Typer()
-    optimize_app = typer.Typer()
-    estimate_app = typer.Typer()
-    root.add_typer(optimize_app, name="optimize")
-    root.add_typer(estimate_app, name="estimate")
-    register(optimize_app, estimate_app)
-    return root
+def app(command_app) -> typer.Typer:
+    return command_app(register)
 
 
 def invoke(app, args):
