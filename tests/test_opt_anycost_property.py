@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from strategies import log_uniform
 
 from optimizers.anycost import (
     REASON_CONFLICT,
@@ -43,9 +44,6 @@ def rate_3gpp_bps(distance_m: np.ndarray) -> np.ndarray:
     snr = 10 ** ((rx_dbm - noise_dbm) / 10)  # dB -> linear
     return bandwidth_hz * np.log2(1 + snr)
 
-
-def log_uniform(lo: float, hi: float):
-    return st.floats(np.log10(lo), np.log10(hi)).map(lambda u: float(10.0**u))
 
 
 @st.composite

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import log_uniform
 
 from optimizers.cost_effective import (
     LuoCostParams,
@@ -28,23 +29,20 @@ GP_REL_TOL = 1e-6  # issue #4: continuous ACS objective vs GP optimum
 INTEGER_REL_TOL = 5e-3  # issue #4: Algorithm 2's integer (K, E) vs brute-force integer minimum
 
 
-def _log_uniform(lo: float, hi: float):
-    return st.floats(math.log10(lo), math.log10(hi)).map(lambda x: 10.0**x)
 
-
-gammas = st.one_of(st.just(0.0), st.just(1.0), st.floats(0.0, 1.0), _log_uniform(1e-4, 1.0))
+gammas = st.one_of(st.just(0.0), st.just(1.0), st.floats(0.0, 1.0), log_uniform(1e-4, 1.0))
 
 
 @st.composite
 def instances(draw, n_max: int = 300):
     return LuoCostParams(
         n=draw(st.integers(1, n_max)),
-        t_p_s=draw(_log_uniform(1e-3, 10.0)),
-        t_m_s=draw(_log_uniform(1e-3, 10.0)),
-        e_p_j=draw(_log_uniform(1e-4, 10.0)),
-        e_m_j=draw(_log_uniform(1e-4, 10.0)),
+        t_p_s=draw(log_uniform(1e-3, 10.0)),
+        t_m_s=draw(log_uniform(1e-3, 10.0)),
+        e_p_j=draw(log_uniform(1e-4, 10.0)),
+        e_m_j=draw(log_uniform(1e-4, 10.0)),
         gamma=draw(gammas),
-        a0_over_b0=draw(_log_uniform(1e-2, 1e5)),
+        a0_over_b0=draw(log_uniform(1e-2, 1e5)),
     )
 
 
@@ -114,7 +112,7 @@ def _derivative(f, x: float, h: float) -> float:
 
 
 @settings(max_examples=150, deadline=None)
-@given(params=instances(), e=_log_uniform(1.0, 300.0))
+@given(params=instances(), e=log_uniform(1.0, 300.0))
 def test_k_given_e_projected_minimises_over_k(params, e):
     """Eq. (21) projected onto [1, N] (Algorithm 2 line 8) is the minimiser over K; inside, dP3/dK = 0."""
     k = min(float(params.n), max(1.0, k_given_e(params, e)))
@@ -151,7 +149,7 @@ def test_cubic_22_at_gamma_0_matches_corollary_1_eq_28():
 
 
 @settings(max_examples=200, deadline=None)
-@given(a=_log_uniform(1e-12, 1e12), c=_log_uniform(1e-12, 1e12))
+@given(a=log_uniform(1e-12, 1e12), c=log_uniform(1e-12, 1e12))
 def test_cubic_positive_root_solves_the_cubic(a, c):
     x = cubic_positive_root(a, c)
     assert x > 0
@@ -265,10 +263,10 @@ def test_theorem_3_gamma_1_gives_k_1(params):
 @settings(max_examples=100, deadline=None)
 @given(
     n=st.integers(2, 300),
-    t_p_s=_log_uniform(1e-3, 10.0),
-    t_m_s=_log_uniform(1e-3, 10.0),
-    power_w=_log_uniform(1e-3, 10.0),
-    a0_over_b0=_log_uniform(1e-2, 1e5),
+    t_p_s=log_uniform(1e-3, 10.0),
+    t_m_s=log_uniform(1e-3, 10.0),
+    power_w=log_uniform(1e-3, 10.0),
+    a0_over_b0=log_uniform(1e-2, 1e5),
     gammas=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=6),
 )
 def test_theorem_4_k_and_e_decrease_with_gamma(n, t_p_s, t_m_s, power_w, a0_over_b0, gammas):

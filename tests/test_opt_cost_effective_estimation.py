@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from strategies import log_uniform
 
 from optimizers.cost_effective import estimate_a0_over_b0, participation_factor
 from optimizers.errors import OptimizerInputError
@@ -23,16 +24,13 @@ def rounds_from_bound(k, e, *, n, a0, b0, gap_a, gap_b, d=0.0):
     return d + h / gap_a, d + h / gap_b
 
 
-def _log_uniform(lo: float, hi: float):
-    return st.floats(math.log10(lo), math.log10(hi)).map(lambda x: 10.0**x)
-
 
 @settings(max_examples=200, deadline=None)
 @given(
     n=st.integers(2, 1000),
-    a0_over_b0=_log_uniform(1e-2, 1e6),
-    b0=_log_uniform(1e-3, 1e3),
-    gap_a=_log_uniform(1e-3, 10.0),
+    a0_over_b0=log_uniform(1e-2, 1e6),
+    b0=log_uniform(1e-3, 1e3),
+    gap_a=log_uniform(1e-3, 10.0),
     gap_ratio=st.floats(0.1, 0.9),
     d=st.floats(0.0, 10.0),
     data=st.data(),
