@@ -38,6 +38,7 @@ __all__ = [
     "ReportError",
     "build_figures",
     "build_report",
+    "figures_page",
     "default_timeline_round",
     "find_straggler",
     "summarize",
@@ -117,9 +118,23 @@ def build_report(
         raise ReportError(f"title must be a str, got {type(title).__name__} {title!r}")
     figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s)
     summary = summarize(rounds)
+    intro = (
+        '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
+        "(not host time); test accuracy is shown on evaluated rounds only.</p>\n"
+        f"{_summary_table(summary)}"
+    )
+    return figures_page(title, {key: figures[key] for key in FIGURE_KEYS}, intro_html=intro)
+
+
+def figures_page(title: str, figures: dict[str, go.Figure], *, intro_html: str = "") -> str:
+    """One self-contained HTML page: ``title``, ``intro_html`` (trusted markup), then each figure in order.
+
+    plotly.js is inlined once (the page opens offline); each figure's div id is ``edgefl-<key>`` so the same
+    inputs give the same page. The run report, ``edgefl plot`` and sweep pages all use this layout.
+    """
     sections = []
-    for i, key in enumerate(FIGURE_KEYS):
-        div = figures[key].to_html(
+    for i, (key, fig) in enumerate(figures.items()):
+        div = fig.to_html(
             full_html=False,
             include_plotlyjs=(i == 0),  # inline plotly.js once, in the first figure
             include_mathjax=False,
@@ -133,10 +148,7 @@ def build_report(
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{esc}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        f"<h1>{esc}</h1>\n"
-        '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
-        "(not host time); test accuracy is shown on evaluated rounds only.</p>\n"
-        f"{_summary_table(summary)}\n" + "\n".join(sections) + "\n</body>\n</html>\n"
+        f"<h1>{esc}</h1>\n{intro_html}\n" + "\n".join(sections) + "\n</body>\n</html>\n"
     )
 
 
