@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from edgefl.algorithms import ClientUpdate, DeviceJob, RoundContext, make_method
-from edgefl.learning.workload import Workload
+from edgefl.algorithms import ClientUpdate, RoundContext, RoundPlan, make_method
 from edgefl.radio import Radio
 from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult
 from edgefl.scenario import Scenario
@@ -42,29 +42,56 @@ def select_devices(rng: np.random.Generator, n_devices: int, k: int) -> np.ndarr
     return np.sort(rng.choice(n_devices, size=k, replace=False))
 
 
-def run_scenario(scenario: Scenario, *, progress: ProgressFn | None = None) -> RunResult:
+def run_scenario(
+    scenario: Scenario,
+    *,
+    progress: ProgressFn | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+) -> RunResult:
     """Run ``scenario`` to completion and return its tables. ``progress`` is called with each round's row.
 
+    With ``checkpoint_dir``, the run's state is written there every ``scenario.checkpoint_every`` rounds (and
+    on Ctrl-C); with ``resume=True`` it continues from the checkpoint found there (from round 1 if none).
     Ctrl-C raises :class:`RunInterrupted` carrying every round completed so far.
     """
     sim = Simulation(scenario)
+    every = scenario.checkpoint_every
+    if resume and checkpoint_dir is not None:
+        sim.restore(checkpoint_dir)
     try:
-        for r in range(1, scenario.rounds + 1):
+        for r in range(sim.rounds_done + 1, scenario.rounds + 1):
             row = sim.step(r)
+            if checkpoint_dir is not None and every and r % every == 0 and r < scenario.rounds:
+                sim.save(checkpoint_dir)
             if progress is not None:
                 progress(row)
     except KeyboardInterrupt:
+        if checkpoint_dir is not None:
+            sim.save(checkpoint_dir)  # the last completed round: `edgefl run --resume` continues from it
         raise RunInterrupted(sim.result()) from None
     return sim.result()
 
 
 class Simulation:
-    """One run's state between rounds: global model, simulated clock, cumulative energy, recorded rows."""
+    """One run's state between rounds: global model, simulated clock, cumulative energy, recorded rows.
+
+    ``learning = "torch"`` trains each job for real inside the SimPy round; ``"surrogate"`` charges the
+    planned work of each job and moves the loss with the scenario's convergence bound (no torch import).
+    """
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.streams = streams = Streams(scenario.seed)
-        self.workload = Workload(scenario, streams)
+        self.surrogate = scenario.learning == "surrogate"
+        if self.surrogate:
+            from edgefl.learning.surrogate import SurrogateWorkload
+
+            self.workload: Any = SurrogateWorkload(scenario, streams)
+        else:
+            from edgefl.learning.workload import Workload
+
+            self.workload = Workload(scenario, streams)
         self.fleet = Fleet.from_config(scenario.fleet, self.workload.n_samples, streams.numpy("fleet"))
         self.radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
         self.method = make_method(scenario.method.name, scenario=scenario, workload=self.workload)
@@ -73,16 +100,20 @@ class Simulation:
         k, n = scenario.method.clients_per_round, scenario.fleet.n_devices
         self.n_select = min(n, math.ceil(k * (1 + rcfg.over_select_fraction))) if rcfg.policy == "over_select" else k
         self.t_max = rcfg.deadline_s if rcfg.policy == "deadline" else None
+        self.rounds_done = 0
         self.sim_time_s = 0.0
         self.energy_cum_j = 0.0
         self.round_rows: list[dict[str, Any]] = []
-        self.device_rows: list[dict[str, Any]] = []
+        self.device_blocks: list[dict[str, np.ndarray]] = []  # one block of columns per round
+        self._saved_blocks = 0  # blocks already in the checkpoint's segment files
 
     def step(self, r: int) -> dict[str, Any]:
         """Simulate round ``r`` (rounds in order, from 1); record and return its ``rounds`` row.
 
         Rows are recorded only once the round is complete, so an interruption never leaves half a round.
         """
+        if r != self.rounds_done + 1:
+            raise ValueError(f"round {r}: the next round to simulate is {self.rounds_done + 1}")
         sc, fleet, radio, streams = self.scenario, self.fleet, self.radio, self.streams
         rcfg, n = sc.round, fleet.n_devices
         wall0 = time.perf_counter()
@@ -101,35 +132,61 @@ class Simulation:
             rng=streams.numpy("method", r),
         )
         plan = self.method.plan_round(ctx)
+        jobs = plan.jobs
+        dev = jobs.device
         tx_mask = np.zeros(n, dtype=bool)
-        tx_mask[[j.device for j in plan.jobs]] = True
+        tx_mask[dev] = True
         rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask)  # sub-bands of the devices that transmit
-        state = self.state
+        fpc = fleet.flops_per_cycle[dev]
+        if self.surrogate:  # charge the planned work: FLOPs of the width-w submodel, the planned bits
+            wl = self.workload
+            flops = wl.flops_per_sample(jobs.width) * wl.samples_per_round(dev)
+            bits = np.where(np.isnan(jobs.bits_planned), float(wl.update_bits), jobs.bits_planned)
+            outcome = simulate_round(
+                start_s=self.sim_time_s, jobs=range(len(jobs)), durations=(flops / fpc / jobs.cpu_hz, bits / rate[dev]),
+                policy=rcfg.policy, deadline_s=rcfg.deadline_s, keep=sc.method.clients_per_round,
+                downlink_s=rcfg.downlink_s,
+            )  # fmt: skip
+            steps, losses = jobs.local_steps, np.full(len(jobs), math.nan)
+        else:
+            state, method = self.state, self.method
 
-        def train(job: DeviceJob) -> ClientUpdate:
-            return self.method.client_update(job, state, r)
+            def train(i: int) -> ClientUpdate:
+                return method.client_update(jobs[i], state, r)  # real torch training, at the device's start
 
-        def cost(job: DeviceJob, upd: ClientUpdate) -> tuple[float, float]:
-            cycles = upd.flops / fleet.flops_per_cycle[job.device]
-            return cycles / job.cpu_hz, upd.bits / rate[job.device]
+            def cost(i: int, upd: ClientUpdate) -> tuple[float, float]:
+                return upd.flops / fpc[i] / jobs.cpu_hz[i], upd.bits / rate[dev[i]]
 
-        outcome = simulate_round(
-            start_s=self.sim_time_s,
-            jobs=plan.jobs,
-            train=train,
-            cost=cost,
-            policy=rcfg.policy,
-            deadline_s=rcfg.deadline_s,
-            keep=sc.method.clients_per_round,
-            downlink_s=rcfg.downlink_s,
-        )
-        kept = outcome.kept
-        new_state = self.method.aggregate(state, [d.update for d in kept])
-        rows = _device_rows(r, outcome, plan.skipped, fleet, distance_m, rate, e_max, self.t_max)
-        energy = float(sum(row["e_cmp_j"] + row["e_com_j"] for row in rows if row["trained"]))
+            outcome = simulate_round(
+                start_s=self.sim_time_s, jobs=range(len(jobs)), train=train, cost=cost, policy=rcfg.policy,
+                deadline_s=rcfg.deadline_s, keep=sc.method.clients_per_round, downlink_s=rcfg.downlink_s,
+            )  # fmt: skip
+            ups = outcome.updates
+            flops = np.array([u.flops for u in ups], dtype=float)
+            bits = np.array([u.bits for u in ups], dtype=float)
+            steps = np.array([u.steps for u in ups], dtype=np.int64)
+            losses = np.array([u.train_loss for u in ups], dtype=float)
+        kept = outcome.kept_index  # arrival order
+        if self.surrogate:
+            new_state = self.workload.advance(
+                self.state, n_selected=int(selected.size), alpha=jobs.alpha[kept], beta=jobs.beta[kept],
+                local_steps=steps[kept],
+            )  # fmt: skip
+        else:
+            new_state = self.method.aggregate(self.state, [outcome.updates[i] for i in kept])
+        e_cmp = compute_energy_j(flops / fpc, jobs.cpu_hz, fleet.energy_coeff[dev])
+        e_com = upload_energy_j(fleet.tx_power_w[dev], outcome.t_com_s)
+        block = _device_block(
+            r, plan, outcome, distance_m, rate, e_max, self.t_max,
+            flops=flops, bits=bits, steps=steps, losses=losses, e_cmp=e_cmp, e_com=e_com,
+        )  # fmt: skip
+        energy = float(np.sum(e_cmp) + np.sum(e_com))  # every job trained and transmitted, kept or not
         evaluate = r % sc.train.eval_every == 0 or r == sc.rounds
-        acc, loss = self.workload.evaluate(new_state) if evaluate else (math.nan, math.nan)
-        trained = outcome.devices  # every job trained and transmitted, kept or not
+        if self.surrogate:
+            acc, test_loss, train_loss = math.nan, math.nan, self.workload.loss(new_state)
+        else:
+            acc, test_loss = self.workload.evaluate(new_state) if evaluate else (math.nan, math.nan)
+            train_loss = float(np.mean(losses)) if len(jobs) else math.nan
         row = {
             "round": r,
             "sim_time_s": outcome.end_s,
@@ -137,19 +194,21 @@ class Simulation:
             "energy_j": energy,
             "energy_cum_j": self.energy_cum_j + energy,
             "selected": int(selected.size),
-            "arrived": len(kept),
-            "dropped": len(trained) - len(kept),
-            "bits_up": float(sum(d.update.bits for d in trained)),
+            "arrived": int(kept.size),
+            "dropped": len(jobs) - int(kept.size),
+            "bits_up": float(np.sum(bits)),
             "test_accuracy": acc,
-            "test_loss": loss,
-            "train_loss": float(np.mean([d.update.train_loss for d in trained])) if trained else math.nan,
+            "test_loss": test_loss,
+            "train_loss": train_loss,
             "wall_time_s": time.perf_counter() - wall0,
-            "skipped": len(plan.skipped),
+            "skipped": int(plan.skipped_device.size),
+            "learning_gain": _learning_gain(jobs, kept, int(selected.size)),
         }
         # commit the round
         self.state, self.sim_time_s, self.energy_cum_j = new_state, outcome.end_s, row["energy_cum_j"]
-        self.device_rows.extend(rows)
+        self.device_blocks.append(block)
         self.round_rows.append(row)
+        self.rounds_done = r
         return row
 
     def result(self) -> RunResult:
@@ -157,13 +216,37 @@ class Simulation:
         return RunResult(
             scenario=self.scenario,
             rounds=_frame(self.round_rows, ROUND_COLUMNS),
-            device_rounds=_frame(self.device_rows, DEVICE_COLUMNS),
+            device_rounds=_device_frame(self.device_blocks),
         )
 
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, checkpoint_dir: str | Path) -> None:
+        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py)."""
+        from edgefl.checkpoint import save_checkpoint
 
-def _budget(e_max_j: float) -> float:
+        self._saved_blocks = save_checkpoint(self, Path(checkpoint_dir), self._saved_blocks)
+
+    def restore(self, checkpoint_dir: str | Path) -> bool:
+        """Continue from the checkpoint in ``checkpoint_dir``; False (and nothing changed) if there is none."""
+        from edgefl.checkpoint import load_checkpoint
+
+        found = load_checkpoint(self, Path(checkpoint_dir))
+        self._saved_blocks = len(self.device_blocks)
+        return found
+
+
+def _learning_gain(jobs, kept: np.ndarray, n_selected: int) -> float:
+    """Global learning gain g_t of AnycostFL's Definition 3 over the selected devices (NaN if none)."""
+    if not n_selected:
+        return math.nan
+    alpha = np.nan_to_num(jobs.alpha[kept], nan=1.0)
+    beta = np.nan_to_num(jobs.beta[kept], nan=1.0)
+    return float(np.sum(alpha**4 * beta) / n_selected)
+
+
+def _budget(e_max_j: np.ndarray) -> np.ndarray:
     """E_max as recorded: empty (NaN) when the scenario sets no budget."""
-    return float(e_max_j) if np.isfinite(e_max_j) else math.nan
+    return np.where(np.isfinite(e_max_j), e_max_j, math.nan)
 
 
 def _frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
@@ -174,51 +257,66 @@ def _frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame
     return df[list(columns) + extra]
 
 
-def _device_rows(
+def _device_frame(blocks: list[dict[str, np.ndarray]]) -> pd.DataFrame:
+    """All rounds' device blocks as one table, column by column (peak memory ~ one copy of the table)."""
+    if not blocks:
+        return pd.DataFrame(columns=list(DEVICE_COLUMNS))
+    return pd.DataFrame({name: np.concatenate([b[name] for b in blocks]) for name in blocks[0]}, copy=False)
+
+
+def _device_block(
     r: int,
+    plan: RoundPlan,
     outcome: RoundOutcome,
-    skipped,
-    fleet: Fleet,
     distance_m: np.ndarray,
     rate: np.ndarray,
     e_max: np.ndarray,
     t_max: float | None,
-) -> list[dict[str, Any]]:
-    nan = math.nan
-    rows = []
-    for tl in outcome.devices:
-        job: DeviceJob = tl.job
-        upd: ClientUpdate = tl.update
-        d = job.device
-        cycles = upd.flops / fleet.flops_per_cycle[d]
-        rows.append(
-            {
-                "round": r, "device": d, "selected": True, "trained": True, "feasible": True, "reason": "",
-                "arrived": tl.kept, "distance_m": float(distance_m[d]), "rate_bps": float(rate[d]),
-                "cpu_hz": job.cpu_hz, "width": job.width, "alpha": job.alpha, "beta": job.beta,
-                "local_steps": upd.steps, "t_cmp_s": tl.t_cmp_s, "t_com_s": tl.t_com_s,
-                "e_cmp_j": float(compute_energy_j(cycles, job.cpu_hz, fleet.energy_coeff[d])),
-                "e_com_j": float(upload_energy_j(fleet.tx_power_w[d], tl.t_com_s)),
-                "bits_planned": job.bits_planned, "bits": upd.bits,
-                "t_max_s": nan if t_max is None else t_max, "e_max_j": _budget(e_max[d]),
-                "t_start_s": tl.t_start_s - outcome.start_s, "t_arrive_s": tl.t_arrive_s - outcome.start_s,
-                "flops": upd.flops, "train_loss": upd.train_loss,
-                "t_cmp_planned_s": job.t_cmp_planned_s, "t_com_planned_s": job.t_com_planned_s,
-                "e_cmp_planned_j": job.e_cmp_planned_j, "e_com_planned_j": job.e_com_planned_j,
-            }
-        )  # fmt: skip
-    for s in skipped:
-        d = s.device
-        rows.append(
-            {
-                "round": r, "device": d, "selected": True, "trained": False, "feasible": False, "reason": s.reason,
-                "arrived": False, "distance_m": float(distance_m[d]), "rate_bps": nan, "cpu_hz": nan,
-                "width": nan, "alpha": nan, "beta": nan, "local_steps": 0, "t_cmp_s": 0.0, "t_com_s": 0.0,
-                "e_cmp_j": 0.0, "e_com_j": 0.0, "bits_planned": nan, "bits": 0.0,
-                "t_max_s": nan if t_max is None else t_max, "e_max_j": _budget(e_max[d]),
-                "t_start_s": nan, "t_arrive_s": nan, "flops": 0.0, "train_loss": nan,
-                "t_cmp_planned_s": nan, "t_com_planned_s": nan, "e_cmp_planned_j": nan, "e_com_planned_j": nan,
-            }
-        )  # fmt: skip
-    rows.sort(key=lambda row: row["device"])
-    return rows
+    *,
+    flops: np.ndarray,
+    bits: np.ndarray,
+    steps: np.ndarray,
+    losses: np.ndarray,
+    e_cmp: np.ndarray,
+    e_com: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """One round's device rows as columns (jobs, then skipped devices), sorted by device id."""
+    jobs, skip = plan.jobs, plan.skipped_device
+    m, s = len(jobs), skip.size
+    nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
+    start = outcome.start_s
+    dev = np.concatenate([jobs.device, skip])
+    cols: dict[str, np.ndarray] = {
+        "round": np.full(m + s, r, dtype=np.int64),
+        "device": dev,
+        "selected": np.ones(m + s, dtype=bool),
+        "trained": np.arange(m + s) < m,
+        "feasible": np.arange(m + s) < m,
+        "reason": np.concatenate([np.full(m, "", dtype=object), plan.skipped_reason.astype(object)]),
+        "arrived": np.concatenate([outcome.kept_mask, np.zeros(s, dtype=bool)]),
+        "distance_m": distance_m[dev],
+        "rate_bps": np.concatenate([rate[jobs.device], nan_s]),
+        "cpu_hz": np.concatenate([jobs.cpu_hz, nan_s]),
+        "width": np.concatenate([jobs.width, nan_s]),
+        "alpha": np.concatenate([jobs.alpha, nan_s]),
+        "beta": np.concatenate([jobs.beta, nan_s]),
+        "local_steps": np.concatenate([steps, np.zeros(s, dtype=np.int64)]),
+        "t_cmp_s": np.concatenate([outcome.t_cmp_s, zero_s]),
+        "t_com_s": np.concatenate([outcome.t_com_s, zero_s]),
+        "e_cmp_j": np.concatenate([e_cmp, zero_s]),
+        "e_com_j": np.concatenate([e_com, zero_s]),
+        "bits_planned": np.concatenate([jobs.bits_planned, nan_s]),
+        "bits": np.concatenate([bits, zero_s]),
+        "t_max_s": np.full(m + s, math.nan if t_max is None else t_max),
+        "e_max_j": _budget(e_max[dev]),
+        "t_start_s": np.concatenate([outcome.t_start_s - start, nan_s]),
+        "t_arrive_s": np.concatenate([outcome.t_arrive_s - start, nan_s]),
+        "flops": np.concatenate([flops, zero_s]),
+        "train_loss": np.concatenate([losses, nan_s]),
+        "t_cmp_planned_s": np.concatenate([jobs.t_cmp_planned_s, nan_s]),
+        "t_com_planned_s": np.concatenate([jobs.t_com_planned_s, nan_s]),
+        "e_cmp_planned_j": np.concatenate([jobs.e_cmp_planned_j, nan_s]),
+        "e_com_planned_j": np.concatenate([jobs.e_com_planned_j, nan_s]),
+    }
+    order = np.argsort(dev, kind="stable")
+    return {name: col[order] for name, col in cols.items()}

@@ -30,6 +30,7 @@ __all__ = [
     "FleetConfig",
     "BudgetConfig",
     "ChannelConfig",
+    "SurrogateConfig",
     "load_scenario",
     "scenario_from_dict",
     "scenario_to_toml",
@@ -132,9 +133,11 @@ class TrainConfig(_Strict):
 class MethodConfig(_Strict):
     """FL method and its knobs."""
 
-    name: Literal["fedavg"] = "fedavg"
+    name: Literal["fedavg", "anycostfl"] = "fedavg"
     clients_per_round: int = Field(10, ge=1, le=10_000_000)
-    cpu_policy: Literal["max", "min_energy"] = "max"
+    cpu_policy: Literal["max", "min_energy"] = "max"  # fedavg
+    alpha_min: float = Field(0.25, gt=0, le=1)  # anycostfl: smallest model-shrinking factor, (10c)
+    beta_max: float = Field(1 / 15, gt=0, le=1)  # anycostfl: largest compression rate, (10d)
 
 
 class RoundConfig(_Strict):
@@ -241,6 +244,37 @@ class ChannelConfig(_Strict):
         return self
 
 
+class SurrogateConfig(_Strict):
+    """``learning = "surrogate"``: no training; the loss follows a paper's convergence bound round by round.
+
+    ``bound = "anycostfl"``: AnycostFL Theorem 2, eqs. (18)/(45): the optimality gap contracts each round by
+    Z_t = 1 - nu_over_lambda * (1 - epsilon * (1 - g_t)), with the round's global learning gain g_t (Def. 3)
+    over the selected devices (a device whose update does not arrive contributes 0).
+    ``bound = "luo"``: Luo et al. bound (15), gap <= (A0 + B0 (1 + (N-K)/(K(N-1))) E^2) / (E R), accumulated
+    round by round with the round's arrived K and mean local steps E.
+    The loss is ``loss_floor + gap`` (starting at ``initial_loss``). Workload sizes replace the model and data:
+    ``samples_per_device`` (number or [low, high], drawn per device), ``train_flops_per_sample`` of the full
+    model (a width-w submodel costs w^2 times that) and ``model_parameters`` (32-bit update = 32 x that).
+    Defaults are McMahan's CNN on Fashion-MNIST (1,663,370 parameters) with 1,000 samples per device.
+    """
+
+    bound: Literal["anycostfl", "luo"] = "anycostfl"
+    initial_loss: PositiveFloat = 2.302585  # ln(10): cross-entropy of a uniform 10-class guess
+    loss_floor: NonNegFloat = 0.0
+    nu_over_lambda: float = Field(0.05, gt=0, le=1)  # anycostfl: strong convexity / smoothness
+    epsilon: float = Field(0.5, ge=0, le=1)  # anycostfl: compression-error constant of Assumption 4
+    a0: PositiveFloat = 100.0  # luo: A0 of bound (15)
+    b0: PositiveFloat = 1.0  # luo: B0 of bound (15)
+    samples_per_device: PositiveFloat | Range = 1000.0
+    train_flops_per_sample: PositiveFloat = 7.4e7
+    model_parameters: int = Field(1_663_370, ge=1, le=10**12)
+
+    @field_validator("samples_per_device")
+    @classmethod
+    def _samples(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        return _check_range(v, "samples_per_device")
+
+
 class Scenario(_Strict):
     """One run: what trains, on which devices, over which radio, with which method."""
 
@@ -248,7 +282,8 @@ class Scenario(_Strict):
     description: str = ""
     seed: int = Field(0, ge=0, le=2**63 - 1)
     rounds: int = Field(20, ge=1, le=10_000_000)
-    learning: Literal["torch"] = "torch"
+    learning: Literal["torch", "surrogate"] = "torch"
+    checkpoint_every: int = Field(10, ge=0, le=10_000_000)  # rounds between checkpoints; 0 = never
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
@@ -256,12 +291,29 @@ class Scenario(_Strict):
     round: RoundConfig = RoundConfig()
     fleet: FleetConfig = FleetConfig()
     channel: ChannelConfig = ChannelConfig()
+    surrogate: SurrogateConfig = SurrogateConfig()
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
         n, k = self.fleet.n_devices, self.method.clients_per_round
         if k > n:
             raise ValueError(f"method.clients_per_round={k} exceeds fleet.n_devices={n}: need 1 <= K <= N")
+        if self.method.name == "anycostfl":
+            if self.round.policy != "deadline":
+                raise ValueError(
+                    f"method.name='anycostfl' with round.policy={self.round.policy!r}: AnycostFL plans for a "
+                    "deadline T_max; set round.policy='deadline' and round.deadline_s"
+                )
+            if self.fleet.budget.kind == "none":
+                raise ValueError(
+                    "method.name='anycostfl' with fleet.budget.kind='none': AnycostFL plans for a per-round "
+                    "energy budget E_max; set fleet.budget.kind to 'fixed' or 'uniform'"
+                )
+            if self.learning == "torch":
+                raise ValueError(
+                    "method.name='anycostfl' with learning='torch': training shrunk, compressed AnycostFL "
+                    "updates arrives with issue #6; use learning='surrogate' for now"
+                )
         return self
 
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import hashlib
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Streams"]
 
@@ -39,6 +43,8 @@ class Streams:
 
     def torch(self, name: str, *keys: int) -> torch.Generator:
         """A CPU torch.Generator seeded from the same derivation as :meth:`numpy`."""
+        import torch  # imported here: surrogate runs never load torch
+
         state = self.seed_sequence(name, *keys).generate_state(2, dtype=np.uint32)
         g = torch.Generator()
         g.manual_seed(int(state[0]) << 32 | int(state[1]))

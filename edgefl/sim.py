@@ -4,6 +4,7 @@ Per round (a fresh ``simpy.Environment`` starting at the round's start time):
 
     server: broadcast (downlink_s) -> start one process per job -> wait per policy -> round end
     device: train for real (zero simulated time) -> hold t_cmp -> upload over its sub-band (hold t_com) -> arrive
+            (one timeout per device: its sub-band is its own, so upload follows compute without waiting)
 
 Policies: ``wait_all`` (the straggler sets the round end), ``deadline`` (round ends at the last arrival or
 at start + deadline_s, whichever is first; later arrivals are dropped, their energy still charged: a device
@@ -15,13 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
+import numpy as np
 import simpy
 
 __all__ = ["DeviceTimeline", "RoundOutcome", "simulate_round"]
 
 Policy = Literal["wait_all", "deadline", "over_select"]
+
+DEADLINE_RTOL = 1e-9
+"""Relative slack when judging an arrival against the deadline (floating-point rounding only)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,26 +44,57 @@ class DeviceTimeline:
     kept: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class RoundOutcome:
-    """A simulated round: start and end [s] and each device's timeline (in job order)."""
+    """A simulated round: start and end [s] and, per job (in job order), its timeline as arrays.
+
+    ``t_start_s``, ``t_cmp_end_s``, ``t_arrive_s`` are absolute [s]; ``t_cmp_s``, ``t_com_s`` durations [s];
+    ``kept`` whether the update counts; ``arrival_order`` the job indices in order of arrival. Every array has
+    shape (n_jobs,). :attr:`devices` gives the same as one :class:`DeviceTimeline` per job.
+    """
 
     start_s: float
     end_s: float
-    devices: tuple[DeviceTimeline, ...]
+    jobs: Sequence[Any]
+    updates: list[Any]
+    t_start_s: np.ndarray
+    t_cmp_end_s: np.ndarray
+    t_arrive_s: np.ndarray
+    t_cmp_s: np.ndarray
+    t_com_s: np.ndarray
+    kept_mask: np.ndarray
+    arrival_order: np.ndarray
+
+    @cached_property
+    def devices(self) -> tuple[DeviceTimeline, ...]:
+        """One timeline per job, in job order."""
+        return tuple(
+            DeviceTimeline(
+                job=self.jobs[i], update=self.updates[i], t_start_s=float(self.t_start_s[i]),
+                t_cmp_end_s=float(self.t_cmp_end_s[i]), t_arrive_s=float(self.t_arrive_s[i]),
+                t_cmp_s=float(self.t_cmp_s[i]), t_com_s=float(self.t_com_s[i]), kept=bool(self.kept_mask[i]),
+            )  # fmt: skip
+            for i in range(len(self.jobs))
+        )
+
+    @property
+    def kept_index(self) -> np.ndarray:
+        """Indices of the kept jobs, in arrival order."""
+        return self.arrival_order[self.kept_mask[self.arrival_order]]
 
     @property
     def kept(self) -> list[DeviceTimeline]:
         """Timelines of the updates that count, in arrival order."""
-        return sorted((d for d in self.devices if d.kept), key=lambda d: d.t_arrive_s)
+        return [self.devices[i] for i in self.kept_index]
 
 
 def simulate_round(
     *,
     start_s: float,
     jobs: Sequence[Any],
-    train: Callable[[Any], Any],
-    cost: Callable[[Any, Any], tuple[float, float]],
+    train: Callable[[Any], Any] | None = None,
+    cost: Callable[[Any, Any], tuple[float, float]] | None = None,
+    durations: tuple[np.ndarray, np.ndarray] | None = None,
     policy: Policy = "wait_all",
     deadline_s: float | None = None,
     keep: int | None = None,
@@ -65,37 +102,59 @@ def simulate_round(
 ) -> RoundOutcome:
     """Run one round as SimPy events.
 
-    ``train(job) -> update`` does the real work; ``cost(job, update) -> (t_cmp_s, t_com_s)`` turns what was
-    computed and built into durations [s]. ``deadline_s`` [s] is measured from ``start_s`` (downlink
-    included); ``keep`` is K for ``over_select``.
+    Either ``train(job) -> update``, called when the device starts (after the downlink) to do the real work,
+    with ``cost(job, update) -> (t_cmp_s, t_com_s)`` turning what was computed and built into durations [s];
+    or ``durations = (t_cmp_s, t_com_s)``, arrays of shape (n_jobs,), for work known before the round
+    (surrogate learning). ``deadline_s`` [s] is measured from ``start_s`` (downlink included); ``keep`` is K
+    for ``over_select``.
+
+    A device computes, then uploads over its own FDMA sub-band (no contention), so its arrival is one SimPy
+    timeout of ``t_cmp + t_com`` after its start; its compute end ``t_start + t_cmp`` is recorded with it.
+    One event per device keeps rounds of 10^4 devices cheap.
     """
     if policy == "deadline" and (deadline_s is None or deadline_s <= 0):
         raise ValueError(f"deadline_s={deadline_s}: policy 'deadline' needs deadline_s > 0")
     if policy == "over_select" and (keep is None or keep < 1):
         raise ValueError(f"keep={keep}: policy 'over_select' needs keep >= 1")
+    if (durations is None) == (train is None or cost is None):
+        raise ValueError("simulate_round: give either train and cost, or durations")
+    n = len(jobs)
     env = simpy.Environment(initial_time=start_s)
-    records: dict[int, dict[str, Any]] = {}
+    t_start, t_arrive = np.zeros(n), np.zeros(n)
+    if durations is not None:
+        t_cmp, t_com = (np.asarray(d, dtype=float).reshape(n) for d in durations)
+    else:
+        t_cmp, t_com = np.zeros(n), np.zeros(n)
+    updates: list[Any] = [None] * n
     arrival_order: list[int] = []
+    everyone = env.event()
     enough = env.event()
     end: dict[str, float] = {}
 
-    def device(i: int, job: Any):
-        t0 = env.now
-        update = train(job)
-        t_cmp, t_com = cost(job, update)
-        yield env.timeout(t_cmp)
-        t1 = env.now
-        yield env.timeout(t_com)
-        records[i] = dict(job=job, update=update, t_start_s=t0, t_cmp_end_s=t1, t_arrive_s=env.now,
-                          t_cmp_s=t_cmp, t_com_s=t_com)
+    def arrived(ev: simpy.Timeout) -> None:
+        i = ev.value
+        t_arrive[i] = env.now
         arrival_order.append(i)
+        if len(arrival_order) == n:
+            everyone.succeed()
         if policy == "over_select" and len(arrival_order) == keep:
             enough.succeed()
 
+    def start_devices(_ev: Any) -> None:
+        t_start[:] = env.now
+        if durations is None:
+            for i, job in enumerate(jobs):
+                updates[i] = update = train(job)
+                t_cmp[i], t_com[i] = cost(job, update)
+        for i, busy in enumerate((t_cmp + t_com).tolist()):
+            env.timeout(busy, value=i).callbacks.append(arrived)
+        if n == 0:
+            everyone.succeed()
+
     def server():
-        yield env.timeout(downlink_s)
-        procs = [env.process(device(i, job)) for i, job in enumerate(jobs)]
-        everyone = env.all_of(procs)
+        broadcast = env.timeout(downlink_s)
+        broadcast.callbacks.append(start_devices)
+        yield broadcast
         if policy == "wait_all":
             yield everyone
         elif policy == "deadline":
@@ -107,12 +166,17 @@ def simulate_round(
     env.process(server())
     env.run()  # late devices finish too: their energy is charged
 
-    end_s = end["t"]
+    order = np.asarray(arrival_order, dtype=np.int64)
     if policy == "deadline":
-        kept_ids = {i for i, r in records.items() if r["t_arrive_s"] <= start_s + deadline_s}
+        # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
+        # Lemma 3 makes the deadline tight) must not be dropped because start_s + busy rounds up by one ulp
+        kept = t_arrive - start_s <= deadline_s * (1 + DEADLINE_RTOL)
     elif policy == "over_select":
-        kept_ids = set(arrival_order[:keep])
+        kept = np.zeros(n, dtype=bool)
+        kept[order[:keep]] = True
     else:
-        kept_ids = set(records)
-    timelines = tuple(DeviceTimeline(**records[i], kept=i in kept_ids) for i in range(len(jobs)))
-    return RoundOutcome(start_s=start_s, end_s=end_s, devices=timelines)
+        kept = np.ones(n, dtype=bool)
+    return RoundOutcome(
+        start_s=start_s, end_s=end["t"], jobs=jobs, updates=updates, t_start_s=t_start, t_cmp_end_s=t_start + t_cmp,
+        t_arrive_s=t_arrive, t_cmp_s=t_cmp, t_com_s=t_com, kept_mask=kept, arrival_order=order,
+    )  # fmt: skip

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, Method, RoundContext, RoundPlan, Skip
+from edgefl.algorithms.anycostfl import AnycostFL
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan, Skip
 from edgefl.algorithms.fedavg import FedAvg
 
-__all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "RoundPlan", "Skip", "ClientUpdate"]
+__all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "Skip", "ClientUpdate"]
 
-METHODS: dict[str, type[Method]] = {FedAvg.name: FedAvg}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL)}
 
 
 def make_method(name: str, **kwargs) -> Method:

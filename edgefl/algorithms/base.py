@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from edgefl.scenario import Scenario
     from edgefl.system import Fleet
 
-__all__ = ["RoundContext", "DeviceJob", "Skip", "RoundPlan", "ClientUpdate", "Method"]
+__all__ = ["RoundContext", "DeviceJob", "JobTable", "Skip", "RoundPlan", "ClientUpdate", "Method"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +58,81 @@ class DeviceJob:
     e_com_planned_j: float = math.nan
 
 
+_JOB_FLOAT_COLUMNS = (
+    "cpu_hz", "width", "alpha", "beta", "bits_planned",
+    "t_cmp_planned_s", "t_com_planned_s", "e_cmp_planned_j", "e_com_planned_j",
+)  # fmt: skip
+_JOB_DEFAULTS = {"width": 1.0, "local_steps": 0}
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class JobTable:
+    """A round's jobs as columns, one entry per device that trains; every field has shape (m,).
+
+    Methods plan whole rounds with numpy, so the plan is a table; ``table[i]`` gives job i as a
+    :class:`DeviceJob`. Build one with :meth:`build`, which broadcasts scalars and fills defaults
+    (width 1, local_steps 0, NaN for costs the method did not plan).
+    """
+
+    device: np.ndarray
+    cpu_hz: np.ndarray
+    width: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray
+    local_steps: np.ndarray
+    bits_planned: np.ndarray
+    t_cmp_planned_s: np.ndarray
+    t_com_planned_s: np.ndarray
+    e_cmp_planned_j: np.ndarray
+    e_com_planned_j: np.ndarray
+
+    @classmethod
+    def build(cls, device: np.ndarray, **columns: float | np.ndarray) -> JobTable:
+        """Jobs for ``device`` (ids, shape (m,)); each column a scalar or an array of shape (m,)."""
+        if "cpu_hz" not in columns:
+            raise TypeError("JobTable.build: cpu_hz [Hz] is required")
+        device = np.asarray(device, dtype=np.int64).reshape(-1)
+        m = device.size
+        unknown = set(columns) - set(_JOB_FLOAT_COLUMNS) - {"local_steps"}
+        if unknown:
+            raise TypeError(f"JobTable.build: unknown column(s) {sorted(unknown)}")
+        out: dict[str, np.ndarray] = {"device": device}
+        for name in (*_JOB_FLOAT_COLUMNS, "local_steps"):
+            value = columns.get(name, _JOB_DEFAULTS.get(name, math.nan))
+            dtype = np.int64 if name == "local_steps" else np.float64
+            out[name] = np.broadcast_to(np.asarray(value, dtype=dtype), (m,)).copy()
+        return cls(**out)
+
+    @classmethod
+    def empty(cls) -> JobTable:
+        return cls.build(np.zeros(0, dtype=np.int64), cpu_hz=np.zeros(0))
+
+    def __len__(self) -> int:
+        return int(self.device.size)
+
+    def __getitem__(self, i: int) -> DeviceJob:
+        return DeviceJob(
+            device=int(self.device[i]),
+            local_steps=int(self.local_steps[i]),
+            **{name: float(getattr(self, name)[i]) for name in _JOB_FLOAT_COLUMNS},
+        )
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def take(self, index: np.ndarray) -> JobTable:
+        """The jobs at ``index`` (integer indices or a boolean mask)."""
+        return JobTable(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    @classmethod
+    def from_jobs(cls, jobs: Sequence[DeviceJob]) -> JobTable:
+        """A table from :class:`DeviceJob` objects (convenient in tests and small methods)."""
+        if not jobs:
+            return cls.empty()
+        cols = {name: [getattr(j, name) for j in jobs] for name in (*_JOB_FLOAT_COLUMNS, "local_steps")}
+        return cls.build(np.array([j.device for j in jobs]), **cols)
+
+
 @dataclass(frozen=True)
 class Skip:
     """A selected device that does not train this round, and why (e.g. its energy budget is too small)."""
@@ -66,12 +141,20 @@ class Skip:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RoundPlan:
-    """The jobs to run this round and the selected devices that sit it out."""
+    """The jobs to run this round and the selected devices that sit it out.
 
-    jobs: tuple[DeviceJob, ...]
-    skipped: tuple[Skip, ...] = ()
+    ``skipped_device``: ids, shape (s,); ``skipped_reason``: why, shape (s,) of str.
+    """
+
+    jobs: JobTable
+    skipped_device: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    skipped_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+
+    @property
+    def skipped(self) -> tuple[Skip, ...]:
+        return tuple(Skip(int(d), str(r)) for d, r in zip(self.skipped_device, self.skipped_reason))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,3 +193,12 @@ class Method(ABC):
     @abstractmethod
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         """The next global state from the updates that arrived in time (may be empty)."""
+
+    def state_dict(self) -> dict:
+        """What the method remembers between rounds, as JSON-able data (checkpoints); none by default."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` when a run resumes."""
+        if state:
+            raise ValueError(f"method {self.name!r} keeps no state between rounds, got keys {sorted(state)}")

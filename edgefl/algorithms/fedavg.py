@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.aggregate import apply_update, weighted_mean_update
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, Method, RoundContext, RoundPlan, Skip
-from edgefl.learning.workload import State, state_bits
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
+from edgefl.learning.config import steps_per_round
 from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
+
+if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
+    from edgefl.learning.workload import State
 
 __all__ = ["FedAvg"]
 
@@ -44,36 +47,19 @@ class FedAvg(Method):
         t_cmp = compute_time_s(cycles, f)
         e_cmp = compute_energy_j(cycles, f, fleet.energy_coeff[dev])
         e_com = upload_energy_j(fleet.tx_power_w[dev], t_com)
-        steps = self._planned_steps(dev)
-        jobs, skipped = [], []
-        for j, d in enumerate(dev):
-            e_total = e_cmp[j] + e_com[j]
-            if e_total > ctx.e_max_j[d]:
-                skipped.append(Skip(int(d), f"energy: needs {e_total:.4g} J > E_max {ctx.e_max_j[d]:.4g} J"))
-                continue
-            jobs.append(
-                DeviceJob(
-                    device=int(d),
-                    cpu_hz=float(f[j]),
-                    width=width,
-                    local_steps=int(steps[j]),
-                    bits_planned=bits,
-                    t_cmp_planned_s=float(t_cmp[j]),
-                    t_com_planned_s=float(t_com[j]),
-                    e_cmp_planned_j=float(e_cmp[j]),
-                    e_com_planned_j=float(e_com[j]),
-                )
-            )
-        return RoundPlan(jobs=tuple(jobs), skipped=tuple(skipped))
-
-    def _planned_steps(self, dev: np.ndarray) -> np.ndarray:
-        cfg = self.workload.train_config
-        if cfg.steps > 0:
-            return np.full(dev.shape, cfg.steps)
-        n = self.workload.n_samples[dev]
-        return cfg.epochs * -(-n // cfg.batch_size)
+        steps = steps_per_round(wl.train_config, wl.n_samples[dev])
+        e_total = e_cmp + e_com
+        ok = e_total <= ctx.e_max_j[dev]
+        jobs = JobTable.build(
+            dev[ok], cpu_hz=f[ok], width=width, local_steps=steps[ok], bits_planned=bits,
+            t_cmp_planned_s=t_cmp[ok], t_com_planned_s=t_com[ok], e_cmp_planned_j=e_cmp[ok], e_com_planned_j=e_com[ok],
+        )  # fmt: skip
+        reasons = [f"energy: needs {e:.4g} J > E_max {b:.4g} J" for e, b in zip(e_total[~ok], ctx.e_max_j[dev][~ok])]
+        return RoundPlan(jobs, dev[~ok], np.array(reasons, dtype=object))
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+        from edgefl.learning.workload import state_bits
+
         res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width)
         return ClientUpdate(
             device=job.device,
@@ -86,6 +72,8 @@ class FedAvg(Method):
         )
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+        from edgefl.algorithms.aggregate import apply_update, weighted_mean_update
+
         if not updates:
             return global_state
         mean = weighted_mean_update([u.payload for u in updates], [u.weight for u in updates])

@@ -43,39 +43,72 @@ def user_errors():
 
 @app.command()
 def run(
-    scenario: Annotated[str, typer.Argument(help="Preset name (see `edgefl scenarios list`) or path to a TOML file.")],
+    scenario: Annotated[Optional[str], typer.Argument(help="Preset name (see `edgefl scenarios list`) or path to a TOML file.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override KEY=VALUE, dotted keys, repeatable: --set rounds=5 --set channel.bandwidth_hz=2e6")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default runs/<name>-<timestamp>).")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Scenario seed (overrides the file).")] = None,
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue an interrupted run in this run directory from its last checkpoint.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
-    """Run one scenario and write its tables, summary and report."""
+    """Run one scenario and write its tables, summary and report (checkpoints go to RUN_DIR/checkpoint)."""
+    from edgefl.io import atomic_write_text
     from edgefl.results import default_run_dir, write_run
     from edgefl.runner import RunInterrupted, run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.scenario import load_scenario, scenario_to_toml
 
     with user_errors():
-        sc = load_scenario(scenario, set_ or [], seed=seed)  # validated before anything is written
-        run_dir = out if out is not None else default_run_dir(sc.name)
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
+        if resume is not None:
+            sc, run_dir = _resumable(resume, scenario, set_, out, seed)
+        else:
+            if scenario is None:
+                raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
+            sc = load_scenario(scenario, set_ or [], seed=seed)  # validated before anything is written
+            run_dir = out if out is not None else default_run_dir(sc.name)
+            if run_dir.exists() and any(run_dir.iterdir()):
+                raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(run_dir / "scenario.toml", scenario_to_toml(sc))  # what --resume reads back
         try:
             with _progress(sc.rounds, enabled=not quiet) as on_round:
-                result = run_scenario(sc, progress=on_round)
-        except RunInterrupted as stop:  # Ctrl-C: keep every completed round
+                result = run_scenario(sc, progress=on_round, checkpoint_dir=run_dir / "checkpoint",
+                                      resume=resume is not None)  # fmt: skip
+        except RunInterrupted as stop:  # Ctrl-C: keep every completed round, and a checkpoint to resume from
             write_run(stop.result, run_dir)
             _out.print(f"interrupted after {len(stop.result.rounds)} of {sc.rounds} rounds; "
-                       f"partial results in {run_dir}", markup=False)  # fmt: skip
+                       f"partial results in {run_dir}; continue with: edgefl run --resume {run_dir}",
+                       markup=False)  # fmt: skip
             raise typer.Exit(130) from None
         write_run(result, run_dir)
     s = result.summary
+    acc = "n/a" if s["final_accuracy"] is None else f"{s['final_accuracy']:.4f}"
     _out.print(
-        f"{sc.name}: {s['rounds']} rounds, final accuracy {s['final_accuracy']:.4f}, "
+        f"{sc.name}: {s['rounds']} rounds, final accuracy {acc}, "
         f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s",
         markup=False,
     )
     _out.print(f"run directory: {run_dir}", markup=False)
     _out.print(f"report: {run_dir / 'report.html'}", markup=False)
+
+
+def _resumable(run_dir: Path, scenario: str | None, set_: list[str] | None, out: Path | None, seed: int | None):
+    """The scenario of an unfinished run directory, checked for --resume."""
+    import json
+
+    from edgefl.scenario import load_scenario
+
+    if scenario is not None or set_ or out is not None or seed is not None:
+        raise fail("--resume RUN_DIR continues that run as it was: give no SCENARIO, --set, --out or --seed")
+    if not (run_dir / "scenario.toml").is_file():
+        raise fail(f"--resume {str(run_dir)!r}: no scenario.toml there; not an edgefl run directory")
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        try:
+            complete = bool(json.loads(summary.read_text(encoding="utf-8")).get("complete"))
+        except ValueError:
+            complete = False
+        if complete:
+            raise fail(f"--resume {str(run_dir)!r}: the run is already complete")
+    return load_scenario(run_dir / "scenario.toml"), run_dir
 
 
 @contextmanager

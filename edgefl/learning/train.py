@@ -8,20 +8,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from edgefl.learning.config import LocalTrainConfig
+
 __all__ = ["LocalTrainConfig", "LocalTrainStats", "local_train", "evaluate"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LocalTrainConfig:
-    """SGD settings. ``steps > 0`` runs exactly that many mini-batch steps, else ``epochs`` passes."""
-
-    epochs: int = 1
-    steps: int = 0
-    batch_size: int = 32
-    lr: float = 0.05
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    grad_clip: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

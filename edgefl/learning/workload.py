@@ -18,7 +18,8 @@ from edgefl.learning.datasets import Dataset, load_digits, make_synthetic
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.partition import partition_by_owner, partition_iid, partition_shards
-from edgefl.learning.train import LocalTrainConfig, evaluate, local_train
+from edgefl.learning.config import local_train_config, samples_per_round
+from edgefl.learning.train import evaluate, local_train
 from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
 
@@ -86,16 +87,7 @@ class Workload:
         self.x_test = torch.from_numpy(self.dataset.x_test)
         self.y_test = torch.from_numpy(self.dataset.y_test)
         self._device_data = [(self.x_train[p], self.y_train[p]) for p in parts]
-        t = scenario.train
-        self.train_config = LocalTrainConfig(
-            epochs=t.local_epochs,
-            steps=t.local_steps,
-            batch_size=t.batch_size,
-            lr=t.lr,
-            momentum=t.momentum,
-            weight_decay=t.weight_decay,
-            grad_clip=t.grad_clip,
-        )
+        self.train_config = local_train_config(scenario.train)
         self._models: dict[float, nn.Module] = {}
 
     # ------------------------------------------------------------------ model
@@ -138,11 +130,7 @@ class Workload:
 
     def samples_per_round(self, device: int | np.ndarray) -> np.ndarray:
         """Samples one local run processes on each device (epochs x local size, or steps x batch)."""
-        n = self.n_samples[device]
-        cfg = self.train_config
-        if cfg.steps > 0:
-            return np.asarray(cfg.steps * np.minimum(cfg.batch_size, n))
-        return np.asarray(cfg.epochs * n)
+        return samples_per_round(self.train_config, self.n_samples[device])
 
     @cached_property
     def update_bits(self) -> int:

@@ -1,0 +1,174 @@
+"""Checkpoints of a run between rounds, written so that a kill at any instant leaves a usable one.
+
+Layout of ``<run>/checkpoint/``:
+
+- ``meta.json``: the round reached, simulated clock [s], cumulative energy [J], device positions [m] and the
+  radio's round, the method's state, the surrogate's state, every ``rounds`` row so far, the list of
+  device-row segment files and the name of the model file. Written last, atomically: it is the commit point.
+- ``devices-<first>-<last>.npz``: the device rows of those rounds, one array per column (no pickle).
+  Segments are never rewritten, so a checkpoint costs only the rounds since the previous one.
+- ``model-<round>.pt``: the global model's tensors (torch mode), read back with ``weights_only=True``.
+
+Random state: every random draw in a run comes from a stream keyed by (seed, consumer, round[, device])
+(:mod:`edgefl.seeding`), so no generator carries state from one round to the next; the only state a stream
+leaves behind is what it produced (device positions under mobility, the model), and that is saved.
+Files that do not belong to the committed ``meta.json`` (a segment or model written just before a kill) are
+ignored and cleaned up by the next save.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edgefl.errors import SimulationError
+from edgefl.io import atomic_write_bytes, atomic_write_text
+from edgefl.scenario import scenario_to_toml
+
+if TYPE_CHECKING:
+    from edgefl.runner import Simulation
+
+__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "META"]
+
+META = "meta.json"
+_FORMAT = 1
+
+
+def _scenario_digest(sim: Simulation) -> str:
+    return hashlib.sha256(scenario_to_toml(sim.scenario).encode("utf-8")).hexdigest()
+
+
+def checkpoint_round(checkpoint_dir: str | Path) -> int:
+    """The last round saved in ``checkpoint_dir`` (0 if there is no checkpoint)."""
+    path = Path(checkpoint_dir) / META
+    if not path.is_file():
+        return 0
+    return int(_read_meta(path)["round"])
+
+
+def save_checkpoint(sim: Simulation, checkpoint_dir: Path, saved_blocks: int) -> int:
+    """Write ``sim``'s state after its last completed round; return how many device blocks are now saved."""
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    old = _read_meta(checkpoint_dir / META) if (checkpoint_dir / META).is_file() else None
+    segments = list(old["segments"]) if old else []
+    if old is None or old["round"] > sim.rounds_done:
+        segments, saved_blocks = [], 0  # a fresh run (or a rewind) starts the segment list over
+    new_blocks = sim.device_blocks[saved_blocks:]
+    if new_blocks:
+        first, last = sim.round_rows[saved_blocks]["round"], sim.round_rows[-1]["round"]
+        name = f"devices-{first:07d}-{last:07d}.npz"
+        atomic_write_bytes(checkpoint_dir / name, _npz_bytes(new_blocks))
+        segments.append(name)
+    model_name = ""
+    if not sim.surrogate:
+        import torch
+
+        model_name = f"model-{sim.rounds_done:07d}.pt"
+        buf = io.BytesIO()
+        torch.save({k: v.detach().clone() for k, v in sim.state.items()}, buf)
+        atomic_write_bytes(checkpoint_dir / model_name, buf.getvalue())
+    meta = {
+        "format": _FORMAT,
+        "scenario_sha256": _scenario_digest(sim),
+        "round": sim.rounds_done,
+        "sim_time_s": sim.sim_time_s,
+        "energy_cum_j": sim.energy_cum_j,
+        "radio_round": sim.radio._round,
+        "positions_m": sim.radio.positions_m.tolist(),
+        "method": sim.method.state_dict(),
+        "surrogate": None if not sim.surrogate else {"gap": sim.state.gap, "progress": sim.state.progress},
+        "model": model_name,
+        "segments": segments,
+        "rounds": sim.round_rows,
+    }
+    atomic_write_text(checkpoint_dir / META, json.dumps(meta, allow_nan=True))  # the commit point
+    keep = {META, model_name, *segments}
+    for stale in checkpoint_dir.iterdir():  # files of an older checkpoint or of a save cut short
+        if stale.name not in keep and stale.suffix in (".pt", ".npz"):
+            stale.unlink(missing_ok=True)
+    return len(sim.device_blocks)
+
+
+def load_checkpoint(sim: Simulation, checkpoint_dir: Path) -> bool:
+    """Put ``sim`` (freshly built from the same scenario) in the state of the checkpoint; False if none."""
+    path = checkpoint_dir / META
+    if not path.is_file():
+        return False
+    meta = _read_meta(path)
+    if meta.get("scenario_sha256") != _scenario_digest(sim):
+        raise SimulationError(
+            f"{path}: the checkpoint belongs to a different scenario than {sim.scenario.name!r}; "
+            "resume with the run directory's own scenario.toml"
+        )
+    blocks = [blk for name in meta["segments"] for blk in _load_segment(checkpoint_dir / name)]
+    if len(blocks) != meta["round"] or len(meta["rounds"]) != meta["round"]:
+        raise SimulationError(f"{path}: checkpoint is inconsistent ({len(blocks)} device blocks for round "
+                              f"{meta['round']}); start the run again")  # fmt: skip
+    if sim.surrogate:
+        from edgefl.learning.surrogate import SurrogateState
+
+        sim.state = SurrogateState(**meta["surrogate"])
+    else:
+        import torch
+
+        try:
+            state = torch.load(checkpoint_dir / meta["model"], weights_only=True)  # tensors only, never code
+        except Exception as exc:  # noqa: BLE001 - any unreadable model file is the same user-facing problem
+            raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({exc})") from None
+        if set(state) != set(sim.state):
+            raise SimulationError(f"{checkpoint_dir / meta['model']}: parameters do not match the scenario's model")
+        sim.state = state
+    sim.radio.positions_m = np.asarray(meta["positions_m"], dtype=float).reshape(sim.radio.positions_m.shape)
+    sim.radio._round = int(meta["radio_round"])
+    sim.method.load_state_dict(meta["method"])
+    sim.rounds_done = int(meta["round"])
+    sim.sim_time_s = float(meta["sim_time_s"])
+    sim.energy_cum_j = float(meta["energy_cum_j"])
+    sim.round_rows = [dict(row) for row in meta["rounds"]]
+    sim.device_blocks = blocks
+    return True
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"{path}: not a readable checkpoint ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise SimulationError(f"{path}: not an edgefl checkpoint of format {_FORMAT}")
+    return meta
+
+
+def _npz_bytes(blocks: list[dict[str, np.ndarray]]) -> bytes:
+    """Rounds' device blocks as one .npz: column arrays concatenated, plus each round's row count."""
+    arrays: dict[str, np.ndarray] = {"_rows": np.array([len(b["round"]) for b in blocks], dtype=np.int64)}
+    for name in blocks[0]:
+        col = np.concatenate([b[name] for b in blocks])
+        arrays[name] = col.astype(str) if col.dtype == object else col  # text as fixed-width unicode, not pickle
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _load_segment(path: Path) -> list[dict[str, np.ndarray]]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            data = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"{path}: cannot read checkpoint segment ({exc})") from None
+    counts = data.pop("_rows")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        block = {}
+        for name, col in data.items():
+            part = col[a:b]
+            block[name] = part.astype(object) if part.dtype.kind == "U" else part
+        out.append(block)
+    return out
+

@@ -1,0 +1,51 @@
+"""Local-training settings shared by the torch trainer and the surrogate (no torch import here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LocalTrainConfig", "local_train_config", "samples_per_round", "steps_per_round"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalTrainConfig:
+    """SGD settings. ``steps > 0`` runs exactly that many mini-batch steps, else ``epochs`` passes."""
+
+    epochs: int = 1
+    steps: int = 0
+    batch_size: int = 32
+    lr: float = 0.05
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    grad_clip: float = 0.0
+
+
+def local_train_config(train) -> LocalTrainConfig:
+    """The trainer's settings from a scenario's ``train`` section (:class:`edgefl.scenario.TrainConfig`)."""
+    return LocalTrainConfig(
+        epochs=train.local_epochs,
+        steps=train.local_steps,
+        batch_size=train.batch_size,
+        lr=train.lr,
+        momentum=train.momentum,
+        weight_decay=train.weight_decay,
+        grad_clip=train.grad_clip,
+    )
+
+
+def samples_per_round(cfg: LocalTrainConfig, n_samples: np.ndarray) -> np.ndarray:
+    """Samples one local run processes per device: ``steps * min(batch, n)``, or ``epochs * n``; shape of n."""
+    n = np.asarray(n_samples)
+    if cfg.steps > 0:
+        return np.asarray(cfg.steps * np.minimum(cfg.batch_size, n))
+    return np.asarray(cfg.epochs * n)
+
+
+def steps_per_round(cfg: LocalTrainConfig, n_samples: np.ndarray) -> np.ndarray:
+    """SGD steps of one local run per device: ``steps``, or ``epochs * ceil(n / batch)``; shape of n."""
+    n = np.asarray(n_samples)
+    if cfg.steps > 0:
+        return np.full(n.shape, cfg.steps)
+    return cfg.epochs * -(-n // cfg.batch_size)

@@ -1,0 +1,120 @@
+"""Surrogate learning (``learning = "surrogate"``): the loss follows a paper's convergence bound, no torch.
+
+For system studies with 10^4+ devices. Radio, fleet, optimizers, deadlines and energy run as usual; only
+the model is replaced. The workload exposes what planners read from :class:`edgefl.learning.workload.Workload`
+(``n_samples``, ``train_config``, ``flops_per_sample``, ``samples_per_round``, ``update_bits``) from the
+scenario's ``surrogate`` section, and :meth:`SurrogateWorkload.advance` moves the loss by one round.
+
+Bounds (constants in the scenario, see :class:`edgefl.scenario.SurrogateConfig`):
+
+- AnycostFL Theorem 2, per-round form eq. (45) with the ratio nu/lambda of eq. (18):
+  ``gap_{t+1} = Z_t gap_t``, ``Z_t = 1 - (nu/lambda) (1 - epsilon (1 - g_t))``, where the global learning gain
+  ``g_t = sum_i alpha_i^4 beta_i / I`` (Definition 3) runs over the I selected devices and a device whose
+  update does not arrive adds 0. A full, uncompressed update (FedAvg) has alpha = beta = 1.
+- Luo et al. bound (15): ``gap_R <= (A0 + B0 (1 + (N-K)/(K(N-1))) E^2) / (E R)``. With K and E fixed this is
+  ``1 / sum_r q_r`` with ``q_r = E / (A0 + B0 (...) E^2)`` per round; the surrogate accumulates ``q_r`` with
+  each round's arrived K and mean local steps E, so the bound holds exactly when K and E do not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgefl.learning.config import local_train_config, samples_per_round
+from edgefl.scenario import Scenario
+from edgefl.seeding import Streams
+
+__all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "luo_round_progress"]
+
+BITS_PER_FLOAT = 32
+
+
+@dataclass(frozen=True)
+class SurrogateState:
+    """The surrogate's "model": optimality gap F(w_t) - F* [loss units] and Luo's accumulated progress."""
+
+    gap: float
+    progress: float = 0.0
+
+
+def anycost_contraction(gain: float, nu_over_lambda: float, epsilon: float) -> float:
+    """Z_t = 1 - (nu/lambda) (1 - epsilon (1 - g_t)), AnycostFL eq. (45) with eq. (18)'s nu/lambda."""
+    return 1.0 - nu_over_lambda * (1.0 - epsilon * (1.0 - gain))
+
+
+def luo_round_progress(k: int, e: float, n: int, a0: float, b0: float) -> float:
+    """One round's share q = E / (A0 + B0 (1 + (N-K)/(K(N-1))) E^2) of Luo bound (15); 0 if K = 0 or E = 0."""
+    if k <= 0 or e <= 0:
+        return 0.0
+    spread = 1.0 + ((n - k) / (k * (n - 1)) if n > 1 else 0.0)
+    return e / (a0 + b0 * spread * e * e)
+
+
+class SurrogateWorkload:
+    """Sizes and loss dynamics of a run whose learning is replaced by a convergence bound."""
+
+    def __init__(self, scenario: Scenario, streams: Streams) -> None:
+        self.scenario = scenario
+        cfg = scenario.surrogate
+        n = scenario.fleet.n_devices
+        if isinstance(cfg.samples_per_device, tuple):
+            lo, hi = cfg.samples_per_device
+            drawn = streams.numpy("surrogate_samples").uniform(lo, hi, size=n)
+        else:
+            drawn = np.full(n, cfg.samples_per_device)
+        self.n_samples = np.maximum(1, np.round(drawn)).astype(np.int64)  # shape (n,)
+        self.train_config = local_train_config(scenario.train)
+
+    def flops_per_sample(self, width: float | np.ndarray | None = None) -> float | np.ndarray:
+        """Training FLOPs per sample of a width-``width`` submodel: full model x width^2 (conv/fc layers)."""
+        width = self.scenario.model.width if width is None else width
+        return self.scenario.surrogate.train_flops_per_sample * np.square(width)
+
+    def samples_per_round(self, device: int | np.ndarray) -> np.ndarray:
+        """Samples one local run processes on each device (epochs x local size, or steps x batch)."""
+        return samples_per_round(self.train_config, self.n_samples[device])
+
+    @property
+    def update_bits(self) -> int:
+        """Size of the full uncompressed float32 update [bits]."""
+        return BITS_PER_FLOAT * self.scenario.surrogate.model_parameters
+
+    def initial_state(self) -> SurrogateState:
+        cfg = self.scenario.surrogate
+        return SurrogateState(gap=max(cfg.initial_loss - cfg.loss_floor, 0.0))
+
+    def loss(self, state: SurrogateState) -> float:
+        """Global training loss F(w_t) = loss_floor + gap."""
+        return self.scenario.surrogate.loss_floor + state.gap
+
+    def advance(
+        self,
+        state: SurrogateState,
+        *,
+        n_selected: int,
+        alpha: np.ndarray,
+        beta: np.ndarray,
+        local_steps: np.ndarray,
+    ) -> SurrogateState:
+        """The state after a round whose arrived updates had these knobs (shape (k,) each; NaN = full/none)."""
+        cfg = self.scenario.surrogate
+        if cfg.bound == "anycostfl":
+            gain = self.gain(alpha, beta, n_selected)
+            return SurrogateState(gap=state.gap * anycost_contraction(gain, cfg.nu_over_lambda, cfg.epsilon))
+        k = int(alpha.size)
+        e = float(np.mean(local_steps)) if k else 0.0
+        progress = state.progress + luo_round_progress(k, e, self.scenario.fleet.n_devices, cfg.a0, cfg.b0)
+        initial = self.initial_state().gap
+        gap = min(initial, 1.0 / progress) if progress > 0 else initial
+        return SurrogateState(gap=gap, progress=progress)
+
+    @staticmethod
+    def gain(alpha: np.ndarray, beta: np.ndarray, n_selected: int) -> float:
+        """Global learning gain g_t = sum alpha^4 beta / I over the arrived updates (Definition 3); 0 if I = 0."""
+        if not n_selected:
+            return 0.0
+        alpha = np.where(np.isnan(alpha), 1.0, alpha)
+        beta = np.where(np.isnan(beta), 1.0, beta)
+        return float(np.sum(alpha**4 * beta) / n_selected)

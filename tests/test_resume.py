@@ -1,0 +1,118 @@
+"""Checkpoint and resume: a run stopped after a checkpoint (Ctrl-C or SIGKILL) and resumed writes the same
+tables as an uninterrupted run, apart from the host wall-clock column."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from edgefl.checkpoint import checkpoint_round
+from edgefl.errors import SimulationError
+from edgefl.results import WALL_CLOCK_COLUMNS
+from edgefl.runner import RunInterrupted, run_scenario
+from edgefl.scenario import load_scenario
+
+SMALL = ["fleet.n_devices=10", "method.clients_per_round=4", "model.name=logreg", "rounds=9", "checkpoint_every=2"]
+
+
+def _csv(df: pd.DataFrame) -> str:
+    return df.drop(columns=[c for c in WALL_CLOCK_COLUMNS if c in df.columns]).to_csv(index=False)
+
+
+def _stop_at(round_: int):
+    def progress(row: dict) -> None:
+        if row["round"] == round_:
+            raise KeyboardInterrupt  # what Ctrl-C raises, at the end of a round
+
+    return progress
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],  # torch: global model, radio positions under mobility, all rows
+        ["round.policy=deadline", "round.deadline_s=0.004", "channel.mobility=random_walk"],
+        ["learning=surrogate", "round.policy=deadline", "round.deadline_s=0.004"],
+    ],
+    ids=["torch", "torch-deadline-walk", "surrogate"],
+)
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, extra):
+    sc = load_scenario("quickstart", SMALL + extra)
+    full = run_scenario(sc)
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(RunInterrupted) as stop:
+        run_scenario(sc, checkpoint_dir=ckpt, progress=_stop_at(5))
+    assert len(stop.value.result.rounds) == 5
+    assert checkpoint_round(ckpt) == 5  # Ctrl-C saved the last completed round, not only round 4
+    resumed = run_scenario(sc, checkpoint_dir=ckpt, resume=True)
+    assert _csv(resumed.rounds) == _csv(full.rounds)
+    assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
+
+
+def test_resume_twice_and_without_checkpoint(tmp_path):
+    sc = load_scenario("quickstart", SMALL)
+    full = run_scenario(sc)
+    ckpt = tmp_path / "ck"
+    with pytest.raises(RunInterrupted):
+        run_scenario(sc, checkpoint_dir=ckpt, progress=_stop_at(3))
+    with pytest.raises(RunInterrupted):  # a resumed run interrupted again appends new segments
+        run_scenario(sc, checkpoint_dir=ckpt, resume=True, progress=_stop_at(7))
+    assert checkpoint_round(ckpt) == 7
+    assert sorted(p.name for p in ckpt.glob("*.pt")) == ["model-0000007.pt"]  # older models cleaned up
+    resumed = run_scenario(sc, checkpoint_dir=ckpt, resume=True)
+    assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
+    fresh = run_scenario(sc, checkpoint_dir=tmp_path / "none", resume=True)  # nothing saved yet: from round 1
+    assert _csv(fresh.rounds) == _csv(full.rounds)
+
+
+def test_checkpoint_of_another_scenario_is_refused(tmp_path):
+    sc = load_scenario("quickstart", SMALL)
+    with pytest.raises(RunInterrupted):
+        run_scenario(sc, checkpoint_dir=tmp_path, progress=_stop_at(2))
+    other = load_scenario("quickstart", SMALL + ["seed=1"])
+    with pytest.raises(SimulationError, match="different scenario"):
+        run_scenario(other, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_sigkill_after_checkpoint_then_resume_is_identical(tmp_path):
+    """A real process killed with SIGKILL right after a checkpoint, resumed with `edgefl run --resume`."""
+    overrides = ["fleet.n_devices=10", "method.clients_per_round=4", "rounds=40", "checkpoint_every=3"]
+    sets = [a for o in overrides for a in ("--set", o)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cli = [sys.executable, "-m", "edgefl", "run", "quickstart", *sets, "--quiet"]
+    ref, killed = tmp_path / "ref", tmp_path / "killed"
+    subprocess.run([*cli, "--out", str(ref)], check=True, capture_output=True, env=env)
+
+    proc = subprocess.Popen([*cli, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    meta = killed / "checkpoint" / "meta.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if meta.is_file() and json.loads(meta.read_text())["round"] >= 6:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    saved = checkpoint_round(killed / "checkpoint")
+    assert 6 <= saved < 40 and not (killed / "summary.json").exists()
+
+    out = subprocess.run([sys.executable, "-m", "edgefl", "run", "--resume", str(killed), "--quiet"],
+                         capture_output=True, text=True, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    for table in ("rounds.csv", "device_rounds.csv"):
+        a, b = pd.read_csv(ref / table), pd.read_csv(killed / table)
+        assert _csv(a) == _csv(b), table
+    assert json.loads((killed / "summary.json").read_text())["complete"] is True
+
+    again = subprocess.run([sys.executable, "-m", "edgefl", "run", "--resume", str(killed)],
+                           capture_output=True, text=True, env=env)  # fmt: skip
+    assert again.returncode == 2 and again.stderr.strip().startswith("error:") and "already complete" in again.stderr
