@@ -1,0 +1,219 @@
+"""The model registry: one entry per architecture a scenario can name, with its paper defaults.
+
+Names are lowercase and stable (scenario files use them). Every entry builds from the same definition at any
+width multiplier in (0, 1] (hidden layers keep ``ceil(width * units)``), so the methods that shrink width
+(HeteroFL, AnycostFL) get a correctly sliced architecture.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from torch import nn
+
+from edgefl.learning.models._checks import (
+    ModelError,
+    check_hidden,
+    check_input_shape,
+    check_n_classes,
+    check_width,
+)
+from edgefl.learning.models.convnet import Conv, ConvNet
+from edgefl.learning.models.dense import MLP, LogisticRegression
+
+__all__ = ["ModelEntry", "MODELS", "MODEL_NAMES", "build_model", "list_models", "model_info", "BITS_PER_PARAMETER"]
+
+#: Bits of one parameter in an uncompressed update (float32), as in AnycostFL Sec. V-A's update sizes.
+BITS_PER_PARAMETER = 32
+
+#: ``(input_shape, n_classes, hidden, width) -> module``; ``hidden`` is the resolved tuple (empty when unused).
+Factory = Callable[[tuple[int, ...], int, tuple[int, ...], float], nn.Module]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelEntry:
+    """One registered architecture.
+
+    ``input_shape`` and ``n_classes`` are the paper's defaults (``(C, H, W)`` for images, ``(features,)`` for
+    vectors); ``hidden`` is the default hidden sizes for the models that take them (``takes_hidden``), else ``()``.
+    """
+
+    name: str
+    description: str
+    input_shape: tuple[int, ...]
+    n_classes: int
+    factory: Factory
+    hidden: tuple[int, ...] = ()
+    takes_hidden: bool = False
+    needs_image: bool = False
+
+
+def _mlp(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
+    return MLP(in_features=math.prod(shape), hidden=hidden, n_classes=n_classes, width=width)
+
+
+def _logreg(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
+    del hidden, width  # no hidden layer: the width multiplier leaves it unchanged
+    return LogisticRegression(in_features=math.prod(shape), n_classes=n_classes)
+
+
+def _convnet(convs: tuple[Conv, ...], head: tuple[int, ...]) -> Factory:
+    def build(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
+        del hidden  # fixed architecture
+        return ConvNet(input_shape=shape, convs=convs, hidden=head, n_classes=n_classes, width=width)
+
+    return build
+
+
+# McMahan et al. (AISTATS 2017) CNN = AnycostFL's FMNIST model: 5x5 convs, "same" padding, 2x2 max-pools.
+_MCMAHAN = (Conv(channels=32, kernel=5, padding=2, pool=True), Conv(channels=64, kernel=5, padding=2, pool=True))
+# VGG-9 of FedMA (Wang et al., ICLR 2020): 3x3 convs with padding 1, no batch norm.
+_VGG9 = (
+    Conv(channels=32, kernel=3, padding=1), Conv(channels=64, kernel=3, padding=1, pool=True),
+    Conv(channels=128, kernel=3, padding=1), Conv(channels=128, kernel=3, padding=1, pool=True),
+    Conv(channels=256, kernel=3, padding=1), Conv(channels=256, kernel=3, padding=1, pool=True),
+)  # fmt: skip
+# LeNet-5 layout (LeCun et al. 1998) with ReLU and max-pool; padding 2 on the first conv for 28x28 input.
+_LENET5 = (Conv(channels=6, kernel=5, padding=2, pool=True), Conv(channels=16, kernel=5, pool=True))
+# CC-FedAvg's CIFAR-10 CNN: Sec. VI-A says "two convolutional-pooling layers and three fully connected layers";
+# the sizes are those of its official code (benjiachong/ccfedavg, models/Nets.py CNNCifar): LeNet-5's layout
+# without padding. Its FMNIST MLP ("3 fully connected layers") is that code's MLP2 built with dim_hidden=50:
+# 784 -> 784 -> 50 -> 10. The code's dropout is left out (no parameters; it would draw from torch's global RNG).
+_CCFEDAVG_CNN = (Conv(channels=6, kernel=5, pool=True), Conv(channels=16, kernel=5, pool=True))
+
+_ENTRIES = (
+    ModelEntry(
+        name="mlp", input_shape=(64,), n_classes=10, factory=_mlp, hidden=(64,), takes_hidden=True,
+        description="ReLU MLP, hidden sizes from the scenario (default 64); edgefl's generic model",
+    ),
+    ModelEntry(
+        name="logreg", input_shape=(1, 28, 28), n_classes=10, factory=_logreg,
+        description="multinomial logistic regression on MNIST (Luo et al. INFOCOM'21 Sec. VI-A)",
+    ),
+    ModelEntry(
+        name="cnn_mcmahan", input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_MCMAHAN, (512,)),
+        needs_image=True,
+        description="CNN conv5x5(32)-pool-conv5x5(64)-pool-fc512-fc10 (McMahan AISTATS'17; AnycostFL FMNIST)",
+    ),
+    ModelEntry(
+        name="vgg9", input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_VGG9, (512, 512)), needs_image=True,
+        description="VGG-9 conv3x3 32,64-128,128-256,256-fc512-fc512-fc10 (FedMA; AnycostFL CIFAR-10)",
+    ),
+    ModelEntry(
+        name="ccfedavg_mlp", input_shape=(1, 28, 28), n_classes=10, factory=_mlp, hidden=(784, 50),
+        description="MLP 784-784-50-10, 3 fc layers (CC-FedAvg Sec. VI-A FMNIST; sizes from its code)",
+    ),
+    ModelEntry(
+        name="ccfedavg_cnn", input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_CCFEDAVG_CNN, (120, 84)),
+        needs_image=True,
+        description="CNN conv5x5(6)-pool-conv5x5(16)-pool-fc120-fc84-fc10 (CC-FedAvg Sec. VI-A CIFAR-10)",
+    ),
+    ModelEntry(
+        name="lenet5", input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_LENET5, (120, 84)), needs_image=True,
+        description="LeNet-5 conv5x5(6,pad 2)-pool-conv5x5(16)-pool-fc120-fc84-fc10, ReLU (Luo et al. Sec. VI-A)",
+    ),
+)  # fmt: skip
+
+#: Registered architectures by name (read-only).
+MODELS = MappingProxyType({entry.name: entry for entry in _ENTRIES})
+#: Registered names, in listing order.
+MODEL_NAMES = tuple(MODELS)
+
+
+def _entry(name: str) -> ModelEntry:
+    try:
+        return MODELS[name]
+    except (KeyError, TypeError):
+        raise ModelError(f"model.name={name!r}: must be one of {', '.join(MODEL_NAMES)}") from None
+
+
+def _resolve(
+    entry: ModelEntry, input_shape: Sequence[int] | None, n_classes: int | None, hidden: Sequence[int] | None
+) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
+    shape = entry.input_shape if input_shape is None else check_input_shape(input_shape)
+    if entry.needs_image and len(shape) != 3:
+        raise ModelError(f"model.input_shape={shape!r}: {entry.name} is a CNN and needs (C, H, W)")
+    classes = entry.n_classes if n_classes is None else check_n_classes(n_classes)
+    if hidden is None:
+        sizes = entry.hidden
+    elif entry.takes_hidden:
+        sizes = check_hidden(hidden)
+    else:
+        raise ModelError(
+            f"model.hidden={hidden!r}: {entry.name} has a fixed architecture; leave hidden unset"
+        )
+    return shape, classes, sizes
+
+
+def build_model(
+    name: str,
+    *,
+    input_shape: Sequence[int] | None = None,
+    n_classes: int | None = None,
+    hidden: Sequence[int] | None = None,
+    width: float = 1.0,
+    in_features: int | None = None,
+) -> nn.Module:
+    """Construct a registered model (parameters are *not* initialised reproducibly: see ``init_parameters``).
+
+    ``input_shape`` is one sample's shape, ``(C, H, W)`` or ``(features,)``; ``None`` takes the entry's default,
+    as does ``n_classes=None``. ``hidden=None`` takes the entry's default hidden sizes (``mlp``: (64,)); only
+    ``mlp`` accepts other sizes, any other model raises :class:`ModelError` when ``hidden`` is given.
+    ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer (conv channels and hidden units).
+
+    ``in_features=`` is the former 1-D spelling of ``input_shape=(in_features,)``; on that path ``hidden`` is
+    ignored by the models that have no configurable hidden layers, as before. CNNs need ``input_shape``.
+    """
+    entry = _entry(name)
+    if in_features is not None:
+        if input_shape is not None and math.prod(input_shape) != in_features:
+            raise ModelError(f"model.in_features={in_features!r}: disagrees with input_shape={tuple(input_shape)!r}")
+        if input_shape is None:
+            input_shape = (in_features,)
+        if not entry.takes_hidden:
+            hidden = None
+    shape, classes, sizes = _resolve(entry, input_shape, n_classes, hidden)
+    return entry.factory(shape, classes, sizes, check_width(width))
+
+
+def list_models() -> list[ModelEntry]:
+    """Every registered architecture, in listing order."""
+    return list(MODELS.values())
+
+
+def model_info(
+    name: str,
+    *,
+    input_shape: Sequence[int] | None = None,
+    n_classes: int | None = None,
+    hidden: Sequence[int] | None = None,
+    width: float = 1.0,
+) -> dict:
+    """Size and cost of one architecture at one width.
+
+    Returns ``name, description, input_shape (list), n_classes, hidden (list), width, parameters,
+    update_bits`` (32 bits per parameter, uncompressed) and ``train_flops_per_sample`` (forward + backward,
+    measured by :func:`edgefl.learning.flops.measure_train_flops_per_sample`, matmul/conv MAC = 2 FLOPs).
+    """
+    from edgefl.learning.flops import measure_train_flops_per_sample
+
+    entry = _entry(name)
+    shape, classes, sizes = _resolve(entry, input_shape, n_classes, hidden)
+    w = check_width(width)
+    model = entry.factory(shape, classes, sizes, w)
+    parameters = sum(p.numel() for p in model.parameters())
+    flops = measure_train_flops_per_sample(lambda: model, shape, classes, batch=2)
+    return {
+        "name": entry.name,
+        "description": entry.description,
+        "input_shape": list(shape),
+        "n_classes": classes,
+        "hidden": list(sizes),
+        "width": w,
+        "parameters": parameters,
+        "update_bits": BITS_PER_PARAMETER * parameters,
+        "train_flops_per_sample": flops,
+    }
