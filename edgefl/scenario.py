@@ -109,12 +109,26 @@ class DataConfig(_Strict):
     synthetic_samples_mean: int = Field(245, ge=4, le=1_000_000)
 
 
-class ModelConfig(_Strict):
-    """Model architecture (``mlp``: ReLU hidden layers; ``logreg``: multinomial logistic regression)."""
+ModelName = Literal["mlp", "logreg", "cnn_mcmahan", "vgg9", "ccfedavg_mlp", "ccfedavg_cnn", "lenet5"]
+"""Names of edgefl.learning.models' registry (a test keeps the two lists equal; this module imports no torch)."""
 
-    name: Literal["mlp", "logreg"] = "mlp"
-    hidden: tuple[Annotated[int, Field(ge=1, le=65536)], ...] = (64,)
+
+class ModelConfig(_Strict):
+    """Model architecture by registry name (``edgefl models`` lists them with sizes and FLOPs).
+
+    ``hidden`` sets the hidden layer sizes of ``mlp`` (default (64,)); other models have their papers' fixed
+    architecture. ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer.
+    """
+
+    name: ModelName = "mlp"
+    hidden: tuple[Annotated[int, Field(ge=1, le=65536)], ...] | None = None
     width: float = Field(1.0, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _hidden_only_for_mlp(self) -> ModelConfig:
+        if self.hidden is not None and self.name != "mlp":
+            raise ValueError(f"hidden={list(self.hidden)}: only model 'mlp' takes hidden sizes, not {self.name!r}")
+        return self
 
 
 class TrainConfig(_Strict):
@@ -266,7 +280,7 @@ class SurrogateConfig(_Strict):
     a0: PositiveFloat = 100.0  # luo: A0 of bound (15)
     b0: PositiveFloat = 1.0  # luo: B0 of bound (15)
     samples_per_device: PositiveFloat | Range = 1000.0
-    train_flops_per_sample: PositiveFloat = 7.4e7
+    train_flops_per_sample: PositiveFloat = 72_384_512.0  # McMahan CNN, measured (`edgefl models`)
     model_parameters: int = Field(1_663_370, ge=1, le=10**12)
 
     @field_validator("samples_per_device")

@@ -163,6 +163,17 @@ def _register_optimizer_commands() -> None:
 _register_optimizer_commands()
 
 
+def _register_commands() -> None:
+    # top-level commands that live in their own modules
+    from edgefl.cli import models
+
+    for module in (models,):
+        module.register(app)
+
+
+_register_commands()
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

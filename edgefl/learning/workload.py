@@ -103,8 +103,9 @@ class Workload:
     def make_model(self, width: float = 1.0) -> nn.Module:
         m = self.scenario.model
         return build_model(
-            m.name, in_features=self.in_features, n_classes=self.dataset.n_classes, hidden=m.hidden, width=width
-        )
+            m.name, input_shape=self.dataset.input_shape, n_classes=self.dataset.n_classes, hidden=m.hidden,
+            width=width,
+        )  # fmt: skip
 
     def _model(self, width: float) -> nn.Module:
         # one reusable module per width: loading a state into it is cheaper than building a model per client
@@ -121,7 +122,7 @@ class Workload:
         """Measured training FLOPs (forward + backward) per sample for this architecture and width (cached)."""
         width = self.scenario.model.width if width is None else width
         m = self.scenario.model
-        key = (m.name, tuple(m.hidden), self.dataset.input_shape, self.dataset.n_classes, float(width))
+        key = (m.name, m.hidden, self.dataset.input_shape, self.dataset.n_classes, float(width))
         if key not in _FLOPS_CACHE:  # an architecture's FLOPs never change: measure once per process
             _FLOPS_CACHE[key] = measure_train_flops_per_sample(
                 lambda: self.make_model(width), self.dataset.input_shape, self.dataset.n_classes
