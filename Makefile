@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SCENARIO ?= quickstart
 
-.PHONY: run test install install-dev data clean
+.PHONY: run test install install-dev system-deps clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,20 @@ install-dev: $(VENV)/.installed-dev
 run: install
 	$(BIN)/edgefl run $(SCENARIO)
 
-test: install-dev
+# Debian packages some tests use: the real Fashion-MNIST files and a headless browser for the report.
+# Installed where apt works (as root); elsewhere those tests skip with a message saying how to get them.
+APT_PACKAGES := dataset-fashion-mnist chromium
+system-deps:
+	@if [ -d /usr/share/datasets/fashion-mnist ] && command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing $(APT_PACKAGES) with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES)) >/dev/null 2>&1 \
+			|| echo "note: apt-get could not install $(APT_PACKAGES); the tests that need them will be skipped"; \
+	else \
+		echo "note: no root apt-get here; tests needing $(APT_PACKAGES) will be skipped"; \
+	fi
+
+test: install-dev system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
