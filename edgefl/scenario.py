@@ -98,11 +98,31 @@ _UNIT_ALIASES = {section: {k: si for k, (si, _) in table.items()} for section, t
 
 
 class DataConfig(_Strict):
-    """Dataset and its split over devices."""
+    """Dataset and its split over devices.
 
-    dataset: Literal["digits", "synthetic"] = "digits"
-    partition: Literal["iid", "shards"] = "iid"
+    Datasets: ``digits`` (scikit-learn, embedded), ``synthetic`` (FedProx's Synthetic(alpha, beta), per device),
+    ``fmnist`` (Debian's dataset-fashion-mnist, or the data dir), ``mnist`` and ``cifar10`` (files in the data
+    dir). The data dir is ``data_dir``, else ``$EDGEFL_DATA``; nothing is ever downloaded. Image datasets use
+    their official test split (``test_fraction`` applies to digits and synthetic) and, with ``normalize``,
+    per-channel standardisation by the training set's mean and std.
+
+    Partitions: ``iid``; ``shards`` (exactly ``classes_per_device`` classes each); ``dirichlet``
+    (Dir(``dirichlet_alpha``) per class); ``gamma_mix`` (CC-FedAvg: an IID share ``gamma`` of each device's data,
+    the rest label-sorted, or ``classes_per_device`` shards when ``gamma_shards``); ``power_law`` (Luo setup 3:
+    unbalanced sizes of mean ``mean_size`` (default all samples / N) and std ``std_size`` (default 362/245 of
+    the mean)).
+    """
+
+    dataset: Literal["digits", "synthetic", "fmnist", "mnist", "cifar10"] = "digits"
+    data_dir: str | None = None
+    normalize: bool = True
+    partition: Literal["iid", "shards", "dirichlet", "gamma_mix", "power_law"] = "iid"
     classes_per_device: int = Field(2, ge=1, le=1000)
+    dirichlet_alpha: PositiveFloat = 0.5
+    gamma: float = Field(0.5, ge=0, le=1)
+    gamma_shards: bool = False
+    mean_size: PositiveFloat | None = None
+    std_size: NonNegFloat | None = None
     test_fraction: float = Field(0.2, gt=0, lt=1)
     synthetic_alpha: NonNegFloat = 1.0
     synthetic_beta: NonNegFloat = 1.0

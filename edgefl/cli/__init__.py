@@ -18,7 +18,7 @@ from edgefl.cli._common import fail
 __all__ = ["app", "main"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="What federated learning over wireless edge devices really costs.")
-scenarios_app = typer.Typer(no_args_is_help=True, help="Scenario presets shipped with edgefl.")
+scenarios_app = typer.Typer(invoke_without_command=True, help="Scenario presets shipped with edgefl (no sub-command: list them).")
 optimize_app = typer.Typer(no_args_is_help=True, help="Per-device knobs from the papers' optimizers.")
 estimate_app = typer.Typer(no_args_is_help=True, help="Estimate constants the optimizers need.")
 app.add_typer(scenarios_app, name="scenarios")
@@ -47,10 +47,13 @@ def run(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override KEY=VALUE, dotted keys, repeatable: --set rounds=5 --set channel.bandwidth_hz=2e6")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default runs/<name>-<timestamp>).")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Scenario seed (overrides the file).")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Folder with dataset files (else $EDGEFL_DATA; Fashion-MNIST also from Debian's dataset-fashion-mnist).")] = None,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue an interrupted run in this run directory from its last checkpoint.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Run one scenario and write its tables, summary and report (checkpoints go to RUN_DIR/checkpoint)."""
+    import json
+
     from edgefl.io import atomic_write_text
     from edgefl.results import default_run_dir, write_run
     from edgefl.runner import RunInterrupted, run_scenario
@@ -58,11 +61,12 @@ def run(
 
     with user_errors():
         if resume is not None:
-            sc, run_dir = _resumable(resume, scenario, set_, out, seed)
+            sc, run_dir = _resumable(resume, scenario, set_, out, seed if data_dir is None else -1)
         else:
             if scenario is None:
                 raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
-            sc = load_scenario(scenario, set_ or [], seed=seed)  # validated before anything is written
+            overrides = list(set_ or []) + ([f"data.data_dir={json.dumps(str(data_dir))}"] if data_dir else [])
+            sc = load_scenario(scenario, overrides, seed=seed)  # validated before anything is written
             run_dir = out if out is not None else default_run_dir(sc.name)
             if run_dir.exists() and any(run_dir.iterdir()):
                 raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
@@ -97,7 +101,7 @@ def _resumable(run_dir: Path, scenario: str | None, set_: list[str] | None, out:
     from edgefl.scenario import load_scenario
 
     if scenario is not None or set_ or out is not None or seed is not None:
-        raise fail("--resume RUN_DIR continues that run as it was: give no SCENARIO, --set, --out or --seed")
+        raise fail("--resume RUN_DIR continues that run as it was: give no SCENARIO, --set, --out, --seed or --data-dir")
     if not (run_dir / "scenario.toml").is_file():
         raise fail(f"--resume {str(run_dir)!r}: no scenario.toml there; not an edgefl run directory")
     summary = run_dir / "summary.json"
@@ -134,6 +138,13 @@ def _progress(total: int, *, enabled: bool):
         yield on_round
 
 
+@scenarios_app.callback()
+def _scenarios(ctx: typer.Context) -> None:
+    """`edgefl scenarios` alone lists the presets, like `edgefl scenarios list`."""
+    if ctx.invoked_subcommand is None:
+        scenarios_list()
+
+
 @scenarios_app.command("list")
 def scenarios_list() -> None:
     """List presets with their one-line description."""
@@ -165,9 +176,9 @@ _register_optimizer_commands()
 
 def _register_commands() -> None:
     # top-level commands that live in their own modules
-    from edgefl.cli import models
+    from edgefl.cli import models, sweep
 
-    for module in (models,):
+    for module in (models, sweep):
         module.register(app)
 
 

@@ -14,13 +14,13 @@ import torch
 from torch import nn
 
 from edgefl.errors import ScenarioError
-from edgefl.learning.datasets import Dataset, load_digits, make_synthetic
+from edgefl.learning import partition as part
+from edgefl.learning.datasets import Dataset, load_cifar10, load_digits, load_fashion_mnist, load_mnist, make_synthetic
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
-from edgefl.learning.partition import partition_by_owner, partition_iid, partition_shards
 from edgefl.learning.config import local_train_config, samples_per_round
 from edgefl.learning.train import evaluate, local_train
-from edgefl.scenario import Scenario
+from edgefl.scenario import DataConfig, Scenario
 from edgefl.seeding import Streams
 
 __all__ = ["Workload", "State", "TrainResult", "state_bits"]
@@ -57,26 +57,9 @@ class Workload:
         self.streams = streams
         d = scenario.data
         n = scenario.fleet.n_devices
-        rng = streams.numpy("dataset")
-        if d.dataset == "digits":
-            self.dataset: Dataset = load_digits(test_fraction=d.test_fraction, rng=rng)
-        else:
-            self.dataset = make_synthetic(
-                n_devices=n,
-                alpha=d.synthetic_alpha,
-                beta=d.synthetic_beta,
-                samples_mean=d.synthetic_samples_mean,
-                test_fraction=d.test_fraction,
-                rng=rng,
-            )
-        prng = streams.numpy("partition")
+        self.dataset: Dataset = _load(d, n, streams.numpy("dataset"))
         try:
-            if self.dataset.owner_train is not None:
-                parts = partition_by_owner(self.dataset.owner_train, n)
-            elif d.partition == "iid":
-                parts = partition_iid(self.dataset.y_train.size, n, prng)
-            else:
-                parts = partition_shards(self.dataset.y_train, n, d.classes_per_device, prng)
+            parts = _partition(d, self.dataset, n, streams.numpy("partition"))
         except ValueError as exc:
             raise ScenarioError(f"data.partition={d.partition!r} with fleet.n_devices={n}: {exc}") from None
         if any(p.size == 0 for p in parts):
@@ -174,3 +157,33 @@ class Workload:
             for name, p in model.named_parameters():
                 p.copy_(state[name])
         return evaluate(model, self.x_test, self.y_test)
+
+
+def _load(d: DataConfig, n_devices: int, rng: np.random.Generator) -> Dataset:
+    """The scenario's dataset (loaders raise DataError naming the paths searched when files are missing)."""
+    if d.dataset == "digits":
+        return load_digits(test_fraction=d.test_fraction, rng=rng)
+    if d.dataset == "synthetic":
+        return make_synthetic(
+            n_devices=n_devices, alpha=d.synthetic_alpha, beta=d.synthetic_beta,
+            samples_mean=d.synthetic_samples_mean, test_fraction=d.test_fraction, rng=rng,
+        )  # fmt: skip
+    loader = {"fmnist": load_fashion_mnist, "mnist": load_mnist, "cifar10": load_cifar10}[d.dataset]
+    return loader(d.data_dir, normalize=d.normalize)
+
+
+def _partition(d: DataConfig, ds: Dataset, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One index array per device over the training set, by the scenario's partition rule."""
+    if ds.owner_train is not None:  # Synthetic data already belongs to devices
+        return part.partition_by_owner(ds.owner_train, n)
+    y = ds.y_train
+    if d.partition == "iid":
+        return part.partition_iid(y.size, n, rng)
+    if d.partition == "shards":
+        return part.partition_shards(y, n, d.classes_per_device, rng)
+    if d.partition == "dirichlet":
+        return part.partition_dirichlet(y, n, d.dirichlet_alpha, rng)
+    if d.partition == "gamma_mix":
+        k = d.classes_per_device if d.gamma_shards else None
+        return part.partition_gamma_mix(y, n, d.gamma, rng, classes_per_device=k)
+    return part.partition_power_law(y.size, n, rng, mean_size=d.mean_size, std_size=d.std_size)
