@@ -176,9 +176,9 @@ _register_optimizer_commands()
 
 def _register_commands() -> None:
     # top-level commands that live in their own modules
-    from edgefl.cli import models, sweep
+    from edgefl.cli import models, plot, sweep
 
-    for module in (models, sweep):
+    for module in (models, plot, sweep):
         module.register(app)
 
 
