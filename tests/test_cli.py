@@ -55,8 +55,15 @@ def test_unknown_scenario(tmp_path):
 
 
 def test_scenarios_list_and_show():
+    from scenarios import list_presets, preset_description
+
     p = edgefl("scenarios", "list")
-    assert p.returncode == 0 and p.stdout.startswith("quickstart") or "quickstart " in p.stdout
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and [line.split()[0] for line in lines] == list_presets()
+    for line, name in zip(lines, list_presets()):  # one line each: name, then its one-line description
+        assert line.split(None, 1)[1] == preset_description(name)
+    bare = edgefl("scenarios")  # `edgefl scenarios` alone lists them too (issue #3)
+    assert bare.returncode == 0 and bare.stdout == p.stdout
     shown = edgefl("scenarios", "show", "quickstart")
     assert shown.returncode == 0
     assert tomllib.loads(shown.stdout) == tomllib.loads(preset_path("quickstart").read_text())
