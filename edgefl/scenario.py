@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from edgefl.errors import ScenarioError
+from edgefl.method_settings import CCFedAvgSettings, HeteroFLSettings, LuoSettings
+from edgefl.method_settings import Strict as _Strict
 
 __all__ = [
     "Scenario",
@@ -41,10 +43,6 @@ __all__ = [
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Range = tuple[PositiveFloat, PositiveFloat]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 def _check_range(value: float | tuple[float, float], name: str) -> float | tuple[float, float]:
@@ -164,14 +162,21 @@ class TrainConfig(_Strict):
     eval_every: int = Field(1, ge=1, le=1_000_000)
 
 
-class MethodConfig(_Strict):
-    """FL method and its knobs."""
+MethodName = Literal["fedavg", "anycostfl", "heterofl", "ccfedavg", "fedavg_dropout", "fednova"]
+"""Names of edgefl.algorithms.METHODS (a test keeps the two equal)."""
 
-    name: Literal["fedavg", "anycostfl"] = "fedavg"
+
+class MethodConfig(_Strict):
+    """FL method and its knobs. Settings of one method live in its own sub-table (``[method.heterofl]``)."""
+
+    name: MethodName = "fedavg"
     clients_per_round: int = Field(10, ge=1, le=10_000_000)
     cpu_policy: Literal["max", "min_energy"] = "max"  # fedavg
     alpha_min: float = Field(0.25, gt=0, le=1)  # anycostfl: smallest model-shrinking factor, (10c)
     beta_max: float = Field(1 / 15, gt=0, le=1)  # anycostfl: largest compression rate, (10d)
+    heterofl: HeteroFLSettings = HeteroFLSettings()
+    ccfedavg: CCFedAvgSettings = CCFedAvgSettings()
+    luo: LuoSettings = LuoSettings()
 
 
 class RoundConfig(_Strict):

@@ -16,5 +16,7 @@ def make_method(name: str, **kwargs) -> Method:
     try:
         cls = METHODS[name]
     except KeyError:
-        raise ValueError(f"method.name={name!r}: must be one of {', '.join(sorted(METHODS))}") from None
+        from edgefl.errors import ScenarioError
+
+        raise ScenarioError(f"method.name={name!r}: not implemented; available: {', '.join(sorted(METHODS))}") from None
     return cls(**kwargs)
