@@ -7,7 +7,9 @@ Layout of ``<run>/checkpoint/``:
   device-row segment files and the name of the model file. Written last, atomically: it is the commit point.
 - ``devices-<first>-<last>.npz``: the device rows of those rounds, one array per column (no pickle).
   Segments are never rewritten, so a checkpoint costs only the rounds since the previous one.
-- ``model-<round>.pt``: the global model's tensors (torch mode), read back with ``weights_only=True``.
+- ``model-<round>.pt``: the global model's tensors and the method's state (``Method.state_dict()``: nested
+  dicts/lists of tensors and numbers, e.g. CC-FedAvg's stored updates) in torch mode, read back with
+  ``weights_only=True``; surrogate runs keep the method's (JSON-able) state in ``meta.json``.
 
 Random state: every random draw in a run comes from a stream keyed by (seed, consumer, round[, device])
 (:mod:`edgefl.seeding`), so no generator carries state from one round to the next; the only state a stream
@@ -70,7 +72,8 @@ def save_checkpoint(sim: Simulation, checkpoint_dir: Path, saved_blocks: int) ->
 
         model_name = f"model-{sim.rounds_done:07d}.pt"
         buf = io.BytesIO()
-        torch.save({k: v.detach().clone() for k, v in sim.state.items()}, buf)
+        model = {k: v.detach().clone() for k, v in sim.state.items()}
+        torch.save({"model": model, "method": sim.method.state_dict()}, buf)  # tensors and plain data only
         atomic_write_bytes(checkpoint_dir / model_name, buf.getvalue())
     meta = {
         "format": _FORMAT,
@@ -80,7 +83,7 @@ def save_checkpoint(sim: Simulation, checkpoint_dir: Path, saved_blocks: int) ->
         "energy_cum_j": sim.energy_cum_j,
         "radio_round": sim.radio._round,
         "positions_m": sim.radio.positions_m.tolist(),
-        "method": sim.method.state_dict(),
+        "method": sim.method.state_dict() if sim.surrogate else None,  # torch runs keep it in the .pt file
         "surrogate": None if not sim.surrogate else {"gap": sim.state.gap, "progress": sim.state.progress},
         "model": model_name,
         "segments": segments,
@@ -117,7 +120,8 @@ def load_checkpoint(sim: Simulation, checkpoint_dir: Path) -> bool:
         import torch
 
         try:
-            state = torch.load(checkpoint_dir / meta["model"], weights_only=True)  # tensors only, never code
+            saved = torch.load(checkpoint_dir / meta["model"], weights_only=True)  # tensors only, never code
+            state, method_state = saved["model"], saved["method"]
         except Exception as exc:  # noqa: BLE001 - any unreadable model file is the same user-facing problem
             raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({exc})") from None
         if set(state) != set(sim.state):
@@ -125,7 +129,7 @@ def load_checkpoint(sim: Simulation, checkpoint_dir: Path) -> bool:
         sim.state = state
     sim.radio.positions_m = np.asarray(meta["positions_m"], dtype=float).reshape(sim.radio.positions_m.shape)
     sim.radio._round = int(meta["radio_round"])
-    sim.method.load_state_dict(meta["method"])
+    sim.method.load_state_dict(meta["method"] if sim.surrogate else method_state)
     sim.rounds_done = int(meta["round"])
     sim.sim_time_s = float(meta["sim_time_s"])
     sim.energy_cum_j = float(meta["energy_cum_j"])

@@ -290,7 +290,7 @@ def _device_block(
         "round": np.full(m + s, r, dtype=np.int64),
         "device": dev,
         "selected": np.ones(m + s, dtype=bool),
-        "trained": np.arange(m + s) < m,
+        "trained": np.concatenate([flops > 0, np.zeros(s, dtype=bool)]),  # an estimating job computes nothing
         "feasible": np.arange(m + s) < m,
         "reason": np.concatenate([np.full(m, "", dtype=object), plan.skipped_reason.astype(object)]),
         "arrived": np.concatenate([outcome.kept_mask, np.zeros(s, dtype=bool)]),

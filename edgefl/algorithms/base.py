@@ -195,7 +195,11 @@ class Method(ABC):
         """The next global state from the updates that arrived in time (may be empty)."""
 
     def state_dict(self) -> dict:
-        """What the method remembers between rounds, as JSON-able data (checkpoints); none by default."""
+        """What the method remembers between rounds, for checkpoints; none by default.
+
+        Nested dicts/lists of tensors, numbers and strings (saved with ``torch.save`` and read back with
+        ``weights_only=True``); JSON-able data only in surrogate runs.
+        """
         return {}
 
     def load_state_dict(self, state: dict) -> None:
