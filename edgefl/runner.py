@@ -92,7 +92,9 @@ class Simulation:
             from edgefl.learning.workload import Workload
 
             self.workload = Workload(scenario, streams)
-        self.fleet = Fleet.from_config(scenario.fleet, self.workload.n_samples, streams.numpy("fleet"))
+        self.fleet = Fleet.from_config(
+            scenario.fleet, self.workload.n_samples, streams.numpy("fleet"), streams.numpy("step_costs")
+        )
         self.radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
         self.method = make_method(scenario.method.name, scenario=scenario, workload=self.workload)
         self.state = self.workload.initial_state()
@@ -138,16 +140,23 @@ class Simulation:
         tx_mask[dev] = True
         rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask)  # sub-bands of the devices that transmit
         fpc = fleet.flops_per_cycle[dev]
+        per_step = fleet.has_step_costs  # Luo et al.: time and energy per SGD step and per upload, given
+
+        def durations(flops: np.ndarray, bits: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if per_step:
+                return steps * fleet.step_time_s[dev], np.where(bits > 0, fleet.comm_time_s[dev], 0.0)
+            return flops / fpc / jobs.cpu_hz, bits / rate[dev]
+
         if self.surrogate:  # charge the planned work: FLOPs of the width-w submodel, the planned bits
             wl = self.workload
             flops = wl.flops_per_sample(jobs.width) * wl.samples_per_round(dev)
             bits = np.where(np.isnan(jobs.bits_planned), float(wl.update_bits), jobs.bits_planned)
+            steps, losses = jobs.local_steps, np.full(len(jobs), math.nan)
             outcome = simulate_round(
-                start_s=self.sim_time_s, jobs=range(len(jobs)), durations=(flops / fpc / jobs.cpu_hz, bits / rate[dev]),
+                start_s=self.sim_time_s, jobs=range(len(jobs)), durations=durations(flops, bits, steps),
                 policy=rcfg.policy, deadline_s=rcfg.deadline_s, keep=sc.method.clients_per_round,
                 downlink_s=rcfg.downlink_s,
             )  # fmt: skip
-            steps, losses = jobs.local_steps, np.full(len(jobs), math.nan)
         else:
             state, method = self.state, self.method
 
@@ -155,6 +164,9 @@ class Simulation:
                 return method.client_update(jobs[i], state, r)  # real torch training, at the device's start
 
             def cost(i: int, upd: ClientUpdate) -> tuple[float, float]:
+                if per_step:
+                    d = dev[i]
+                    return upd.steps * fleet.step_time_s[d], (fleet.comm_time_s[d] if upd.bits > 0 else 0.0)
                 return upd.flops / fpc[i] / jobs.cpu_hz[i], upd.bits / rate[dev[i]]
 
             outcome = simulate_round(
@@ -174,19 +186,26 @@ class Simulation:
             )  # fmt: skip
         else:
             new_state = self.method.aggregate(self.state, [outcome.updates[i] for i in kept])
-        e_cmp = compute_energy_j(flops / fpc, jobs.cpu_hz, fleet.energy_coeff[dev])
-        e_com = upload_energy_j(fleet.tx_power_w[dev], outcome.t_com_s)
+        if per_step:
+            e_cmp = steps * fleet.step_energy_j[dev]
+            e_com = np.where(bits > 0, fleet.comm_energy_j[dev], 0.0)
+        else:
+            e_cmp = compute_energy_j(flops / fpc, jobs.cpu_hz, fleet.energy_coeff[dev])
+            e_com = upload_energy_j(fleet.tx_power_w[dev], outcome.t_com_s)
         block = _device_block(
             r, plan, outcome, distance_m, rate, e_max, self.t_max,
             flops=flops, bits=bits, steps=steps, losses=losses, e_cmp=e_cmp, e_com=e_com,
         )  # fmt: skip
         energy = float(np.sum(e_cmp) + np.sum(e_com))  # every job trained and transmitted, kept or not
         evaluate = r % sc.train.eval_every == 0 or r == sc.rounds
+        global_loss = math.nan
         if self.surrogate:
             acc, test_loss, train_loss = math.nan, math.nan, self.workload.loss(new_state)
         else:
             acc, test_loss = self.workload.evaluate(new_state) if evaluate else (math.nan, math.nan)
-            train_loss = float(np.mean(losses)) if len(jobs) else math.nan
+            train_loss = float(np.mean(losses[losses == losses])) if np.any(losses == losses) else math.nan
+            if evaluate and sc.train.global_loss:
+                global_loss = self.workload.global_train_loss(new_state)
         row = {
             "round": r,
             "sim_time_s": outcome.end_s,
@@ -204,6 +223,8 @@ class Simulation:
             "skipped": int(plan.skipped_device.size),
             "learning_gain": _learning_gain(jobs, kept, int(selected.size)),
         }
+        if sc.train.global_loss:
+            row["global_train_loss"] = global_loss
         # commit the round
         self.state, self.sim_time_s, self.energy_cum_j = new_state, outcome.end_s, row["energy_cum_j"]
         self.device_blocks.append(block)

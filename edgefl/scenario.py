@@ -31,6 +31,7 @@ __all__ = [
     "RoundConfig",
     "FleetConfig",
     "BudgetConfig",
+    "StepCostsConfig",
     "ChannelConfig",
     "SurrogateConfig",
     "load_scenario",
@@ -141,6 +142,7 @@ class ModelConfig(_Strict):
     name: ModelName = "mlp"
     hidden: tuple[Annotated[int, Field(ge=1, le=65536)], ...] | None = None
     width: float = Field(1.0, gt=0, le=1)
+    init: Literal["default", "zeros"] = "default"  # zeros: w_0 = 0, as Luo et al.'s Algorithm 1
 
     @model_validator(mode="after")
     def _hidden_only_for_mlp(self) -> ModelConfig:
@@ -159,10 +161,12 @@ class TrainConfig(_Strict):
     momentum: float = Field(0.0, ge=0, lt=1)
     weight_decay: NonNegFloat = 0.0
     grad_clip: NonNegFloat = 0.0  # 0 = no clipping
+    lr_schedule: Literal["constant", "inverse_round"] = "constant"  # inverse_round: lr / r in round r (Luo Alg. 1)
     eval_every: int = Field(1, ge=1, le=1_000_000)
+    global_loss: bool = False  # also record the global model's loss on all devices' training data
 
 
-MethodName = Literal["fedavg", "anycostfl", "heterofl", "ccfedavg", "fedavg_dropout", "fednova"]
+MethodName = Literal["fedavg", "anycostfl", "heterofl", "ccfedavg", "fedavg_dropout", "fednova", "luo_ke"]
 """Names of edgefl.algorithms.METHODS (a test keeps the two equal)."""
 
 
@@ -221,6 +225,21 @@ class BudgetConfig(_Strict):
         return self
 
 
+class StepCostsConfig(_Strict):
+    """Per-device costs given directly instead of derived from FLOPs, frequency and the radio (Luo et al.
+    Sec. VI-A simulation setups): one local SGD step takes ``step_time_s`` [s] and ``step_energy_j`` [J], one
+    round of communication ``comm_time_s`` [s] and ``comm_energy_j`` [J]. ``kind = "normal"``: each device
+    draws each once from N(mean, (std_ratio * mean)^2), clipped below at 1% of the mean (no cost <= 0).
+    """
+
+    kind: Literal["none", "normal"] = "none"
+    step_time_s: PositiveFloat = 0.1
+    comm_time_s: PositiveFloat = 2.0
+    step_energy_j: PositiveFloat = 1e-3
+    comm_energy_j: PositiveFloat = 2e-2
+    std_ratio: NonNegFloat = 1 / 3
+
+
 class FleetConfig(_Strict):
     """Device population. Each quantity: a number, or [low, high] drawn per device (uniform)."""
 
@@ -231,6 +250,7 @@ class FleetConfig(_Strict):
     flops_per_cycle: PositiveFloat | Range = 8.0
     tx_power_w: PositiveFloat | Range = 0.1
     budget: BudgetConfig = BudgetConfig()
+    step_costs: StepCostsConfig = StepCostsConfig()
 
     @model_validator(mode="before")
     @classmethod

@@ -84,6 +84,15 @@ class Fleet:
     flops_per_cycle: np.ndarray
     tx_power_w: np.ndarray
     n_samples: np.ndarray
+    step_time_s: np.ndarray | None = None
+    comm_time_s: np.ndarray | None = None
+    step_energy_j: np.ndarray | None = None
+    comm_energy_j: np.ndarray | None = None
+
+    @property
+    def has_step_costs(self) -> bool:
+        """Whether costs are given per SGD step and per upload (Luo et al.) instead of by the cost model."""
+        return self.step_time_s is not None
 
     def __post_init__(self) -> None:
         n = self.n_samples.shape[0]
@@ -101,9 +110,24 @@ class Fleet:
         return int(self.n_samples.shape[0])
 
     @classmethod
-    def from_config(cls, cfg: FleetConfig, n_samples: np.ndarray, rng: np.random.Generator) -> Fleet:
-        """Draw the fleet from its scenario section; draws happen in a fixed order from ``rng``."""
+    def from_config(
+        cls, cfg: FleetConfig, n_samples: np.ndarray, rng: np.random.Generator,
+        cost_rng: np.random.Generator | None = None,
+    ) -> Fleet:  # fmt: skip
+        """Draw the fleet from its scenario section; draws happen in a fixed order from ``rng``.
+
+        With ``cfg.step_costs.kind == "normal"`` the per-step and per-upload costs are drawn from ``cost_rng``
+        (its own stream, so the rest of the fleet does not change).
+        """
         n = cfg.n_devices
+        sc = cfg.step_costs
+        step: dict[str, np.ndarray] = {}
+        if sc.kind == "normal":
+            if cost_rng is None:
+                raise ValueError("fleet.step_costs.kind='normal' needs a random stream for the costs")
+            for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j"):
+                mean = getattr(sc, name)
+                step[name] = np.maximum(cost_rng.normal(mean, sc.std_ratio * mean, size=n), 0.01 * mean)
         f_max = draw_per_device(cfg.f_max_hz, n, rng)
         f_min = np.minimum(draw_per_device(cfg.f_min_hz, n, rng), f_max)
         return cls(
@@ -113,4 +137,5 @@ class Fleet:
             flops_per_cycle=draw_per_device(cfg.flops_per_cycle, n, rng),
             tx_power_w=draw_per_device(cfg.tx_power_w, n, rng),
             n_samples=np.asarray(n_samples, dtype=np.int64),
+            **step,
         )

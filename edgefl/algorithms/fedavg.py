@@ -44,10 +44,14 @@ class FedAvg(Method):
                 with np.errstate(divide="ignore", invalid="ignore"):
                     need = np.where(slack > 0, cycles / slack, np.inf)
                 f = np.clip(need, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
-        t_cmp = compute_time_s(cycles, f)
-        e_cmp = compute_energy_j(cycles, f, fleet.energy_coeff[dev])
-        e_com = upload_energy_j(fleet.tx_power_w[dev], t_com)
         steps = steps_per_round(wl.train_config, wl.n_samples[dev])
+        if fleet.has_step_costs:  # Luo et al.'s setups: costs per SGD step and per upload are given
+            t_cmp, e_cmp = steps * fleet.step_time_s[dev], steps * fleet.step_energy_j[dev]
+            t_com, e_com = fleet.comm_time_s[dev], fleet.comm_energy_j[dev]
+        else:
+            t_cmp = compute_time_s(cycles, f)
+            e_cmp = compute_energy_j(cycles, f, fleet.energy_coeff[dev])
+            e_com = upload_energy_j(fleet.tx_power_w[dev], t_com)
         e_total = e_cmp + e_com
         ok = e_total <= ctx.e_max_j[dev]
         jobs = JobTable.build(

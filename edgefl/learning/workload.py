@@ -6,7 +6,7 @@ state and get back the update ``u = w_after - w_before`` plus what was computed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -97,9 +97,13 @@ class Workload:
         return self._models[width]
 
     def initial_state(self) -> State:
-        """The global model at round 0, initialised from the ``torch_init`` stream."""
+        """The global model at round 0: initialised from the ``torch_init`` stream, or all zeros
+        (``model.init = "zeros"``, Luo et al.'s Algorithm 1 starts from w_0 = 0)."""
         model = init_parameters(self.make_model(self.scenario.model.width), self.streams.torch("torch_init"))
-        return {k: v.detach().clone() for k, v in model.named_parameters()}
+        state = {k: v.detach().clone() for k, v in model.named_parameters()}
+        if self.scenario.model.init == "zeros":
+            state = {k: torch.zeros_like(v) for k, v in state.items()}
+        return state
 
     def flops_per_sample(self, width: float | None = None) -> float:
         """Measured training FLOPs (forward + backward) per sample for this architecture and width (cached)."""
@@ -136,9 +140,10 @@ class Workload:
             for name, p in model.named_parameters():
                 p.copy_(global_state[name])
         x, y = self._device_data[device]
-        stats = local_train(
-            model, x, y, self.train_config, self.streams.torch("torch_batches", round_index, device)
-        )
+        cfg = self.train_config
+        if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
+            cfg = replace(cfg, lr=cfg.lr / round_index)
+        stats = local_train(model, x, y, cfg, self.streams.torch("torch_batches", round_index, device))
         with torch.no_grad():
             update = {name: p.detach() - global_state[name] for name, p in model.named_parameters()}
         return TrainResult(
@@ -149,6 +154,15 @@ class Workload:
             flops=self.flops_per_sample(width) * stats.samples,
             train_loss=stats.mean_loss,
         )
+
+    def global_train_loss(self, state: State) -> float:
+        """F(w): mean cross-entropy of a full-width global state over every device's training data."""
+        model = self._model(self.scenario.model.width)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(state[name])
+        used = np.concatenate(self.partitions)
+        return evaluate(model, self.x_train[used], self.y_train[used])[1]
 
     def evaluate(self, state: State) -> tuple[float, float]:
         """(test accuracy, test loss) of a full-width global state."""
