@@ -123,6 +123,8 @@ class DataConfig(_Strict):
     mean_size: PositiveFloat | None = None
     std_size: NonNegFloat | None = None
     test_fraction: float = Field(0.2, gt=0, lt=1)
+    max_train_samples: int | None = Field(None, ge=1)  # laptop scale: a random subset of the training set
+    max_test_samples: int | None = Field(None, ge=1)  # and of the test set
     synthetic_alpha: NonNegFloat = 1.0
     synthetic_beta: NonNegFloat = 1.0
     synthetic_samples_mean: int = Field(245, ge=4, le=1_000_000)

@@ -105,3 +105,19 @@ def test_training_lowers_loss():
     first = local_train(m, x, y, LocalTrainConfig(epochs=1, batch_size=32, lr=0.1), torch.Generator().manual_seed(1))
     later = local_train(m, x, y, LocalTrainConfig(epochs=3, batch_size=32, lr=0.1), torch.Generator().manual_seed(2))
     assert later.mean_loss < 0.6 * first.mean_loss
+
+
+def test_max_samples_takes_a_seeded_subset():
+    from edgefl.learning.workload import Workload
+    from edgefl.scenario import load_scenario
+    from edgefl.seeding import Streams
+
+    sc = load_scenario("quickstart", ["data.max_train_samples=500", "data.max_test_samples=100"])
+    a, b = Workload(sc, Streams(sc.seed)), Workload(sc, Streams(sc.seed))
+    full = Workload(load_scenario("quickstart"), Streams(sc.seed)).dataset
+    assert a.dataset.x_train.shape[0] == 500 and a.dataset.x_test.shape[0] == 100
+    assert int(a.n_samples.sum()) == 500  # the partition splits the subset, nothing else
+    assert np.array_equal(a.dataset.x_train, b.dataset.x_train)  # same seed, same subset
+    # every kept row is a row of the full set (a subset, not a resample)
+    rows = {r.tobytes() for r in full.x_train}
+    assert all(r.tobytes() in rows for r in a.dataset.x_train)

@@ -57,7 +57,7 @@ class Workload:
         self.streams = streams
         d = scenario.data
         n = scenario.fleet.n_devices
-        self.dataset: Dataset = _load(d, n, streams.numpy("dataset"))
+        self.dataset: Dataset = _subset(_load(d, n, streams.numpy("dataset")), d, streams.numpy("subset"))
         try:
             parts = _partition(d, self.dataset, n, streams.numpy("partition"))
         except ValueError as exc:
@@ -184,6 +184,21 @@ def _load(d: DataConfig, n_devices: int, rng: np.random.Generator) -> Dataset:
         )  # fmt: skip
     loader = {"fmnist": load_fashion_mnist, "mnist": load_mnist, "cifar10": load_cifar10}[d.dataset]
     return loader(d.data_dir, normalize=d.normalize)
+
+
+def _subset(ds: Dataset, d: DataConfig, rng: np.random.Generator) -> Dataset:
+    """At most ``max_train_samples`` / ``max_test_samples`` samples, drawn uniformly without replacement."""
+    if ds.owner_train is not None or (d.max_train_samples is None and d.max_test_samples is None):
+        return ds
+    tr = np.arange(ds.y_train.size)
+    te = np.arange(ds.y_test.size)
+    if d.max_train_samples is not None and d.max_train_samples < tr.size:
+        tr = np.sort(rng.choice(tr.size, d.max_train_samples, replace=False))
+    if d.max_test_samples is not None and d.max_test_samples < te.size:
+        te = np.sort(rng.choice(te.size, d.max_test_samples, replace=False))
+    return replace(
+        ds, x_train=ds.x_train[tr], y_train=ds.y_train[tr], x_test=ds.x_test[te], y_test=ds.y_test[te]
+    )
 
 
 def _partition(d: DataConfig, ds: Dataset, n: int, rng: np.random.Generator) -> list[np.ndarray]:
