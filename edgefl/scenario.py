@@ -130,15 +130,20 @@ class DataConfig(_Strict):
     synthetic_samples_mean: int = Field(245, ge=4, le=1_000_000)
 
 
-ModelName = Literal["mlp", "logreg", "cnn_mcmahan", "vgg9", "ccfedavg_mlp", "ccfedavg_cnn", "lenet5"]
+ModelName = Literal[
+    "mlp", "logreg", "cnn_mcmahan", "vgg9", "ccfedavg_mlp", "ccfedavg_cnn", "lenet5", "heterofl_conv", "preresnet18"
+]
 """Names of edgefl.learning.models' registry (a test keeps the two lists equal; this module imports no torch)."""
+
+
+_TAKES_HIDDEN = ("mlp", "heterofl_conv", "preresnet18")
 
 
 class ModelConfig(_Strict):
     """Model architecture by registry name (``edgefl models`` lists them with sizes and FLOPs).
 
-    ``hidden`` sets the hidden layer sizes of ``mlp`` (default (64,)); other models have their papers' fixed
-    architecture. ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer.
+    ``hidden`` sets the hidden layer sizes of ``mlp`` (default (64,)) and the channels of ``heterofl_conv`` and
+    ``preresnet18`` (default [64, 128, 256, 512]); other models have their papers' fixed architecture. ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer.
     """
 
     name: ModelName = "mlp"
@@ -148,8 +153,10 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _hidden_only_for_mlp(self) -> ModelConfig:
-        if self.hidden is not None and self.name != "mlp":
-            raise ValueError(f"hidden={list(self.hidden)}: only model 'mlp' takes hidden sizes, not {self.name!r}")
+        if self.hidden is not None and self.name not in _TAKES_HIDDEN:
+            raise ValueError(
+                f"hidden={list(self.hidden)}: only models {', '.join(_TAKES_HIDDEN)} take hidden sizes, not {self.name!r}"
+            )
         return self
 
 

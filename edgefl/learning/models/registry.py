@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import torch
 from torch import nn
 
 from edgefl.learning.models._checks import (
@@ -23,8 +24,12 @@ from edgefl.learning.models._checks import (
 )
 from edgefl.learning.models.convnet import Conv, ConvNet
 from edgefl.learning.models.dense import MLP, LogisticRegression
+from edgefl.learning.models.heterofl import HeteroConv, PreResNet
 
-__all__ = ["ModelEntry", "MODELS", "MODEL_NAMES", "build_model", "list_models", "model_info", "BITS_PER_PARAMETER"]
+__all__ = [
+    "ModelEntry", "MODELS", "MODEL_NAMES", "build_model", "list_models", "model_info", "output_layer",
+    "BITS_PER_PARAMETER",
+]  # fmt: skip
 
 #: Bits of one parameter in an uncompressed update (float32), as in AnycostFL Sec. V-A's update sizes.
 BITS_PER_PARAMETER = 32
@@ -39,6 +44,8 @@ class ModelEntry:
 
     ``input_shape`` and ``n_classes`` are the paper's defaults (``(C, H, W)`` for images, ``(features,)`` for
     vectors); ``hidden`` is the default hidden sizes for the models that take them (``takes_hidden``), else ``()``.
+    ``head`` names the output layer's ``(weight, bias)`` parameters in the default architecture (rows = classes);
+    :func:`output_layer` resolves them for other hidden sizes (the MLP's layer index depends on its depth).
     """
 
     name: str
@@ -49,6 +56,7 @@ class ModelEntry:
     hidden: tuple[int, ...] = ()
     takes_hidden: bool = False
     needs_image: bool = False
+    head: tuple[str, str]
 
 
 def _mlp(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
@@ -66,6 +74,15 @@ def _convnet(convs: tuple[Conv, ...], head: tuple[int, ...]) -> Factory:
         return ConvNet(input_shape=shape, convs=convs, hidden=head, n_classes=n_classes, width=width)
 
     return build
+
+
+def _heterofl_conv(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
+    return HeteroConv(input_shape=shape, hidden=hidden, n_classes=n_classes, width=width)
+
+
+def _preresnet18(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
+    # HeteroFL's Table 2 network: blocks [1, 1, 1, 2] (papers/README.md errata)
+    return PreResNet(input_shape=shape, hidden=hidden, n_classes=n_classes, blocks=(1, 1, 1, 2), width=width)
 
 
 # McMahan et al. (AISTATS 2017) CNN = AnycostFL's FMNIST model: 5x5 convs, "same" padding, 2x2 max-pools.
@@ -86,34 +103,53 @@ _CCFEDAVG_CNN = (Conv(channels=6, kernel=5, pool=True), Conv(channels=16, kernel
 
 _ENTRIES = (
     ModelEntry(
-        name="mlp", input_shape=(64,), n_classes=10, factory=_mlp, hidden=(64,), takes_hidden=True,
+        name="mlp", head=("net.2.weight", "net.2.bias"),
+        input_shape=(64,), n_classes=10, factory=_mlp, hidden=(64,), takes_hidden=True,
         description="ReLU MLP, hidden sizes from the scenario (default 64); edgefl's generic model",
     ),
     ModelEntry(
-        name="logreg", input_shape=(1, 28, 28), n_classes=10, factory=_logreg,
+        name="logreg", head=("linear.weight", "linear.bias"),
+        input_shape=(1, 28, 28), n_classes=10, factory=_logreg,
         description="multinomial logistic regression on MNIST (Luo et al. INFOCOM'21 Sec. VI-A)",
     ),
     ModelEntry(
-        name="cnn_mcmahan", input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_MCMAHAN, (512,)),
+        name="cnn_mcmahan", head=("classifier.2.weight", "classifier.2.bias"),
+        input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_MCMAHAN, (512,)),
         needs_image=True,
         description="CNN conv5x5(32)-pool-conv5x5(64)-pool-fc512-fc10 (McMahan AISTATS'17; AnycostFL FMNIST)",
     ),
     ModelEntry(
-        name="vgg9", input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_VGG9, (512, 512)), needs_image=True,
+        name="vgg9", head=("classifier.4.weight", "classifier.4.bias"),
+        input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_VGG9, (512, 512)), needs_image=True,
         description="VGG-9 conv3x3 32,64-128,128-256,256-fc512-fc512-fc10 (FedMA; AnycostFL CIFAR-10)",
     ),
     ModelEntry(
-        name="ccfedavg_mlp", input_shape=(1, 28, 28), n_classes=10, factory=_mlp, hidden=(784, 50),
+        name="ccfedavg_mlp", head=("net.4.weight", "net.4.bias"),
+        input_shape=(1, 28, 28), n_classes=10, factory=_mlp, hidden=(784, 50),
         description="MLP 784-784-50-10, 3 fc layers (CC-FedAvg Sec. VI-A FMNIST; sizes from its code)",
     ),
     ModelEntry(
-        name="ccfedavg_cnn", input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_CCFEDAVG_CNN, (120, 84)),
+        name="ccfedavg_cnn", head=("classifier.4.weight", "classifier.4.bias"),
+        input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_CCFEDAVG_CNN, (120, 84)),
         needs_image=True,
         description="CNN conv5x5(6)-pool-conv5x5(16)-pool-fc120-fc84-fc10 (CC-FedAvg Sec. VI-A CIFAR-10)",
     ),
     ModelEntry(
-        name="lenet5", input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_LENET5, (120, 84)), needs_image=True,
+        name="lenet5", head=("classifier.4.weight", "classifier.4.bias"),
+        input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_LENET5, (120, 84)), needs_image=True,
         description="LeNet-5 conv5x5(6,pad 2)-pool-conv5x5(16)-pool-fc120-fc84-fc10, ReLU (Luo et al. Sec. VI-A)",
+    ),
+    ModelEntry(
+        name="heterofl_conv", head=("classifier.weight", "classifier.bias"),
+        input_shape=(1, 28, 28), n_classes=10, factory=_heterofl_conv, hidden=(64, 128, 256, 512),
+        takes_hidden=True, needs_image=True,
+        description="HeteroFL CNN conv3x3-Scaler-sBN-ReLU-pool x4 (64..512, GAP)-fc10 (Diao ICLR'21 Sec. 4, Table 1)",
+    ),
+    ModelEntry(
+        name="preresnet18", head=("linear.weight", "linear.bias"),
+        input_shape=(3, 32, 32), n_classes=10, factory=_preresnet18, hidden=(64, 128, 256, 512),
+        takes_hidden=True, needs_image=True,
+        description="PreResNet18 blocks [1,1,1,2], 64..512, Scaler+sBN (Diao ICLR'21 Sec. 4, Table 2, CIFAR-10)",
     ),
 )  # fmt: skip
 
@@ -161,7 +197,8 @@ def build_model(
 
     ``input_shape`` is one sample's shape, ``(C, H, W)`` or ``(features,)``; ``None`` takes the entry's default,
     as does ``n_classes=None``. ``hidden=None`` takes the entry's default hidden sizes (``mlp``: (64,)); only
-    ``mlp`` accepts other sizes, any other model raises :class:`ModelError` when ``hidden`` is given.
+    the entries with ``takes_hidden`` (``mlp``, ``heterofl_conv``, ``preresnet18`` (4 sizes)) accept other sizes,
+    any other model raises :class:`ModelError` when ``hidden`` is given.
     ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer (conv channels and hidden units).
 
     ``in_features=`` is the former 1-D spelling of ``input_shape=(in_features,)``; on that path ``hidden`` is
@@ -177,6 +214,22 @@ def build_model(
             hidden = None
     shape, classes, sizes = _resolve(entry, input_shape, n_classes, hidden)
     return entry.factory(shape, classes, sizes, check_width(width))
+
+
+def output_layer(name: str, *, hidden: Sequence[int] | None = None) -> tuple[str, str]:
+    """Names of the output layer's ``(weight, bias)`` (rows = classes) of model ``name`` with ``hidden`` sizes.
+
+    The entry's ``head`` for its default hidden sizes; for other sizes the last ``nn.Linear`` of the model built
+    on the meta device (no memory, no randomness), which is the output layer of every registered model.
+    """
+    entry = _entry(name)
+    if hidden is None or tuple(hidden) == entry.hidden:
+        return entry.head
+    shape, classes, sizes = _resolve(entry, None, None, hidden)
+    with torch.device("meta"):
+        model = entry.factory(shape, classes, sizes, 1.0)
+    last = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)][-1]
+    return f"{last}.weight", f"{last}.bias"
 
 
 def list_models() -> list[ModelEntry]:
