@@ -17,7 +17,7 @@ from edgefl.learning.train import LocalTrainConfig, local_train
 
 def test_digits_split_is_stratified_and_disjoint():
     d = load_digits(test_fraction=0.2, rng=np.random.default_rng(0))
-    assert d.x_train.shape[1:] == (64,) and d.n_classes == 10
+    assert d.x_train.shape[1:] == (1, 8, 8) and d.n_classes == 10
     assert d.x_train.shape[0] + d.x_test.shape[0] == 1797  # sklearn's digits
     assert 0.0 <= d.x_train.min() and d.x_train.max() <= 1.0
     # each class contributes round(0.2 * count) test samples

@@ -77,14 +77,14 @@ def _stratified_split(y: np.ndarray, test_fraction: float, rng: np.random.Genera
 
 
 def load_digits(*, test_fraction: float, rng: np.random.Generator) -> Dataset:
-    """scikit-learn's 8x8 handwritten digits (1,797 images, 10 classes), pixels scaled from [0, 16] to [0, 1].
+    """scikit-learn's 8x8 handwritten digits (1,797 images, shape (1, 8, 8), 10 classes), pixels scaled to [0, 1].
 
     The held-out test set is a stratified ``test_fraction`` of each class.
     """
     from sklearn.datasets import load_digits as _sk_digits
 
     bunch = _sk_digits()
-    x = (bunch.data.astype(np.float32) / 16.0).reshape(-1, 64)
+    x = (bunch.data.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)  # images: conv models run on them too
     y = bunch.target.astype(np.int64)
     tr, te = _stratified_split(y, test_fraction, rng)
     return Dataset(name="digits", x_train=x[tr], y_train=y[tr], x_test=x[te], y_test=y[te], n_classes=10)

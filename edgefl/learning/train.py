@@ -9,6 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from edgefl.learning.config import LocalTrainConfig
+from edgefl.learning.losses import masked_cross_entropy
 
 __all__ = ["LocalTrainConfig", "LocalTrainStats", "local_train", "evaluate"]
 
@@ -41,9 +42,19 @@ def _batches(n: int, cfg: LocalTrainConfig, generator: torch.Generator):
 
 
 def local_train(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: LocalTrainConfig, generator: torch.Generator
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    cfg: LocalTrainConfig,
+    generator: torch.Generator,
+    *,
+    class_mask: torch.Tensor | None = None,
 ) -> LocalTrainStats:
-    """Train ``model`` in place on (x, y) with SGD; batch order drawn from ``generator``."""
+    """Train ``model`` in place on (x, y) with SGD; batch order drawn from ``generator``.
+
+    ``class_mask`` (bool, shape (n_classes,)): HeteroFL's masked cross-entropy, the logits of classes outside
+    the mask are set to 0 before the loss (:func:`edgefl.learning.losses.masked_cross_entropy`).
+    """
     if x.shape[0] == 0:
         raise ValueError("local_train: the device has no training samples")
     model.train()
@@ -52,7 +63,8 @@ def local_train(
     loss_sum = torch.zeros(())
     for idx in _batches(x.shape[0], cfg, generator):
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x[idx]), y[idx])
+        logits = model(x[idx])
+        loss = F.cross_entropy(logits, y[idx]) if class_mask is None else masked_cross_entropy(logits, y[idx], class_mask)
         loss.backward()
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

@@ -120,6 +120,10 @@ class Workload:
         """Samples one local run processes on each device (epochs x local size, or steps x batch)."""
         return samples_per_round(self.train_config, self.n_samples[device])
 
+    def update_bits_at(self, width: float) -> int:
+        """Size of an uncompressed float32 update of the width-``width`` submodel [bits]."""
+        return BITS_PER_FLOAT * sum(int(p.numel()) for p in self._model(width).parameters())
+
     @cached_property
     def update_bits(self) -> int:
         """Size of an uncompressed float32 update of the full model [bits]."""
@@ -128,11 +132,18 @@ class Workload:
 
     # ------------------------------------------------------------------ train / evaluate
     def train(
-        self, device: int, global_state: State, *, round_index: int, width: float | None = None
+        self,
+        device: int,
+        global_state: State,
+        *,
+        round_index: int,
+        width: float | None = None,
+        class_mask: torch.Tensor | None = None,
     ) -> TrainResult:
         """Train a copy of ``global_state`` on ``device``'s data; batches from stream (torch_batches, round, device).
 
-        ``width`` defaults to the scenario's model width (the full global model).
+        ``width`` defaults to the scenario's model width (the full global model); for a narrower submodel
+        ``global_state`` holds its (sliced) parameters. ``class_mask``: masked cross-entropy (HeteroFL).
         """
         width = self.scenario.model.width if width is None else width
         model = self._model(width)
@@ -143,7 +154,9 @@ class Workload:
         cfg = self.train_config
         if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
             cfg = replace(cfg, lr=cfg.lr / round_index)
-        stats = local_train(model, x, y, cfg, self.streams.torch("torch_batches", round_index, device))
+        stats = local_train(
+            model, x, y, cfg, self.streams.torch("torch_batches", round_index, device), class_mask=class_mask
+        )
         with torch.no_grad():
             update = {name: p.detach() - global_state[name] for name, p in model.named_parameters()}
         return TrainResult(
@@ -164,12 +177,27 @@ class Workload:
         used = np.concatenate(self.partitions)
         return evaluate(model, self.x_train[used], self.y_train[used])[1]
 
-    def evaluate(self, state: State) -> tuple[float, float]:
-        """(test accuracy, test loss) of a full-width global state."""
+    def device_labels(self, device: int) -> torch.Tensor:
+        """Training labels held by ``device``, shape (n_i,)."""
+        return self._device_data[device][1]
+
+    def evaluate(self, state: State, *, bn_clients: int = 0) -> tuple[float, float]:
+        """(test accuracy, test loss) of a full-width global state.
+
+        A model with batch norm (HeteroFL's static BN) first gets its statistics by querying the clients'
+        data in turn (the first ``bn_clients`` devices, 0 = all), never a central copy of the training set.
+        """
         model = self._model(self.scenario.model.width)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 p.copy_(state[name])
+        if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+            from edgefl.learning.batchnorm import accumulate_bn_statistics, with_static_bn
+
+            n = len(self._device_data) if bn_clients <= 0 else min(bn_clients, len(self._device_data))
+            bs = self.train_config.batch_size
+            clients = ((x[i : i + bs] for i in range(0, x.shape[0], bs)) for x, _ in self._device_data[:n])
+            model = with_static_bn(model, accumulate_bn_statistics(model, clients))
         return evaluate(model, self.x_test, self.y_test)
 
 
