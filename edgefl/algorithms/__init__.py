@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from edgefl.algorithms.anycostfl import AnycostFL
 from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan, Skip
+from edgefl.algorithms.ccfedavg import CCFedAvg
 from edgefl.algorithms.fedavg import FedAvg
+from edgefl.algorithms.fedavg_dropout import FedAvgDropout
+from edgefl.algorithms.fednova import FedNova
+from edgefl.algorithms.heterofl import HeteroFL
 
 __all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "Skip", "ClientUpdate"]
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL)}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL)}
 
 
 def make_method(name: str, **kwargs) -> Method:

@@ -62,9 +62,15 @@ class FedAvg(Method):
         return RoundPlan(jobs, dev[~ok], np.array(reasons, dtype=object))
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+        return self.train_update(job, global_state, round_index)
+
+    def train_update(
+        self, job: DeviceJob, global_state: State, round_index: int, *, steps: int | None = None
+    ) -> ClientUpdate:
+        """Train the job for real (``steps`` SGD steps if given, else the scenario's epochs/steps)."""
         from edgefl.learning.workload import state_bits
 
-        res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width)
+        res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width, steps=steps)
         return ClientUpdate(
             device=job.device,
             payload=res.update,

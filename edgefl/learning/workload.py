@@ -139,11 +139,13 @@ class Workload:
         round_index: int,
         width: float | None = None,
         class_mask: torch.Tensor | None = None,
+        steps: int | None = None,
     ) -> TrainResult:
         """Train a copy of ``global_state`` on ``device``'s data; batches from stream (torch_batches, round, device).
 
         ``width`` defaults to the scenario's model width (the full global model); for a narrower submodel
         ``global_state`` holds its (sliced) parameters. ``class_mask``: masked cross-entropy (HeteroFL).
+        ``steps``: run exactly that many SGD steps instead of the scenario's epochs/steps (FedNova's tau_i).
         """
         width = self.scenario.model.width if width is None else width
         model = self._model(width)
@@ -151,7 +153,7 @@ class Workload:
             for name, p in model.named_parameters():
                 p.copy_(global_state[name])
         x, y = self._device_data[device]
-        cfg = self.train_config
+        cfg = self.train_config if steps is None else replace(self.train_config, steps=int(steps), epochs=1)
         if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
             cfg = replace(cfg, lr=cfg.lr / round_index)
         stats = local_train(

@@ -1,0 +1,191 @@
+"""CC-FedAvg: Zhang et al., "CC-FedAvg: Computationally Customized Federated Averaging", and its Strategies.
+
+A selected client trains (FedAvg's local training, with probability p_i or on its schedule) or skips and
+contributes an estimate that costs no training computation (Sec. III-B):
+
+- Strategy 1: nothing; the server aggregates the clients that trained (the device's row says why it sat out);
+- Strategy 2: its last local model x^i_{last,K}, i.e. the update x^i_{last,K} - x_t;
+- Strategy 3 (CC-FedAvg, Algorithm 1 line 15): its last computed update Delta^i, however old (the official
+  code refreshes it only when the client trains; see papers/README.md errata);
+- "c" (CC-FedAvg(c), eq. (4)): Strategy 3 in rounds r < tau, Strategy 2 from round tau on.
+
+A client with no history yet trains (Strategies 2, 3, c). Where the history lives (``backup``):
+``client`` (Algorithm 1) uploads the estimate (full update bits, no compute); ``server`` (Algorithm 2)
+sends a 1-bit skip signal and the server substitutes the history it kept from the client's last *received*
+update; ``mixed`` (Algorithm 3) does one or the other per device. Aggregation is FedAvg's data-size
+weighted mean over every kept contribution (the paper's 1/|S_t| mean when data sizes are equal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import SkipPlanner
+from edgefl.algorithms.fedavg import FedAvg
+from edgefl.system import upload_energy_j, upload_time_s
+
+if TYPE_CHECKING:
+    from edgefl.learning.workload import State
+
+__all__ = ["CCFedAvg", "SKIP_SIGNAL_BITS", "concat_jobs"]
+
+SKIP_SIGNAL_BITS = 1.0
+"""Upload of a skipping client whose history the server keeps (Algorithm 2 line 16) [bits]."""
+
+
+def concat_jobs(*tables: JobTable) -> JobTable:
+    """One table of all jobs in ``tables``, sorted by device id."""
+    cols = {f.name: np.concatenate([getattr(t, f.name) for t in tables]) for f in dataclasses.fields(JobTable)}
+    order = np.argsort(cols["device"], kind="stable")
+    return JobTable(**{k: v[order] for k, v in cols.items()})
+
+
+class CCFedAvg(FedAvg):
+    """CC-FedAvg and Strategies 1/2/3/c with client, server or mixed backup (``[method.ccfedavg]``)."""
+
+    name = "ccfedavg"
+
+    def __init__(self, *, scenario, workload) -> None:
+        super().__init__(scenario=scenario, workload=workload)
+        cfg = scenario.method.ccfedavg
+        self.strategy = cfg.strategy
+        self.tau = cfg.tau
+        self.planner = SkipPlanner(scenario, workload)
+        n = scenario.fleet.n_devices
+        if cfg.backup == "client":
+            self.server_backup = np.zeros(n, dtype=bool)
+        elif cfg.backup == "server":
+            self.server_backup = np.ones(n, dtype=bool)
+        else:  # Algorithm 3: a seeded share of the devices leaves its history on the server
+            m = int(round(cfg.server_backup_fraction * n))
+            self.server_backup = np.zeros(n, dtype=bool)
+            self.server_backup[workload.streams.numpy("ccfedavg_backup").permutation(n)[:m]] = True
+        # history per device id: "update" = last computed Delta^i, "model" = last local model x^i_K
+        self.client_store: dict[int, dict[str, State]] = {}
+        self.server_store: dict[int, dict[str, State]] = {}
+        self._round = 0
+
+    # ------------------------------------------------------------------ what a skipping client needs
+    def _estimate_kind(self, round_index: int) -> str:
+        """"update" (Strategy 3) or "model" (Strategy 2) for a skip in round ``round_index``."""
+        if self.strategy == 3 or (self.strategy == "c" and round_index < self.tau):
+            return "update"
+        return "model"
+
+    def _stored_keys(self) -> tuple[str, ...]:
+        return {3: ("update",), 2: ("model",), "c": ("update", "model")}.get(self.strategy, ())
+
+    def _has_history(self, device: int) -> bool:
+        store = self.server_store if self.server_backup[device] else self.client_store
+        return device in store
+
+    def _remember(self, store: dict, device: int, start: State, update: State) -> None:
+        keys = self._stored_keys()
+        if not keys:
+            return
+        entry = {}
+        if "update" in keys:
+            entry["update"] = {k: v.detach().clone() for k, v in update.items()}
+        if "model" in keys:
+            entry["model"] = {k: start[k] + update[k] for k in update}
+        store[device] = entry
+
+    def _estimate(self, entry: dict[str, State], global_state: State, round_index: int) -> State:
+        """The skipping client's contribution as an update relative to x_t = ``global_state``."""
+        if self._estimate_kind(round_index) == "update":
+            return entry["update"]  # Strategy 3: Delta^i_t = Delta^i_{last}
+        return {k: entry["model"][k] - global_state[k] for k in entry["model"]}  # Strategy 2: x^i_{last,K} - x_t
+
+    def memory_bits(self) -> dict[str, float]:
+        """History kept on the clients and on the server [bits] (float32 tensors)."""
+
+        def size(store: dict) -> float:
+            return float(sum(32 * t.numel() for e in store.values() for s in e.values() for t in s.values()))
+
+        return {"client": size(self.client_store), "server": size(self.server_store)}
+
+    # ------------------------------------------------------------------ protocol
+    def plan_round(self, ctx: RoundContext) -> RoundPlan:
+        self._round = ctx.round_index
+        sel = ctx.selected
+        train = self.planner.decide(sel, ctx.round_index, ctx.fleet)
+        if self.strategy == 1:
+            base = super().plan_round(dataclasses.replace(ctx, selected=sel[train]))
+            p = self.planner.p[sel[~train]]
+            reasons = np.array([f"skip (strategy 1, p_i={pi:.4g})" for pi in p], dtype=object)
+            return RoundPlan(
+                base.jobs,
+                np.concatenate([base.skipped_device, sel[~train]]),
+                np.concatenate([base.skipped_reason, reasons]),
+            )
+        no_history = np.array([not self._has_history(int(d)) for d in sel], dtype=bool)
+        train = train | no_history  # a client that never trained (or whose history never arrived) trains
+        base = super().plan_round(dataclasses.replace(ctx, selected=sel[train]))
+        est = sel[~train]
+        bits = np.where(self.server_backup[est], SKIP_SIGNAL_BITS, float(self.workload.update_bits))
+        t_com = upload_time_s(bits, ctx.rate_bps[est])
+        e_com = upload_energy_j(ctx.fleet.tx_power_w[est], t_com)
+        ok = e_com <= ctx.e_max_j[est]
+        est_jobs = JobTable.build(
+            est[ok], cpu_hz=ctx.fleet.f_max_hz[est[ok]], width=self.scenario.model.width, local_steps=0,
+            bits_planned=bits[ok], t_cmp_planned_s=0.0, t_com_planned_s=t_com[ok], e_cmp_planned_j=0.0,
+            e_com_planned_j=e_com[ok],
+        )  # fmt: skip
+        reasons = [f"energy: upload of estimate needs {e:.4g} J > E_max {b:.4g} J"
+                   for e, b in zip(e_com[~ok], ctx.e_max_j[est][~ok])]  # fmt: skip
+        return RoundPlan(
+            concat_jobs(base.jobs, est_jobs),
+            np.concatenate([base.skipped_device, est[~ok]]),
+            np.concatenate([base.skipped_reason, np.array(reasons, dtype=object)]),
+        )
+
+    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+        d = job.device
+        weight = float(self.workload.n_samples[d])
+        if job.local_steps > 0:  # local training (Algorithm 1 lines 8-12)
+            upd = super().client_update(job, global_state, round_index)
+            if not self.server_backup[d]:
+                self._remember(self.client_store, d, global_state, upd.payload)
+            return upd
+        if self.server_backup[d]:  # Algorithm 2 line 16: a skip signal; the server estimates in aggregate()
+            payload: State = {}
+            bits = SKIP_SIGNAL_BITS
+        else:  # Algorithm 1 line 15: the client estimates and uploads the full update
+            payload = self._estimate(self.client_store[d], global_state, round_index)
+            bits = float(self.workload.update_bits)
+        return ClientUpdate(device=d, payload=payload, weight=weight, bits=bits, flops=0.0, steps=0,
+                            train_loss=math.nan)  # fmt: skip
+
+    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+        resolved = []
+        for u in updates:
+            if self.server_backup[u.device]:
+                if u.payload:  # a trained update reached the server: it becomes the device's history
+                    self._remember(self.server_store, u.device, global_state, u.payload)
+                else:  # skip signal: Algorithm 2 line 21
+                    est = self._estimate(self.server_store[u.device], global_state, self._round)
+                    u = dataclasses.replace(u, payload=est)
+            resolved.append(u)
+        # sum in device order, not arrival order: a 1-bit skip signal arrives earlier than an uploaded estimate,
+        # and the same contributions must give the same model bit for bit whichever backup is used
+        resolved.sort(key=lambda u: u.device)
+        return super().aggregate(global_state, resolved)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        def pack(store: dict) -> dict:
+            return {str(d): {k: dict(s) for k, s in e.items()} for d, e in store.items()}
+
+        return {"planner": self.planner.state_dict(), "client": pack(self.client_store),
+                "server": pack(self.server_store)}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        self.planner.load_state_dict(state["planner"])
+        self.client_store = {int(d): {k: dict(s) for k, s in e.items()} for d, e in state["client"].items()}
+        self.server_store = {int(d): {k: dict(s) for k, s in e.items()} for d, e in state["server"].items()}

@@ -1,0 +1,67 @@
+"""FedAvg(dropout), the computation-limited baseline of CC-FedAvg (Zhang et al., Sec. VI-B, Table I).
+
+Each device trains with FedAvg whenever it is selected until it has used its quota of trained rounds,
+ceil(p_i T_sel) with T_sel = T K / N its expected participations (T in cross-silo, where K = N); then it drops
+out for the rest of the run (its row says so). p_i comes from the ``[method.ccfedavg]`` settings
+(levels or battery), so the quota is the same computation CC-FedAvg's schedule allows on average.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import expected_participations, training_probabilities
+from edgefl.algorithms.fedavg import FedAvg
+
+if TYPE_CHECKING:
+    from edgefl.learning.workload import State
+
+__all__ = ["FedAvgDropout", "dropout_quota"]
+
+
+def dropout_quota(p: np.ndarray, participations: float) -> np.ndarray:
+    """Trained rounds each device can afford: ceil(p_i T_sel) (1e-9 slack against float noise); shape of p."""
+    return np.ceil(np.asarray(p, dtype=float) * participations - 1e-9).astype(np.int64)
+
+
+class FedAvgDropout(FedAvg):
+    """FedAvg where device i stops for good after ``dropout_quota`` trained rounds."""
+
+    name = "fedavg_dropout"
+
+    def __init__(self, *, scenario, workload) -> None:
+        super().__init__(scenario=scenario, workload=workload)
+        self.quota: np.ndarray | None = None
+        self.trained = np.zeros(scenario.fleet.n_devices, dtype=np.int64)
+
+    def plan_round(self, ctx: RoundContext) -> RoundPlan:
+        if self.quota is None:
+            p = training_probabilities(self.scenario, self.workload, ctx.fleet)
+            self.quota = dropout_quota(p, expected_participations(self.scenario))
+        sel = ctx.selected
+        out = self.trained[sel] >= self.quota[sel]
+        base = super().plan_round(dataclasses.replace(ctx, selected=sel[~out]))
+        reasons = np.array([f"dropout: quota of {q} trained rounds used" for q in self.quota[sel[out]]], dtype=object)
+        return RoundPlan(
+            base.jobs,
+            np.concatenate([base.skipped_device, sel[out]]),
+            np.concatenate([base.skipped_reason, reasons]),
+        )
+
+    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+        upd = super().client_update(job, global_state, round_index)
+        self.trained[job.device] += 1  # the computation is spent whether or not the update arrives in time
+        return upd
+
+    def state_dict(self) -> dict:
+        import torch
+
+        return {"trained": torch.from_numpy(self.trained.copy())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.trained = state["trained"].numpy().astype(np.int64).copy()
+

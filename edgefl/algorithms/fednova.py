@@ -1,0 +1,103 @@
+"""FedNova (Wang et al., "Tackling the Objective Inconsistency Problem in Heterogeneous Federated Optimization",
+NeurIPS 2020) with local steps reduced in proportion to p_i: CC-FedAvg's comparison (Zhang et al., Sec. VI-D).
+
+Device i runs tau_i = max(1, round(p_i K_i)) SGD steps, K_i being FedAvg's steps per round (p_i from the
+``[method.ccfedavg]`` settings). The server normalises each update by its step count before averaging
+(FedNova eq. (6)-(7) with w_i = |D_i| / sum_j |D_j| over the kept updates):
+
+    x_{t+1} = x_t + tau_eff * sum_i w_i Delta_i / ||a_i||_1,    tau_eff = sum_i w_i ||a_i||_1,
+
+where ||a_i||_1 = tau_i for plain SGD and [tau_i - rho (1 - rho^tau_i) / (1 - rho)] / (1 - rho) for SGD with
+momentum rho (FedNova Sec. 4, "momentum SGD"). Weight decay and gradient clipping are not normalised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import training_probabilities
+from edgefl.algorithms.fedavg import FedAvg
+from edgefl.learning.config import steps_per_round
+
+if TYPE_CHECKING:
+    from edgefl.learning.workload import State
+
+__all__ = ["FedNova", "reduced_steps", "a_norm", "fednova_update"]
+
+
+def reduced_steps(p: np.ndarray, full_steps: np.ndarray) -> np.ndarray:
+    """tau_i = max(1, round(p_i K_i)) local steps; int64, shape of p."""
+    return np.maximum(1, np.round(np.asarray(p, dtype=float) * np.asarray(full_steps))).astype(np.int64)
+
+
+def a_norm(steps: int, momentum: float = 0.0) -> float:
+    """||a_i||_1 of FedNova for ``steps`` local SGD steps with heavy-ball ``momentum`` rho in [0, 1)."""
+    if momentum == 0.0:
+        return float(steps)
+    rho = float(momentum)
+    return (steps - rho * (1.0 - rho**steps) / (1.0 - rho)) / (1.0 - rho)
+
+
+def fednova_update(updates: Sequence[State], weights: Sequence[float], norms: Sequence[float]) -> State:
+    """FedNova's aggregate update tau_eff * sum_i w_i u_i / a_i with w normalised to sum 1 (FedNova eq. (7))."""
+    import torch
+
+    if not updates or len(updates) != len(weights) or len(updates) != len(norms):
+        raise ValueError("fednova_update: need as many weights and norms as updates, at least one")
+    total = float(sum(weights))
+    if total <= 0 or min(norms) <= 0:
+        raise ValueError(f"fednova_update: sum of weights={total} and every norm must be > 0")
+    w = [float(x) / total for x in weights]
+    tau_eff = sum(wi * a for wi, a in zip(w, norms))
+    out: State = {}
+    for name in updates[0]:
+        acc = torch.zeros_like(updates[0][name])
+        for u, wi, a in zip(updates, w, norms):
+            acc.add_(u[name], alpha=tau_eff * wi / float(a))
+        out[name] = acc
+    return out
+
+
+class FedNova(FedAvg):
+    """FedAvg planning with tau_i local steps and FedNova's normalised averaging."""
+
+    name = "fednova"
+
+    def __init__(self, *, scenario, workload) -> None:
+        super().__init__(scenario=scenario, workload=workload)
+        self.steps: np.ndarray | None = None  # tau_i, shape (n_devices,)
+        self.full_steps = steps_per_round(workload.train_config, workload.n_samples)
+
+    def plan_round(self, ctx: RoundContext) -> RoundPlan:
+        if self.steps is None:
+            p = training_probabilities(self.scenario, self.workload, ctx.fleet)
+            self.steps = reduced_steps(p, self.full_steps)
+        base = super().plan_round(ctx)  # FedAvg's plan and E_max check for a full round (conservative)
+        jobs = base.jobs
+        frac = self.steps[jobs.device] / self.full_steps[jobs.device]
+        cols = {f.name: getattr(jobs, f.name) for f in dataclasses.fields(JobTable)}
+        cols["local_steps"] = self.steps[jobs.device].copy()
+        cols["t_cmp_planned_s"] = jobs.t_cmp_planned_s * frac
+        cols["e_cmp_planned_j"] = jobs.e_cmp_planned_j * frac
+        return RoundPlan(JobTable(**cols), base.skipped_device, base.skipped_reason)
+
+    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+        d = job.device
+        if job.local_steps >= self.full_steps[d]:
+            return super().client_update(job, global_state, round_index)  # a full FedAvg round, p_i = 1
+        return self.train_update(job, global_state, round_index, steps=int(job.local_steps))  # tau_i steps
+
+    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+        from edgefl.algorithms.aggregate import apply_update
+
+        if not updates:
+            return global_state
+        rho = self.workload.train_config.momentum
+        norms = [a_norm(u.steps, rho) for u in updates]
+        mean = fednova_update([u.payload for u in updates], [u.weight for u in updates], norms)
+        return apply_update(global_state, mean)
