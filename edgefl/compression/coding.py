@@ -1,0 +1,325 @@
+"""Lossless coders on numpy bit arrays: bit packing, Golomb-Rice, canonical Huffman (AnycostFL Sec. III-C 3)).
+
+Everything works on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every coder is vectorised:
+
+- :class:`BitWriter` / :class:`BitReader` — fixed-width fields and bit arrays, packed MSB first by
+  ``numpy.packbits`` into whole bytes;
+- Golomb-Rice (:func:`rice_encode`, :func:`rice_decode`) of non-negative integers (gaps between positions) with
+  the *optimal* parameter: :func:`rice_parameter` takes the ``b`` that minimises the exact coded size. The unary
+  quotients and the ``b``-bit remainders are written as two consecutive runs (same size as interleaving them),
+  so the decoder finds every quotient at once from the positions of the unary terminators;
+- canonical Huffman (:func:`huffman_encode`, :func:`huffman_decode`) with code lengths limited to
+  :data:`MAX_CODE_BITS` and the symbol stream cut into blocks whose bit lengths go in the header (Rice coded),
+  so the decoder walks all blocks in parallel with one table lookup per step.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from edgefl.errors import EdgeflError
+
+__all__ = [
+    "CodingError", "MAX_CODE_BITS", "BitWriter", "BitReader", "uint_bits", "pack_codes", "rice_parameter",
+    "rice_bits", "rice_encode", "rice_decode", "huffman_lengths", "huffman_encode", "huffman_decode",
+    "huffman_bits", "entropy_bits",
+]  # fmt: skip
+
+#: Longest Huffman code [bits]; the decoder's lookup table has 2**MAX_CODE_BITS entries at most.
+MAX_CODE_BITS = 16
+_BLOCK_LOG2 = 9  # Huffman symbols per independently addressable block: 512
+_RICE_B_BITS = 6
+_COUNT_BITS = 32
+
+
+class CodingError(EdgeflError, ValueError):
+    """A bit stream is truncated or malformed, or a value does not fit its field."""
+
+
+def uint_bits(value: int, n_bits: int) -> np.ndarray:
+    """``value`` as ``n_bits`` bits, MSB first (uint8 0/1 array); raises :class:`CodingError` if it does not fit."""
+    value = int(value)
+    if value < 0 or value >= 1 << n_bits:
+        raise CodingError(f"value {value} does not fit in {n_bits} unsigned bits")
+    return ((value >> np.arange(n_bits - 1, -1, -1, dtype=np.int64)) & 1).astype(np.uint8)
+
+
+def pack_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenate variable-length codes (``codes[i]`` in its low ``lengths[i]`` bits, MSB first) as a bit array."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8)
+    ends = np.cumsum(lengths)
+    rep_len = np.repeat(lengths, lengths)
+    # bit j of code i sits at position ends[i] - lengths[i] + j; its shift is lengths[i] - 1 - j = ends[i] - 1 - pos
+    shift = np.repeat(ends, lengths) - 1 - np.arange(total, dtype=np.int64)
+    del rep_len
+    return ((np.repeat(np.asarray(codes, dtype=np.uint64), lengths) >> shift.astype(np.uint64)) & 1).astype(np.uint8)
+
+
+class BitWriter:
+    """Collects bit arrays and fixed-width fields; :meth:`to_bytes` packs them (zero padding to a whole byte)."""
+
+    def __init__(self) -> None:
+        self._parts: list[np.ndarray] = []
+        self.n_bits = 0
+
+    def bits(self, bits: np.ndarray) -> None:
+        bits = np.asarray(bits, dtype=np.uint8)
+        self._parts.append(bits)
+        self.n_bits += int(bits.size)
+
+    def uint(self, value: int, n_bits: int) -> None:
+        self.bits(uint_bits(value, n_bits))
+
+    def float32(self, value: float) -> None:
+        self.uint(int(np.array(value, dtype=np.float32).view(np.uint32)), 32)
+
+    def to_bytes(self) -> bytes:
+        if not self._parts:
+            return b""
+        return np.packbits(np.concatenate(self._parts)).tobytes()
+
+
+class BitReader:
+    """Reads fields and bit runs from packed bytes (MSB first), raising :class:`CodingError` past the end."""
+
+    def __init__(self, data: bytes) -> None:
+        self.bits_array = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
+        self.pos = 0
+
+    def take(self, n: int) -> np.ndarray:
+        if n < 0 or self.pos + n > self.bits_array.size:
+            raise CodingError(f"bit stream truncated: need {n} bits at {self.pos} of {self.bits_array.size}")
+        out = self.bits_array[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def uint(self, n_bits: int) -> int:
+        bits = self.take(n_bits).astype(np.int64)
+        return int((bits << np.arange(n_bits - 1, -1, -1, dtype=np.int64)).sum()) if n_bits else 0
+
+    def float32(self) -> float:
+        return float(np.array(self.uint(32), dtype=np.uint32).view(np.float32))
+
+
+# --- Golomb-Rice ----------------------------------------------------------------------------------------------
+
+
+def rice_bits(values: np.ndarray, b: int) -> int:
+    """Exact size [bits] of ``values`` (non-negative ints) Rice-coded with parameter ``b`` (no header)."""
+    values = np.asarray(values, dtype=np.int64)
+    return int((values >> b).sum()) + values.size * (b + 1)
+
+
+def rice_parameter(values: np.ndarray) -> int:
+    """The Rice parameter ``b`` (divisor ``2**b``) that minimises the exact coded size of ``values``."""
+    values = np.asarray(values, dtype=np.int64)
+    if values.size == 0:
+        return 0
+    top = max(int(values.max()).bit_length(), 1)
+    return min(range(top + 1), key=lambda b: rice_bits(values, b))
+
+
+def rice_encode(writer: BitWriter, values: np.ndarray, b: int | None = None) -> None:
+    """Write ``values`` (non-negative ints; the count is known to the decoder) as ``[b][unary quotients]
+    [b-bit remainders]``, ``b`` optimal when not given."""
+    values = np.asarray(values, dtype=np.int64)
+    if values.size and values.min() < 0:
+        raise CodingError("Rice coding needs non-negative integers")
+    b = rice_parameter(values) if b is None else int(b)
+    writer.uint(b, _RICE_B_BITS)
+    q = values >> b
+    unary = np.ones(int(q.sum()) + values.size, dtype=np.uint8)
+    unary[np.cumsum(q + 1) - 1] = 0  # q ones, then a terminating zero
+    writer.bits(unary)
+    if b:
+        writer.bits(pack_codes((values & ((1 << b) - 1)).astype(np.uint64), np.full(values.size, b)))
+
+
+def rice_decode(reader: BitReader, n: int) -> np.ndarray:
+    """Read ``n`` Rice-coded values written by :func:`rice_encode`."""
+    b = reader.uint(_RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    rest = reader.bits_array[reader.pos :]
+    zeros = np.flatnonzero(rest == 0)[:n]
+    if zeros.size < n:
+        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
+    q = np.diff(zeros, prepend=-1) - 1
+    reader.pos += int(zeros[-1]) + 1
+    if b == 0:
+        return q.astype(np.int64)
+    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
+    return (q.astype(np.int64) << b) | rem
+
+
+# --- canonical Huffman ----------------------------------------------------------------------------------------
+
+
+def entropy_bits(counts: np.ndarray) -> float:
+    """Empirical (zeroth-order) entropy of a symbol histogram times its count [bits]: ``-sum c log2(c/n)``."""
+    counts = np.asarray(counts, dtype=np.float64)
+    counts = counts[counts > 0]
+    n = counts.sum()
+    return float(-(counts * np.log2(counts / n)).sum()) if n else 0.0
+
+
+def _plain_lengths(counts: np.ndarray) -> np.ndarray:
+    used = np.flatnonzero(counts)
+    lengths = np.zeros(counts.size, dtype=np.int64)
+    heap = [(int(counts[s]), i, [int(s)]) for i, s in enumerate(used)]
+    heapq.heapify(heap)
+    tie = len(heap)
+    while len(heap) > 1:
+        c1, _, s1 = heapq.heappop(heap)
+        c2, _, s2 = heapq.heappop(heap)
+        lengths[s1] += 1
+        lengths[s2] += 1
+        heapq.heappush(heap, (c1 + c2, tie, s1 + s2))
+        tie += 1
+    return lengths
+
+
+def huffman_lengths(counts: np.ndarray, max_bits: int = MAX_CODE_BITS) -> np.ndarray:
+    """Huffman code length of every symbol of histogram ``counts`` (0 for unused symbols), at most ``max_bits``.
+
+    A single used symbol gets length 0 (it costs no payload bits). When the optimal code is longer than
+    ``max_bits`` the counts are flattened (halved, keeping used symbols >= 1) until it fits.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    used = np.count_nonzero(counts)
+    if used > 1 << max_bits:
+        raise CodingError(f"{used} symbols cannot have codes of at most {max_bits} bits")
+    if used <= 1:
+        return np.zeros(counts.size, dtype=np.int64)
+    work = counts.copy()
+    while True:
+        lengths = _plain_lengths(work)
+        if lengths.max() <= max_bits:
+            return lengths
+        work = np.where(work > 0, (work >> 1) | 1, 0)
+
+
+def _canonical_codes(lengths: np.ndarray) -> np.ndarray:
+    """Canonical codes: symbols sorted by (length, symbol) get consecutive codes."""
+    codes = np.zeros(lengths.size, dtype=np.uint64)
+    order = np.lexsort((np.arange(lengths.size), lengths))
+    order = order[lengths[order] > 0]
+    code, prev = 0, 0
+    for s in order:
+        code <<= int(lengths[s]) - prev
+        prev = int(lengths[s])
+        codes[s] = code
+        code += 1
+    return codes
+
+
+def _block_bits(sym_lengths: np.ndarray) -> np.ndarray:
+    block = 1 << _BLOCK_LOG2
+    if sym_lengths.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.add.reduceat(sym_lengths, np.arange(0, sym_lengths.size, block))
+
+
+def _table_bits(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    used = np.flatnonzero(lengths)
+    gaps = np.diff(used, prepend=-1) - 1
+    return used, gaps
+
+
+def huffman_bits(symbols: np.ndarray, alphabet_size: int) -> int:
+    """Exact size [bits] :func:`huffman_encode` writes for ``symbols`` (table, block lengths and payload)."""
+    symbols = np.asarray(symbols, dtype=np.int64)
+    counts = np.bincount(symbols, minlength=alphabet_size)
+    lengths = huffman_lengths(counts)
+    size = 2 * _COUNT_BITS
+    used, gaps = _table_bits(lengths)
+    n_used = int(np.count_nonzero(counts))
+    if n_used <= 1:
+        return size + (_COUNT_BITS if n_used == 1 else 0)
+    b = rice_parameter(gaps)
+    size += _RICE_B_BITS + rice_bits(gaps, b) + 4 * used.size
+    blocks = _block_bits(lengths[symbols])
+    size += _RICE_B_BITS + rice_bits(blocks, rice_parameter(blocks))
+    return size + int(blocks.sum())
+
+
+def huffman_encode(writer: BitWriter, symbols: np.ndarray, alphabet_size: int) -> None:
+    """Write ``symbols`` (ints in [0, alphabet_size); the count is known to the decoder) with a canonical Huffman
+    code built from their own histogram.
+
+    Layout: alphabet size, used-symbol count, [single symbol] or [Rice gaps between used symbols, 4-bit
+    (length - 1) per used symbol, Rice bit lengths of each block of 512 symbols, code bits].
+    """
+    symbols = np.asarray(symbols, dtype=np.int64)
+    if symbols.size and (symbols.min() < 0 or symbols.max() >= alphabet_size):
+        raise CodingError(f"symbols outside the alphabet [0, {alphabet_size})")
+    counts = np.bincount(symbols, minlength=alphabet_size)
+    lengths = huffman_lengths(counts)
+    used, gaps = _table_bits(lengths)
+    writer.uint(alphabet_size, _COUNT_BITS)
+    n_used = int(np.count_nonzero(counts))
+    writer.uint(n_used, _COUNT_BITS)
+    if n_used == 1:
+        writer.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
+        return
+    if n_used == 0:
+        return
+    rice_encode(writer, gaps)
+    writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
+    codes = _canonical_codes(lengths)
+    sym_lengths = lengths[symbols]
+    rice_encode(writer, _block_bits(sym_lengths))
+    writer.bits(pack_codes(codes[symbols], sym_lengths))
+
+
+def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
+    """Read ``n`` symbols written by :func:`huffman_encode` (all blocks decoded in parallel)."""
+    alphabet_size = reader.uint(_COUNT_BITS)
+    n_used = reader.uint(_COUNT_BITS)
+    if n_used == 1:
+        return np.full(n, reader.uint(_COUNT_BITS), dtype=np.int64)
+    if n_used == 0:
+        if n:
+            raise CodingError(f"Huffman stream holds no symbols, {n} expected")
+        return np.zeros(0, dtype=np.int64)
+    used = np.cumsum(rice_decode(reader, n_used) + 1) - 1
+    if used.size and used[-1] >= alphabet_size:
+        raise CodingError("Huffman table names a symbol outside its alphabet")
+    lengths = np.zeros(alphabet_size, dtype=np.int64)
+    lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
+    block = 1 << _BLOCK_LOG2
+    n_blocks = math.ceil(n / block)
+    block_bits = rice_decode(reader, n_blocks)
+    total = int(block_bits.sum())
+    payload = reader.take(total)
+    reader_end = reader.pos
+    width = int(lengths.max())
+    codes = _canonical_codes(lengths)
+    table_sym = np.zeros(1 << width, dtype=np.int64)
+    table_len = np.zeros(1 << width, dtype=np.int64)
+    for s in used:
+        lo = int(codes[s]) << (width - int(lengths[s]))
+        hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
+        table_sym[lo:hi] = s
+        table_len[lo:hi] = lengths[s]
+    # window[p] = the next `width` bits from position p, as an integer
+    padded = np.concatenate([payload, np.zeros(width, dtype=np.uint8)]).astype(np.int64)
+    window = np.zeros(total + 1, dtype=np.int64)
+    for j in range(width):
+        window = (window << 1) | padded[j : j + total + 1]
+    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
+    out = np.empty((n_blocks, block), dtype=np.int64)
+    for step in range(block):
+        w = window[np.minimum(pos, total)]
+        out[:, step] = table_sym[w]
+        pos += table_len[w]
+    if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:
+        raise CodingError("Huffman block lengths do not match the decoded code lengths")
+    reader.pos = reader_end
+    return out.reshape(-1)[:n]

@@ -1,0 +1,95 @@
+"""Quantisers of the kept values of a sparse update (AnycostFL Sec. III-C 2), eqs. (3)-(4); STC's ternary values).
+
+Values are numpy arrays; magnitudes and signs are handled separately so the lossless coders see small integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgefl.errors import EdgeflError
+
+__all__ = ["QuantizationError", "quantization_points", "stochastic_levels", "level_magnitudes", "expected_error",
+           "ternary"]  # fmt: skip
+
+
+class QuantizationError(EdgeflError, ValueError):
+    """A quantiser argument is out of range (levels < 1, u_min > u_max, uniforms of the wrong size)."""
+
+
+def _check(levels: int, u_min: float, u_max: float) -> None:
+    if int(levels) < 1:
+        raise QuantizationError(f"levels={levels!r}: must be an integer >= 1")
+    if not 0.0 <= u_min <= u_max:
+        raise QuantizationError(f"u_min={u_min!r}, u_max={u_max!r}: need 0 <= u_min <= u_max")
+
+
+def quantization_points(levels: int, u_min: float, u_max: float) -> np.ndarray:
+    """The ``levels + 1`` points ``Q_l = l (u_max - u_min) / L + u_min``, l = 0..L, AnycostFL eq. (3).
+
+    The paper writes l = 1..L; l = 0 (``Q_0 = u_min``) is included here so that every kept magnitude in
+    ``[u_min, u_max]`` lies in an interval ``[Q_l, Q_{l+1}]``. ``L = levels`` is the number of intervals.
+    Computed in float64 from the float32 ``u_min``/``u_max`` and rounded to float32, identically at encoder and
+    decoder. Returns float32, shape ``(levels + 1,)``.
+    """
+    _check(levels, u_min, u_max)
+    lo, hi = float(np.float32(u_min)), float(np.float32(u_max))
+    return (lo + np.arange(levels + 1, dtype=np.float64) * ((hi - lo) / levels)).astype(np.float32)
+
+
+def _interval(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> np.ndarray:
+    """Index l in 0..L-1 of the interval [Q_l, Q_{l+1}] holding each magnitude (arithmetic, then one correction
+    against the rounded points)."""
+    step = (points[-1] - points[0]) / levels
+    lower = np.clip(np.floor((magnitudes - points[0]) / step), 0, levels - 1).astype(np.int64)
+    lower -= (lower > 0) & (magnitudes < points[lower])
+    lower += (lower < levels - 1) & (magnitudes >= points[np.minimum(lower + 1, levels)])
+    return lower
+
+
+def stochastic_levels(
+    magnitudes: np.ndarray, levels: int, u_min: float, u_max: float, uniforms: np.ndarray
+) -> np.ndarray:
+    """Level index l in 0..L of each magnitude by probabilistic rounding, AnycostFL eq. (4) (unbiased).
+
+    ``|u|`` in ``[Q_l, Q_{l+1}]`` goes to ``l`` with probability ``(Q_{l+1} - |u|)/(Q_{l+1} - Q_l)``, else to
+    ``l + 1``, using ``uniforms`` (U[0, 1) draws, same shape as ``magnitudes``) so the caller owns the randomness.
+    When ``u_max == u_min`` every index is 0.
+    """
+    _check(levels, u_min, u_max)
+    magnitudes = np.asarray(magnitudes, dtype=np.float64)
+    if np.shape(uniforms) != magnitudes.shape:
+        raise QuantizationError(f"uniforms of shape {np.shape(uniforms)} for magnitudes of shape {magnitudes.shape}")
+    points = quantization_points(levels, u_min, u_max).astype(np.float64)
+    if points[-1] <= points[0]:
+        return np.zeros(magnitudes.shape, dtype=np.int64)
+    lower = _interval(magnitudes, points, levels)
+    q_lo, q_hi = points[lower], points[lower + 1]
+    frac = np.clip((magnitudes - q_lo) / (q_hi - q_lo), 0.0, 1.0)  # P(round up)
+    return lower + (np.asarray(uniforms) < frac)
+
+
+def level_magnitudes(indices: np.ndarray, levels: int, u_min: float, u_max: float) -> np.ndarray:
+    """The float32 magnitude ``Q_l`` of each level index (decoder side of eq. (3))."""
+    return quantization_points(levels, u_min, u_max)[np.asarray(indices, dtype=np.int64)]
+
+
+def expected_error(magnitudes: np.ndarray, levels: int, u_min: float, u_max: float) -> float:
+    """Expected squared error of :func:`stochastic_levels`: ``sum (Q_{l+1} - |u|)(|u| - Q_l)`` (the variance of
+    eq. (4)'s rounding, which is unbiased)."""
+    magnitudes = np.asarray(magnitudes, dtype=np.float64)
+    points = quantization_points(levels, u_min, u_max).astype(np.float64)
+    if points[-1] <= points[0] or magnitudes.size == 0:
+        return float(((magnitudes - points[0]) ** 2).sum()) if magnitudes.size else 0.0
+    lower = _interval(magnitudes, points, levels)
+    return float(np.clip((points[lower + 1] - magnitudes) * (magnitudes - points[lower]), 0.0, None).sum())
+
+
+def ternary(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """STC's ternarisation of the kept values: signs (True = negative) and one magnitude ``mu = mean |v|``.
+
+    (Sattler et al., "Sparse Ternary Compression", 2019, eq. (7)); the decoded value is ``(-1)**sign * mu``.
+    """
+    values = np.asarray(values, dtype=np.float32)
+    mu = float(np.abs(values).mean()) if values.size else 0.0
+    return values < 0, float(np.float32(mu))

@@ -1,0 +1,93 @@
+"""Sparsifiers: kernel-wise (AnycostFL Sec. III-C 1), eq. (2)) and element-wise top-k over a whole update.
+
+An update is a list of float32 tensors flattened into one vector in a fixed order. A **kernel** of a tensor of
+shape ``(out, in, *k)`` with ``k`` non-empty (a convolution) is one ``(out, in)`` slice of ``prod(k)`` elements.
+A linear layer's weight ``(out, in)`` is a 1x1 convolution on a 1x1 input, so its kernel is **one weight**;
+biases and other 1-D/0-D tensors also have one-element kernels. Element-wise top-k (STC, QSGD) is the special
+case where every kernel is one element (``kernel_wise=False``).
+
+Kernels are ranked by ``||u[k]||_2 / sqrt(|k|)`` (root mean square): for kernels of one size (every conv of the
+paper's CNNs) this is eq. (2)'s L2-norm order; it also makes kernels of different sizes comparable (error removed
+per value sent), which a single threshold over conv and fc kernels needs. ``score="l2"`` gives the plain norm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgefl.errors import EdgeflError
+
+__all__ = ["SparsifyError", "KernelLayout", "kernel_layout", "kernel_scores", "rank_kernels", "kernel_elements",
+           "top_kernels"]  # fmt: skip
+
+
+class SparsifyError(EdgeflError, ValueError):
+    """A sparsifier argument is out of range (k outside [0, n_kernels], unknown score)."""
+
+
+@dataclass(frozen=True)
+class KernelLayout:
+    """Where the kernels of a flattened update lie.
+
+    ``start``/``size``: first element index and element count of every kernel, shape ``(n_kernels,)``; kernels are
+    numbered tensor by tensor, in memory order, so they tile ``[0, n_elements)`` in order.
+    """
+
+    shapes: tuple[tuple[int, ...], ...]
+    kernel_wise: bool
+    start: np.ndarray
+    size: np.ndarray
+
+    @property
+    def n_kernels(self) -> int:
+        return int(self.size.size)
+
+    @property
+    def n_elements(self) -> int:
+        return int(sum(math.prod(s) for s in self.shapes))
+
+
+def kernel_layout(shapes: Sequence[Sequence[int]], *, kernel_wise: bool = True) -> KernelLayout:
+    """The kernel layout of tensors of ``shapes`` (see the module docstring for what a kernel is)."""
+    shapes = tuple(tuple(int(d) for d in s) for s in shapes)
+    sizes = []
+    for shape in shapes:
+        n = math.prod(shape)
+        k = math.prod(shape[2:]) if kernel_wise and len(shape) >= 3 else 1
+        sizes.append(np.full(n // k if k else 0, k, dtype=np.int64))
+    size = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+    start = np.cumsum(size) - size
+    return KernelLayout(shapes=shapes, kernel_wise=kernel_wise, start=start, size=size)
+
+
+def kernel_scores(flat: np.ndarray, layout: KernelLayout, *, score: str = "rms") -> np.ndarray:
+    """Importance of every kernel: ``||u[k]||_2`` (``"l2"``, eq. (2)) or ``||u[k]||_2 / sqrt(|k|)`` (``"rms"``)."""
+    if score not in ("rms", "l2"):
+        raise SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
+    sq = np.asarray(flat, dtype=np.float64) ** 2
+    energy = np.add.reduceat(sq, layout.start) if layout.n_kernels else np.zeros(0)
+    return np.sqrt(energy / layout.size) if score == "rms" else np.sqrt(energy)
+
+
+def rank_kernels(scores: np.ndarray) -> np.ndarray:
+    """Kernel indices by descending score, ties by index (the top-k rule of eq. (2) with an exact count)."""
+    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+
+
+def kernel_elements(kernels: np.ndarray, layout: KernelLayout) -> np.ndarray:
+    """Element indices covered by ``kernels`` (in the given kernel order, each kernel's elements ascending)."""
+    kernels = np.asarray(kernels, dtype=np.int64)
+    sizes = layout.size[kernels]
+    offsets = np.cumsum(sizes) - sizes
+    return np.repeat(layout.start[kernels] - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+
+
+def top_kernels(scores: np.ndarray, k: int) -> np.ndarray:
+    """Sorted indices of the ``k`` highest-scoring kernels (the mask m of eq. (2))."""
+    if not 0 <= int(k) <= scores.size:
+        raise SparsifyError(f"k={k!r}: must be in [0, {scores.size}]")
+    return np.sort(rank_kernels(scores)[: int(k)])
