@@ -377,11 +377,6 @@ class Scenario(_Strict):
                     "method.name='anycostfl' with fleet.budget.kind='none': AnycostFL plans for a per-round "
                     "energy budget E_max; set fleet.budget.kind to 'fixed' or 'uniform'"
                 )
-            if self.learning == "torch":
-                raise ValueError(
-                    "method.name='anycostfl' with learning='torch': training shrunk, compressed AnycostFL "
-                    "updates arrives with issue #6; use learning='surrogate' for now"
-                )
         return self
 
 

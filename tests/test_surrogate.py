@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-from edgefl.errors import ScenarioError
 from edgefl.learning.surrogate import anycost_contraction, luo_round_progress
 from edgefl.runner import run_scenario
 from edgefl.scenario import load_scenario
@@ -113,11 +112,6 @@ def test_anycostfl_learning_gain_is_definition_3(anycost_run):
         arrived = rows[rows["arrived"]]
         g = float((arrived["alpha"] ** 4 * arrived["beta"]).sum() / len(rows))
         assert res.rounds.set_index("round").loc[r, "learning_gain"] == pytest.approx(g, rel=1e-12)
-
-
-def test_anycostfl_with_torch_learning_is_refused_until_issue_6():
-    with pytest.raises(ScenarioError, match="learning='torch'"):
-        load_scenario("anycostfl_surrogate_10k", ["learning=torch"])
 
 
 def test_surrogate_run_never_imports_torch(tmp_path):

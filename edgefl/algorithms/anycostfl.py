@@ -1,9 +1,12 @@
 """AnycostFL (Li et al., INFOCOM 2023): each round, every selected device gets the (alpha, beta, f) that
 maximises its learning gain alpha^4 beta under the round's deadline T_max and its energy budget E_max.
 
-This module plans rounds with :func:`optimizers.anycost.solve_anycost` (closed form, eqs. (19)-(26)). The
-learning side, elastic model shrinking, the gradient codec and all-in-one aggregation (eq. (5)), is issue #6;
-until it lands the method runs with ``learning = "surrogate"`` only (the scenario refuses ``"torch"``).
+Planning: :func:`optimizers.anycost.solve_anycost` (closed form, eqs. (19)-(26)). Learning (torch mode), from
+shared parts only: the server sorts hidden channels by L2 norm (:mod:`edgefl.learning.shrinking`, function
+preserving), a device trains the first ``ceil(sqrt(alpha) * units)`` channels of each hidden layer
+(:mod:`edgefl.learning.slicing`), compresses its update to at most the planned ``alpha beta S`` bits with the
+flexible codec (:mod:`edgefl.compression`), and the server decodes the bytes and fuses the updates element by
+element with the optimal weights p* (all-in-one aggregation, eq. (5) with eq. (13)).
 """
 
 from __future__ import annotations
@@ -19,9 +22,7 @@ from edgefl.learning.config import steps_per_round
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
 
-__all__ = ["AnycostFL"]
-
-_NOT_YET = "anycostfl trains for real only once issue #6 (shrinking, codec, eq. (5) aggregation) has landed"
+__all__ = ["AnycostFL", "all_in_one"]
 
 
 class AnycostFL(Method):
@@ -58,6 +59,8 @@ class AnycostFL(Method):
             alpha_min=mcfg.alpha_min,
             beta_max=mcfg.beta_max,
         )
+        if self.scenario.learning == "torch":
+            return self._plan_measured(ctx, sol, t_max)
         ok = sol.feasible
         alpha, beta = sol.alpha[ok], sol.beta[ok]
         jobs = JobTable.build(
@@ -69,8 +72,124 @@ class AnycostFL(Method):
         )  # fmt: skip
         return RoundPlan(jobs, dev[~ok], sol.reason[~ok].astype(object))
 
+    def _width_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """Widths from sqrt(alpha_min) to 1 (64 steps) and the measured training FLOPs/sample of each submodel."""
+        if not hasattr(self, "_grid"):
+            w = np.linspace(np.sqrt(self.scenario.method.alpha_min), 1.0, 64)
+            self._grid = (w, np.array([self.workload.flops_per_sample(float(x)) for x in w]))
+        return self._grid
+
+    def _plan_measured(self, ctx: RoundContext, sol, t_max: float) -> RoundPlan:
+        """Keep the closed form's (alpha, beta) as targets, but cost each job with the FLOPs of the submodel
+        that will really train (the paper assumes FLOPs proportional to alpha; a real network's first and
+        last layers do not shrink like that). Width: the largest grid width <= sqrt(alpha) whose measured
+        compute, at the lowest frequency meeting T_max, and planned upload fit T_max and E_max; the recorded
+        alpha is that width squared. A device no width fits sits out."""
+        dev, fleet, wl = ctx.selected, ctx.fleet, self.workload
+        grid_w, grid_f = self._width_grid()
+        samples = wl.samples_per_round(dev)
+        s_bits = float(wl.update_bits)
+        n = dev.size
+        chosen = np.full(n, -1)
+        f_out, t_cmp, t_com, e_cmp, e_com, bits = (np.full(n, np.nan) for _ in range(6))
+        for g in range(grid_w.size - 1, -1, -1):  # widest first
+            todo = sol.feasible & (chosen < 0) & (grid_w[g] <= np.sqrt(sol.alpha) * (1 + 1e-12))
+            if not todo.any():
+                continue
+            i = np.flatnonzero(todo)
+            d = dev[i]
+            c = grid_f[g] * samples[i] / fleet.flops_per_cycle[d]
+            b = grid_w[g] ** 2 * sol.beta[i] * s_bits
+            tc = b / ctx.rate_bps[d]
+            slack = t_max - tc
+            with np.errstate(divide="ignore", invalid="ignore"):
+                f = np.clip(np.where(slack > 0, c / slack, np.inf), fleet.f_min_hz[d], fleet.f_max_hz[d])
+            ec = fleet.energy_coeff[d] * f**2 * c
+            ecom = fleet.tx_power_w[d] * tc
+            fits = (slack > 0) & (c / f <= slack * (1 + 1e-12)) & (ec + ecom <= ctx.e_max_j[d])
+            k = i[fits]
+            chosen[k] = g
+            f_out[k], t_cmp[k], t_com[k] = f[fits], (c / f)[fits], tc[fits]
+            e_cmp[k], e_com[k], bits[k] = ec[fits], ecom[fits], b[fits]
+        ok = chosen >= 0
+        width = grid_w[np.maximum(chosen, 0)][ok]
+        jobs = JobTable.build(
+            dev[ok], cpu_hz=f_out[ok], width=width, alpha=width**2, beta=sol.beta[ok],
+            local_steps=steps_per_round(wl.train_config, wl.n_samples[dev[ok]]), bits_planned=bits[ok],
+            t_cmp_planned_s=t_cmp[ok], t_com_planned_s=t_com[ok], e_cmp_planned_j=e_cmp[ok], e_com_planned_j=e_com[ok],
+        )  # fmt: skip
+        reason = np.where(sol.feasible, "measured submodel cost exceeds T_max or E_max at every width", sol.reason)
+        return RoundPlan(jobs, dev[~ok], reason[~ok].astype(object))
+
+    # ------------------------------------------------------------------ learning (torch)
+    def _sorted(self, global_state: State) -> State:
+        """The round's global state with channels sorted (computed once per global state object)."""
+        from edgefl.learning.shrinking import channel_groups, sort_channels
+
+        if getattr(self, "_sorted_for", None) is not global_state:
+            if not hasattr(self, "_groups"):
+                self._groups = channel_groups(self.workload.make_model(1.0))
+            self._sorted_state = sort_channels(global_state, self._groups)
+            self._sorted_for = global_state
+        return self._sorted_state
+
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        raise NotImplementedError(_NOT_YET)
+        from edgefl.compression import BudgetError, compress, decode_with_mask, encode_fixed
+        from edgefl.learning.slicing import slice_state, submodel_shapes
+
+        wl, m = self.workload, self.scenario.model
+        shapes = submodel_shapes(
+            m.name, input_shape=wl.dataset.input_shape, n_classes=wl.dataset.n_classes, width=job.width,
+            hidden=m.hidden,
+        )  # fmt: skip
+        sub = slice_state(self._sorted(global_state), shapes)
+        res = wl.train(job.device, sub, round_index=round_index, width=job.width)
+        rng = wl.streams.numpy("quantization", round_index, job.device)
+        try:
+            packed = compress(res.update, budget_bits=job.bits_planned, rng=rng)
+        except BudgetError:  # the budget cannot even hold the header: send an empty update
+            packed = encode_fixed(res.update, kept_kernels=0, levels=1, rng=rng)
+        update, sent = decode_with_mask(packed.payload, list(res.update))  # what the server reconstructs
+        return ClientUpdate(
+            device=job.device,
+            payload={"update": update, "sent": sent, "alpha": job.alpha, "beta": job.beta},
+            weight=1.0,
+            bits=float(packed.bits),  # the real encoded size, charged by the simulator
+            flops=res.flops,
+            steps=res.steps,
+            train_loss=res.train_loss,
+        )
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
-        raise NotImplementedError(_NOT_YET)
+        from optimizers.anycost import aggregation_weights
+
+        base = self._sorted(global_state)  # clients' coordinates: the sorted global model of this round
+        if not updates:
+            return base
+        p = aggregation_weights(
+            np.array([u.payload["alpha"] for u in updates]), np.array([u.payload["beta"] for u in updates])
+        )
+        return all_in_one(base, [u.payload["update"] for u in updates], [u.payload["sent"] for u in updates], p)
+
+
+def all_in_one(state: State, updates: Sequence[State], sent: Sequence[State], weights: Sequence[float]) -> State:
+    """AnycostFL all-in-one aggregation, eq. (5): w + u~ with, element by element,
+    u~[j] = sum_i p_i m_i[j] u_i[j] / sum_i p_i m_i[j] over the devices whose submodel and mask carry j,
+    and u~[j] = 0 where none does. ``updates[i]``/``sent[i]`` are client i's (submodel-shaped) decoded update and
+    sent-element mask, leading slices of the global tensors; ``weights`` are the p_i of eq. (13)."""
+    import torch
+
+    out = {}
+    for name, w in state.items():
+        num = torch.zeros_like(w, dtype=torch.float64)
+        den = torch.zeros_like(w, dtype=torch.float64)
+        for u, m, p in zip(updates, sent, weights):
+            if name not in u:
+                continue
+            region = tuple(slice(0, n) for n in u[name].shape)
+            mask = m[name].to(torch.float64) * float(p)
+            num[region] += mask * u[name].to(torch.float64)
+            den[region] += mask
+        fused = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+        out[name] = (w.to(torch.float64) + fused).to(w.dtype)
+    return out

@@ -13,6 +13,8 @@ from edgefl.compression.codec import (
     compress,
     decode,
     decode_flat,
+    decode_flat_mask,
+    decode_with_mask,
     encode_fixed,
     encoded_bits,
     flatten,
@@ -24,5 +26,5 @@ from edgefl.compression.sparsify import SparsifyError
 
 __all__ = [
     "LEVEL_GRID", "MAX_LEVELS", "BudgetError", "CodecError", "CodingError", "Compressed", "QuantizationError",
-    "SparsifyError", "compress", "decode", "decode_flat", "encode_fixed", "encoded_bits", "flatten", "unflatten",
+    "SparsifyError", "compress", "decode", "decode_flat", "decode_flat_mask", "decode_with_mask", "encode_fixed", "encoded_bits", "flatten", "unflatten",
 ]  # fmt: skip

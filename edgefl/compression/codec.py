@@ -328,6 +328,13 @@ def compress(
 
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """Shapes and flat float32 vector of an encoded update (the quantised sparse update, exactly)."""
+    shapes, out, _ = decode_flat_mask(payload)
+    return shapes, out
+
+
+def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray]:
+    """As :func:`decode_flat`, plus the mask of the elements the payload carries (its kept kernels): the
+    ``m_{t,i}`` of AnycostFL's all-in-one aggregation, eq. (5). A kept element may decode to 0."""
     r = coding.BitReader(payload)
     try:
         if r.uint(8) != _MAGIC or r.uint(4) != _VERSION:
@@ -337,8 +344,9 @@ def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
         layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
         k = r.uint(32)
         out = np.zeros(layout.n_elements, dtype=np.float32)
+        sent = np.zeros(layout.n_elements, dtype=bool)
         if k == 0:
-            return shapes, out
+            return shapes, out, sent
         if k > layout.n_kernels:
             raise CodecError(f"payload keeps {k} of {layout.n_kernels} kernels")
         mode = r.uint(1)
@@ -364,9 +372,21 @@ def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
             indices = np.zeros(elements.size, dtype=np.int64)
         mags = quantize.level_magnitudes(indices, levels, u_min, u_max)
         out[elements] = np.where(negative, -mags, mags)
-        return shapes, out
+        sent[elements] = True
+        return shapes, out, sent
     except (coding.CodingError, IndexError, quantize.QuantizationError) as err:
         raise CodecError(f"malformed payload: {err}") from err
+
+
+def decode_with_mask(
+    payload: bytes, names: Sequence[str]
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The decoded update and the boolean mask of the elements it carries, both as tensors named ``names``."""
+    shapes, flat, sent = decode_flat_mask(payload)
+    if len(names) != len(shapes):
+        raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
+    mask = {k: v.bool() for k, v in unflatten(sent.astype(np.float32), names, shapes).items()}
+    return unflatten(flat, names, shapes), mask
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:
