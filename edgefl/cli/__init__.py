@@ -176,9 +176,9 @@ _register_optimizer_commands()
 
 def _register_commands() -> None:
     # top-level commands that live in their own modules
-    from edgefl.cli import models, plot, sweep
+    from edgefl.cli import design, models, plot, sweep
 
-    for module in (models, plot, sweep):
+    for module in (design, models, plot, sweep):
         module.register(app)
 
 

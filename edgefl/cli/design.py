@@ -1,0 +1,191 @@
+"""CLI command ``edgefl design ke``: Luo et al.'s Algorithm 2 run in the simulator.
+
+    edgefl design ke SCENARIO [--gamma G] [--samples 10x10,20x20,...] [--seeds N] [--exhaustive]
+                     [--tradeoff DIR] [--json] [--set KEY=VALUE ...]
+
+Samples the designs (K_i, E_i), runs FedAvg until F_a and F_b, estimates A0/B0 (eqs. 23-25), solves P3 by
+alternate search, trains (K*, E*) to the target loss and reports the estimation overhead (eq. 26) and the
+achieved cost (eq. 8). ``--exhaustive`` also runs the (K, E) grid and reports the optimality error;
+``--tradeoff DIR`` writes the gamma sweep (Fig. 5e) as tradeoff.csv and tradeoff.html. Defaults come from
+the scenario's ``[method.luo]`` table. One progress line per simulated run goes to stderr. Bad input prints
+one ``error: ...`` line on stderr and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from edgefl.cli._common import fail
+
+__all__ = ["register"]
+
+
+def _pairs(text: str) -> list[tuple[int, int]]:
+    """``"10x10,20x20"`` -> [(10, 10), (20, 20)]; fail() names the bad item."""
+    out = []
+    for item in text.split(","):
+        k, sep, e = item.strip().lower().partition("x")
+        try:
+            pair = (int(k), int(e))
+        except ValueError:
+            raise fail(f"--samples {item.strip()!r}: expected KxE with integers, e.g. 10x20") from None
+        if not sep or min(pair) < 1:
+            raise fail(f"--samples {item.strip()!r}: expected KxE with K >= 1 and E >= 1, e.g. 10x20")
+        out.append(pair)
+    return out
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise fail(f"{option} {text!r}: expected comma-separated integers >= 1, e.g. 1,10,100") from None
+    if not values or min(values) < 1:
+        raise fail(f"{option} {text!r}: expected comma-separated integers >= 1, e.g. 1,10,100")
+    return values
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``design`` sub-app with its ``ke`` command to ``app``."""
+    design_app = typer.Typer(no_args_is_help=True, help="Design loops that run the simulator (Luo et al.'s K and E).")
+    app.add_typer(design_app, name="design")
+
+    @design_app.command("ke")
+    def design_ke_command(
+        scenario: Annotated[str, typer.Argument(help="Preset name or TOML path (e.g. luo_setup3).")],
+        gamma: Annotated[Optional[float], typer.Option("--gamma", help="Weight of energy against time in [0, 1] (default: [method.luo] gamma).")] = None,
+        samples: Annotated[Optional[str], typer.Option("--samples", help="Sampled designs KxE, comma-separated (default: [method.luo] samples).")] = None,
+        seeds: Annotated[int, typer.Option("--seeds", help="Seeds per design, from the scenario's seed; results are seed means.")] = 1,
+        f_a: Annotated[Optional[float], typer.Option("--f-a", help="Higher estimation loss F_a.")] = None,
+        f_b: Annotated[Optional[float], typer.Option("--f-b", help="Lower estimation loss F_b.")] = None,
+        f_target: Annotated[Optional[float], typer.Option("--f-target", help="Target loss of the design.")] = None,
+        max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Round limit of each run (default: [method.luo] max_rounds, else the scenario's rounds).")] = None,
+        exhaustive: Annotated[bool, typer.Option("--exhaustive", help="Also run the (K, E) grid and report the optimality error.")] = False,
+        grid_k: Annotated[Optional[str], typer.Option("--grid-k", help="Grid of K, e.g. 1,10,100 (default: [method.luo] grid_k).")] = None,
+        grid_e: Annotated[Optional[str], typer.Option("--grid-e", help="Grid of E, e.g. 5,10,20 (default: [method.luo] grid_e).")] = None,
+        tradeoff: Annotated[Optional[Path], typer.Option("--tradeoff", help="Write the gamma sweep 0, 0.1, ..., 1 (Fig. 5e) to this folder.")] = None,
+        jobs: Annotated[int, typer.Option("--jobs", help="Runs simulated at once (processes).")] = 1,
+        set_: Annotated[Optional[list[str]], typer.Option("--set", help="Scenario override KEY=VALUE, repeatable.")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+    ) -> None:  # fmt: skip
+        """K* and E* by Algorithm 2 (Luo et al.) with the simulator in the loop, and the cost they achieve."""
+        from channel.errors import ChannelInputError
+        from edgefl.errors import EdgeflError
+        from optimizers.errors import OptimizerInputError, SolverError
+
+        try:
+            result = _design(
+                scenario, gamma=gamma, samples=samples, seeds=seeds, f_a=f_a, f_b=f_b, f_target=f_target,
+                max_rounds=max_rounds, exhaustive=exhaustive, grid_k=grid_k, grid_e=grid_e, tradeoff=tradeoff,
+                jobs=jobs, overrides=list(set_ or []),
+            )  # fmt: skip
+        except (EdgeflError, ChannelInputError, OptimizerInputError) as exc:
+            raise fail(str(exc)) from None
+        except SolverError as exc:
+            raise fail(str(exc), code=1) from None
+        if as_json:
+            typer.echo(json.dumps(result))
+            return
+        _print_table(result)
+
+
+def _design(scenario: str, *, gamma, samples, seeds, f_a, f_b, f_target, max_rounds, exhaustive, grid_k, grid_e,
+            tradeoff, jobs, overrides) -> dict:  # fmt: skip
+    import torch
+
+    from edgefl.design import RunCache, design_ke, estimate_ratio, grid_optimum, grid_table, mean_costs, seed_costs
+    from edgefl.design import tradeoff_table, write_tradeoff
+    from edgefl.scenario import load_scenario
+
+    base = load_scenario(scenario, overrides)
+    luo = base.method.luo
+    gamma = luo.gamma if gamma is None else gamma
+    if not 0.0 <= gamma <= 1.0:
+        raise fail(f"--gamma={gamma!r}: must be in [0, 1]")
+    if seeds < 1:
+        raise fail(f"--seeds={seeds}: must be >= 1")
+    if jobs < 1:
+        raise fail(f"--jobs={jobs}: must be >= 1")
+    pairs = _pairs(samples) if samples is not None else [tuple(p) for p in luo.samples]
+    if len(set(pairs)) < 2:
+        raise fail(f"--samples: need at least two distinct KxE designs, got {len(set(pairs))}")
+    n = base.fleet.n_devices
+    for k, _ in pairs:
+        if k > n:
+            raise fail(f"--samples: K={k} exceeds fleet.n_devices={n}")
+    fa = luo.f_a if f_a is None else f_a
+    fb = luo.f_b if f_b is None else f_b
+    ft = luo.f_target if f_target is None else f_target
+    if not fa > fb >= ft > 0:
+        raise fail(f"losses F_a={fa}, F_b={fb}, F_target={ft}: need F_a > F_b >= F_target > 0")
+    limit = max_rounds if max_rounds is not None else (luo.max_rounds or base.rounds)
+    if limit < 1:
+        raise fail(f"--max-rounds={limit}: must be >= 1")
+    gk = _ints(grid_k, "--grid-k") if grid_k is not None else list(luo.grid_k)
+    ge = _ints(grid_e, "--grid-e") if grid_e is not None else list(luo.grid_e)
+
+    torch.set_num_threads(1)  # tiny models: one thread is faster than contended many
+    seed_list = list(range(base.seed, base.seed + seeds))
+    cache = RunCache(base, max_rounds=limit, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    targets = (fa, fb, ft)
+    wanted = [(k, e, s) for k, e in pairs for s in seed_list]
+    if exhaustive:
+        wanted += [(k, e, s) for k in gk if k <= n for e in ge for s in seed_list]
+    cache.prefetch(wanted, targets, jobs=jobs)
+    per_seed = seed_costs(base, seed_list)
+    costs = mean_costs(base, rows=per_seed)
+    est = estimate_ratio(cache, pairs, f_a=fa, f_b=fb, seeds=seed_list)
+    d = design_ke(cache, per_seed, est, gamma=gamma, target=ft, seeds=seed_list)
+    out = {
+        "K": d.k, "E": d.e, "a0_over_b0": d.a0_over_b0, "overhead": d.overhead, "cost": d.cost,
+        "gamma": gamma, "K_cont": d.k_cont, "E_cont": d.e_cont, "rounds": d.outcome.rounds,
+        "time_s": d.outcome.time_s, "energy_j": d.outcome.energy_j, "reached": d.outcome.reached,
+        "overhead_cost": d.overhead_cost, "predicted_time_s": d.predicted_time_s,
+        "predicted_energy_j": d.predicted_energy_j, "f_a": fa, "f_b": fb, "f_target": ft, "seeds": seeds,
+        "costs_source": costs.source, **costs.means(),
+        "samples": [{"K": r.k, "E": r.e, "R_a": r.r_a, "R_b": r.r_b} for r in est.samples],
+    }  # fmt: skip
+    grid = None
+    if exhaustive:
+        grid = grid_table(cache, gk, ge, target=ft, seeds=seed_list)
+        best = grid_optimum(grid, gamma)
+        out.update(K_opt=best.k, E_opt=best.e, cost_opt=best.cost(gamma), optimality_error=d.cost / best.cost(gamma) - 1.0)
+        out["grid"] = [{"K": o.k, "E": o.e, "rounds": o.rounds, "time_s": o.time_s, "energy_j": o.energy_j,
+                        "reached": o.reached, "cost": o.cost(gamma)} for o in grid]  # fmt: skip
+    if tradeoff is not None:
+        table = tradeoff_table(cache, per_seed, est, [round(0.1 * i, 1) for i in range(11)], target=ft,
+                               seeds=seed_list, grid=grid)  # fmt: skip
+        csv_path, html_path = write_tradeoff(table, tradeoff, title=f"{base.name}: time-energy trade-off")
+        out.update(tradeoff_csv=str(csv_path), tradeoff_html=str(html_path))
+    out.update(simulated_runs=cache.simulated, runs_wall_s=cache.wall_s)
+    return {key: (None if isinstance(v, float) and v != v else v) for key, v in out.items()}  # NaN -> null
+
+
+def _print_table(r: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(title=f"Luo et al. Algorithm 2: gamma={r['gamma']:g}, A0/B0={r['a0_over_b0']:.4g}, target loss {r['f_target']:g}")
+    for column in ("", "K", "E", "rounds", "time [s]", "energy [J]", "cost"):
+        table.add_column(column, justify="right")
+    table.add_row("Algorithm 2", str(r["K"]), str(r["E"]), f"{r['rounds']:.1f}", f"{r['time_s']:.4g}",
+                  f"{r['energy_j']:.4g}", f"{r['cost']:.4g}")  # fmt: skip
+    if "K_opt" in r:
+        best = next(g for g in r["grid"] if g["K"] == r["K_opt"] and g["E"] == r["E_opt"])
+        table.add_row("grid optimum", str(r["K_opt"]), str(r["E_opt"]), f"{best['rounds']:.1f}",
+                      f"{best['time_s']:.4g}", f"{best['energy_j']:.4g}", f"{r['cost_opt']:.4g}")  # fmt: skip
+    console.print(table)
+    lines = [f"estimation overhead (eq. 26): {r['overhead']:.3f} of the final run's iterations; "
+             f"{r['overhead_cost']:.3f} of its cost"]  # fmt: skip
+    if "optimality_error" in r:
+        lines.append(f"optimality error: {100 * r['optimality_error']:.2f}%")
+    if "tradeoff_csv" in r:
+        lines.append(f"trade-off: {r['tradeoff_csv']}, {r['tradeoff_html']}")
+    for line in lines:
+        console.print(line, markup=False)

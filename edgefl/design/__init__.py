@@ -1,0 +1,54 @@
+"""The design loop of Luo et al., "Cost-Effective Federated Learning Design" (INFOCOM 2021), in the simulator.
+
+- :mod:`edgefl.design.costs`: per-device t_{k,p}, t_{k,m}, e_{k,p}, e_{k,m} from a run's fleet and radio,
+  and the Lemma 1/2 prediction of a round's time and energy.
+- :mod:`edgefl.design.until_loss`: run a design until the global training loss reaches targets.
+- :mod:`edgefl.design.ke`: Algorithm 2 (sampling, A0/B0 estimate, alternate search, final run) and the
+  exhaustive (K, E) grid.
+- :mod:`edgefl.design.tradeoff`: the gamma sweep (Fig. 5e) as CSV and plot.
+"""
+
+from __future__ import annotations
+
+from edgefl.design.costs import DeviceCosts, measure_device_costs
+from edgefl.design.ke import (
+    DesignError,
+    Estimate,
+    KEDesign,
+    Outcome,
+    SampleRecord,
+    design_ke,
+    estimate_ratio,
+    evaluate_design,
+    grid_optimum,
+    grid_table,
+    mean_costs,
+    seed_costs,
+)
+from edgefl.design.tradeoff import TRADEOFF_COLUMNS, tradeoff_table, write_tradeoff
+from edgefl.design.until_loss import Hit, LossRun, RunCache, design_scenario, run_until_loss
+
+__all__ = [
+    "DeviceCosts",
+    "measure_device_costs",
+    "Hit",
+    "LossRun",
+    "RunCache",
+    "design_scenario",
+    "run_until_loss",
+    "DesignError",
+    "SampleRecord",
+    "Estimate",
+    "Outcome",
+    "KEDesign",
+    "mean_costs",
+    "seed_costs",
+    "estimate_ratio",
+    "evaluate_design",
+    "design_ke",
+    "grid_table",
+    "grid_optimum",
+    "TRADEOFF_COLUMNS",
+    "tradeoff_table",
+    "write_tradeoff",
+]

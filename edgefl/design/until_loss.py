@@ -1,0 +1,176 @@
+"""Run a scenario round by round until its global training loss reaches given targets (Luo et al.'s
+Algorithm 1 run "until F_a and F_b are reached", Algorithm 2 line 3).
+
+The loss is the ``global_train_loss`` column (F(w) over every device's training data; ``train.global_loss``
+must be on and ``train.eval_every = 1``), or the surrogate's ``train_loss`` with ``learning = "surrogate"``.
+A run stops at the first round whose loss is at or below the lowest target, or after ``max_rounds``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgefl.errors import ScenarioError
+from edgefl.scenario import Scenario, scenario_from_dict
+
+__all__ = ["LossRun", "Hit", "run_until_loss", "design_scenario", "RunCache"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """The first round R at which the loss is <= a target, and the simulated time [s] and energy [J] spent
+    up to and including it."""
+
+    rounds: int
+    time_s: float
+    energy_j: float
+
+
+@dataclass(frozen=True)
+class LossRun:
+    """One run's loss trajectory, shape (R,) each: loss after round r, cumulative time [s] and energy [J].
+
+    ``k``, ``e``, ``seed`` name the design; ``wall_s`` is the host time the run took.
+    """
+
+    k: int
+    e: int
+    seed: int
+    loss: np.ndarray
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    wall_s: float
+
+    @property
+    def rounds(self) -> int:
+        return int(self.loss.size)
+
+    def hit(self, target: float) -> Hit | None:
+        """First round whose loss <= ``target`` (None if the run never got there)."""
+        below = np.flatnonzero(self.loss <= target)
+        if below.size == 0:
+            return None
+        i = int(below[0])
+        return Hit(rounds=i + 1, time_s=float(self.time_s[i]), energy_j=float(self.energy_j[i]))
+
+    def answers(self, target: float, max_rounds: int) -> bool:
+        """Whether this trajectory settles ``target``: it reached it, or it ran ``max_rounds`` without."""
+        return self.hit(target) is not None or self.rounds >= max_rounds
+
+
+def _loss_column(scenario: Scenario) -> str:
+    if scenario.learning == "surrogate":
+        return "train_loss"
+    if not scenario.train.global_loss or scenario.train.eval_every != 1:
+        raise ScenarioError(
+            "train.global_loss must be true and train.eval_every 1 to run until a loss is reached "
+            f"(got global_loss={scenario.train.global_loss}, eval_every={scenario.train.eval_every})"
+        )
+    return "global_train_loss"
+
+
+def design_scenario(base: Scenario, *, k: int, e: int, seed: int | None = None, rounds: int | None = None) -> Scenario:
+    """``base`` with K clients per round (``method.clients_per_round``) and E local SGD steps
+    (``train.local_steps``), optionally another seed and round limit; validated like a scenario file."""
+    data = base.model_dump(mode="python")
+    data["method"]["clients_per_round"] = int(k)
+    data["train"]["local_steps"] = int(e)
+    if seed is not None:
+        data["seed"] = int(seed)
+    if rounds is not None:
+        data["rounds"] = int(rounds)
+    data["checkpoint_every"] = 0
+    return scenario_from_dict(data)
+
+
+def run_until_loss(scenario: Scenario, targets: Iterable[float], *, max_rounds: int | None = None) -> LossRun:
+    """Step a :class:`~edgefl.runner.Simulation` of ``scenario`` until its loss is <= min(``targets``) or
+    ``max_rounds`` (default ``scenario.rounds``) rounds have run; return the trajectory."""
+    from edgefl.runner import Simulation
+
+    column = _loss_column(scenario)
+    goals = [float(t) for t in targets]
+    if not goals or not all(math.isfinite(t) for t in goals):
+        raise ValueError(f"targets={goals}: need at least one finite loss")
+    lowest = min(goals)
+    limit = scenario.rounds if max_rounds is None else int(max_rounds)
+    wall0 = time.perf_counter()
+    sim = Simulation(scenario)
+    loss, t, en = [], [], []
+    for r in range(1, limit + 1):
+        row = sim.step(r)
+        loss.append(float(row[column]))
+        t.append(float(row["sim_time_s"]))
+        en.append(float(row["energy_cum_j"]))
+        if loss[-1] <= lowest:
+            break
+    return LossRun(
+        k=scenario.method.clients_per_round, e=scenario.train.local_steps, seed=scenario.seed,
+        loss=np.array(loss), time_s=np.array(t), energy_j=np.array(en), wall_s=time.perf_counter() - wall0,
+    )  # fmt: skip
+
+
+class RunCache:
+    """Runs of one base scenario by (K, E, seed), each simulated once: every consumer (A0/B0 sampling, the
+    final design, the exhaustive grid, every gamma) reads the same trajectory; a run is repeated only when
+    a lower target is asked of it than it was run to. ``progress`` gets a line per simulated run."""
+
+    def __init__(self, base: Scenario, *, max_rounds: int, progress: Callable[[str], None] | None = None) -> None:
+        _loss_column(base)
+        self.base = base
+        self.max_rounds = int(max_rounds)
+        self.progress = progress
+        self.runs: dict[tuple[int, int, int], LossRun] = {}
+        self.simulated = 0
+        self.wall_s = 0.0
+
+    def prefetch(self, designs: Iterable[tuple[int, int, int]], targets: Iterable[float], *, jobs: int = 1) -> None:
+        """Simulate the missing (K, E, seed) runs to ``targets``, ``jobs`` processes at a time (torch at one
+        thread each); later :meth:`get` calls read them. ``jobs = 1`` runs them here, one after another."""
+        goals = [float(x) for x in targets]
+        todo = [tuple(int(v) for v in d) for d in designs]
+        todo = [d for d in dict.fromkeys(todo) if not (d in self.runs and all(self.runs[d].answers(x, self.max_rounds) for x in goals))]
+        if jobs <= 1 or len(todo) <= 1:
+            for k, e, s in todo:
+                self.get(k, e, s, goals)
+            return
+        from concurrent.futures import ProcessPoolExecutor
+
+        scs = [design_scenario(self.base, k=k, e=e, seed=s, rounds=self.max_rounds) for k, e, s in todo]
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as pool:
+            futures = [pool.submit(run_until_loss, sc, goals, max_rounds=self.max_rounds) for sc in scs]
+            for (k, e, s), fut in zip(todo, futures):
+                self._record((k, e, s), fut.result(), goals)
+
+    def _record(self, key: tuple[int, int, int], run: LossRun, goals: list[float]) -> None:
+        k, e, seed = key
+        self.runs[key] = run
+        self.simulated += 1
+        self.wall_s += run.wall_s
+        if self.progress is not None:
+            h = run.hit(min(goals))
+            got = (f"loss {min(goals):g} at round {h.rounds}, {h.time_s:.1f} s, {h.energy_j:.3f} J" if h
+                   else f"loss {min(goals):g} NOT reached in {run.rounds} rounds (last {run.loss[-1]:.4f})")  # fmt: skip
+            self.progress(f"run K={k} E={e} seed={seed}: {got}; wall {run.wall_s:.1f} s")
+
+    def get(self, k: int, e: int, seed: int, targets: Iterable[float]) -> LossRun:
+        goals = [float(x) for x in targets]
+        key = (int(k), int(e), int(seed))
+        run = self.runs.get(key)
+        if run is not None and all(run.answers(x, self.max_rounds) for x in goals):
+            return run
+        sc = design_scenario(self.base, k=k, e=e, seed=seed, rounds=self.max_rounds)
+        run = run_until_loss(sc, goals, max_rounds=self.max_rounds)
+        self._record(key, run, goals)
+        return run
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
