@@ -175,7 +175,7 @@ class TrainConfig(_Strict):
     global_loss: bool = False  # also record the global model's loss on all devices' training data
 
 
-MethodName = Literal["fedavg", "anycostfl", "heterofl", "ccfedavg", "fedavg_dropout", "fednova", "luo_ke"]
+MethodName = Literal["fedavg", "anycostfl", "heterofl", "ccfedavg", "fedavg_dropout", "fednova", "stc", "qsgd", "fedhq"]
 """Names of edgefl.algorithms.METHODS (a test keeps the two equal)."""
 
 

@@ -122,3 +122,13 @@ def test_random_text_raises_only_scenario_error(text, tmp_path_factory):
         load_scenario(path)
     except ScenarioError:
         pass
+
+
+def test_scenario_method_names_are_the_registry():
+    """scenario.py lists method names without importing the methods; the list must equal the registry."""
+    from typing import get_args
+
+    from edgefl.algorithms import METHODS
+    from edgefl.scenario import MethodName
+
+    assert set(get_args(MethodName)) == set(METHODS)

@@ -7,12 +7,15 @@ from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, Ro
 from edgefl.algorithms.ccfedavg import CCFedAvg
 from edgefl.algorithms.fedavg import FedAvg
 from edgefl.algorithms.fedavg_dropout import FedAvgDropout
+from edgefl.algorithms.fedhq import FedHQ
 from edgefl.algorithms.fednova import FedNova
 from edgefl.algorithms.heterofl import HeteroFL
+from edgefl.algorithms.qsgd import QSGD
+from edgefl.algorithms.stc import STC
 
 __all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "Skip", "ClientUpdate"]
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL)}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ)}
 
 
 def make_method(name: str, **kwargs) -> Method:

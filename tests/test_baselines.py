@@ -1,0 +1,170 @@
+"""AnycostFL's compression baselines under the same budgets (STC, QSGD, FedHQ; AnycostFL Sec. V-B): charged costs
+meet T_max and E_max, the knob is the largest whose real encoded size fits, STC's error feedback is exact, FedHQ
+weights are inverse error variances, the QSGD quantiser is unbiased, and an STC run resumes bit-identically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from edgefl.algorithms.base import DeviceJob
+from edgefl.algorithms.fedhq import error_variance, inverse_variance_weights
+from edgefl.algorithms.qsgd import LEVELS
+from edgefl.compression import MAX_LEVELS, encode_fixed, encoded_bits
+from edgefl.compression.stc import encode_ternary
+from edgefl.results import WALL_CLOCK_COLUMNS
+from edgefl.runner import RunInterrupted, Simulation, run_scenario
+from edgefl.scenario import load_scenario
+
+RTOL = 1e-9  # floating-point slack on constraints that the plan makes tight
+# digits + MLP(64, 32): the full model computes in 12-19 ms at the planned f; T_max = 20 ms and E_max ~ U[2, 6] mJ
+# leave 8-70 kbit of upload, so the time or the energy budget binds every trained device
+BINDING = [
+    "round.policy=deadline", "round.deadline_s=0.02", "fleet.budget.kind=uniform", "fleet.budget.low_j=0.002",
+    "fleet.budget.high_j=0.006", "fleet.f_min_hz=1e7", "rounds=4", "model.hidden=[64, 32]",
+]  # fmt: skip
+SMALL = ["model.hidden=[16]", "rounds=1"]  # 1,210 parameters: cheap brute-force searches over the knob
+
+
+@pytest.fixture(scope="module", params=["stc", "qsgd", "fedhq"])
+def run(request):
+    sc = load_scenario("quickstart", [f"method.name={request.param}", *BINDING])
+    return sc, run_scenario(sc)
+
+
+def test_every_device_round_meets_t_max_and_e_max_in_charged_values(run):
+    sc, res = run
+    d = res.device_rounds
+    t = d[d["trained"]]
+    assert len(t) >= 0.5 * len(d[d["selected"]])
+    t_max = sc.round.deadline_s - sc.round.downlink_s
+    assert (t["t_cmp_s"] + t["t_com_s"] <= t_max * (1 + RTOL)).all()
+    assert (t["e_cmp_j"] + t["e_com_j"] <= t["e_max_j"] * (1 + RTOL)).all()
+    assert t["arrived"].all()
+    assert (t["bits"] <= t["bits_planned"]).all() and (t["bits"] % 8 == 0).all()
+    np.testing.assert_allclose(t["t_cmp_s"], t["t_cmp_planned_s"], rtol=1e-9)  # the full model, as planned
+    # the budgets bind: at the planned frequency, the time or the energy constraint is tight (up to the bit
+    # the planned budget lost by flooring: 1e-4 relative)
+    tight_t = np.isclose(t["t_cmp_planned_s"] + t["t_com_planned_s"], t_max, rtol=1e-4)
+    tight_e = np.isclose(t["e_cmp_planned_j"] + t["e_com_planned_j"], t["e_max_j"], rtol=1e-4)
+    assert (tight_t | tight_e).all()
+    skipped = d[d["selected"] & ~d["trained"]]
+    assert (skipped["reason"].str.len() > 0).all()
+
+
+def _one_update(method: str, budget_bits: float):
+    """A planned job of device 0 in round 1 with ``budget_bits``, the method's update, and the raw trained update."""
+    sc = load_scenario("quickstart", [f"method.name={method}", *SMALL])
+    sim = Simulation(sc)
+    job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget_bits)
+    upd = sim.method.client_update(job, sim.state, 1)
+    raw = sim.workload.train(0, sim.state, round_index=1).update  # same batches stream: the same update
+    return sim, upd, raw
+
+
+def _largest(sizes: list[int], budget: float) -> int:
+    return max(x for x, s in sizes if s <= budget)
+
+
+def test_stc_sparsity_is_the_largest_that_fits():
+    budget = 1500.0
+    _, upd, raw = _one_update("stc", budget)
+    n = sum(v.numel() for v in raw.values())
+    sizes = [(k, encode_ternary(raw, kept=k).bits) for k in range(n + 1)]  # no residual yet in round 1
+    best = _largest(sizes, budget)
+    assert 0 < best < n and upd.payload["kept"] == best and upd.bits == dict(sizes)[best]
+
+
+def test_qsgd_sparsity_is_the_largest_that_fits():
+    budget = 1500.0
+    sim, upd, raw = _one_update("qsgd", budget)
+    n = sum(v.numel() for v in raw.values())
+
+    def size(k):
+        rng = sim.workload.streams.numpy("quantization", 1, 0)  # a fresh generator in the method's state
+        return encoded_bits(raw, kept_kernels=k, levels=LEVELS, rng=rng, kernel_wise=False, score="l2")
+
+    best = _largest([(k, size(k)) for k in range(n + 1)], budget)
+    assert 0 < best < n and upd.payload["kept"] == best and upd.bits == size(best)
+
+
+def test_fedhq_levels_are_the_largest_that_fit():
+    budget = 4 * 1210.0
+    sim, upd, raw = _one_update("fedhq", budget)
+    n = sum(v.numel() for v in raw.values())
+
+    def size(levels):
+        rng = sim.workload.streams.numpy("quantization", 1, 0)
+        return encoded_bits(raw, kept_kernels=n, levels=levels, rng=rng, kernel_wise=False, score="l2")
+
+    # every L up to 1,024, then every 61st up to MAX_LEVELS (the sizes there are far above the budget)
+    grid = [*range(1, 1025), *range(1025, MAX_LEVELS + 1, 61), MAX_LEVELS]
+    best = _largest([(L, size(L)) for L in grid], budget)
+    assert 1 < best < MAX_LEVELS and upd.payload["levels"] == best and upd.bits == size(best)
+
+
+def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
+    sc = load_scenario("quickstart", ["method.name=stc", *SMALL])
+    sim = Simulation(sc)
+    m = sim.method
+    job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=3000.0)
+    for r in (1, 2):  # round 2 starts from the round-1 residual
+        raw = sim.workload.train(0, sim.state, round_index=r).update
+        acc = m.accumulate(0, raw)  # update + previous residual, before the method updates it
+        upd = m.client_update(job, sim.state, r)
+        res = m.residual[0]
+        for name in acc:
+            total = res[name] + upd.payload["update"][name].to(torch.float64)
+            assert torch.equal(total, acc[name].to(torch.float64)), name
+        assert any(bool((res[n] != 0).any()) for n in res)  # something was held back
+
+
+def test_fedhq_weights_inversely_proportional_to_error_variance():
+    # ranges 0.4 and 0.2, L = 4 and 1, n = 100: var = n (range / 2L)^2 = 0.25 and 1.0
+    v1, v2 = error_variance(100, 4, 0.1, 0.5), error_variance(100, 1, 0.0, 0.2)
+    assert v1 == pytest.approx(100 * (0.4 / 8) ** 2) and v2 == pytest.approx(100 * (0.2 / 2) ** 2)
+    p = inverse_variance_weights([v1, v2])
+    np.testing.assert_allclose(p, [(1 / v1) / (1 / v1 + 1 / v2), (1 / v2) / (1 / v1 + 1 / v2)])
+    assert p[0] / p[1] == pytest.approx(v2 / v1)
+
+
+def test_qsgd_quantiser_is_unbiased():
+    g = torch.Generator().manual_seed(3)
+    u = {"w": torch.randn(40, generator=g)}
+    draws = 4000
+    rng = np.random.default_rng(11)
+    out = np.stack([encode_fixed(u, kept_kernels=40, levels=LEVELS, rng=rng, kernel_wise=False).update["w"].numpy()
+                    for _ in range(draws)]).astype(np.float64)  # fmt: skip
+    x = u["w"].numpy().astype(np.float64)
+    se = out.std(axis=0, ddof=1) / np.sqrt(draws)
+    err = out.mean(axis=0) - x
+    on_grid = se == 0  # the smallest and largest magnitudes are quantisation points: no noise
+    assert np.all(np.abs(err[on_grid]) <= 1e-6)
+    total_se = out.sum(axis=1).std(ddof=1) / np.sqrt(draws)
+    assert abs(out.sum(axis=1).mean() - x.sum()) <= 3 * total_se  # the whole update, 3 standard errors
+    # every element within 4.5 SE (40 tests: looser than 3), plus the float32 rounding of the decoded points
+    assert (np.abs(err[~on_grid]) <= 4.5 * se[~on_grid] + 1e-6 * np.abs(x[~on_grid])).all()
+
+
+def _csv(df: pd.DataFrame) -> str:
+    return df.drop(columns=[c for c in WALL_CLOCK_COLUMNS if c in df.columns]).to_csv(index=False)
+
+
+def test_stc_resume_is_identical(tmp_path):
+    sc = load_scenario("quickstart", ["method.name=stc", *BINDING, "rounds=5", "checkpoint_every=2"])
+    full = run_scenario(sc)
+    trained = full.device_rounds.groupby("device")["trained"].sum()
+    assert (trained >= 2).any()  # some device carries a residual across the interruption
+
+    def stop(row: dict) -> None:
+        if row["round"] == 3:
+            raise KeyboardInterrupt
+
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(RunInterrupted):
+        run_scenario(sc, checkpoint_dir=ckpt, progress=stop)
+    resumed = run_scenario(sc, checkpoint_dir=ckpt, resume=True)
+    assert _csv(resumed.rounds) == _csv(full.rounds)
+    assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
