@@ -203,7 +203,17 @@ def test_cli_json_lists_every_model_with_the_papers_counts(app):
     assert rows["lenet5"]["train_flops_per_sample"] == 2_263_920
     assert rows["vgg9"]["input_shape"] == [3, 32, 32] and rows["vgg9"]["n_classes"] == 10
     assert set(rows["mlp"]) == {"name", "description", "input_shape", "n_classes", "width", "parameters",
-                                "update_megabits", "train_flops_per_sample"}  # fmt: skip
+                                "update_megabits", "train_flops_per_sample", "level_parameters"}  # fmt: skip
+    # HeteroFL Tables 1 and 2 at the paper's rounding: levels a..e of the conv model (1x28x28) and PreResNet18
+    paper = {"heterofl_conv": ("1.6M", "391K", "99K", "25K", "7K"), "preresnet18": ("9.6M", "2.4M", "604K", "152K", "38K")}
+    for name, printed in paper.items():
+        counts = rows[name]["level_parameters"]
+        assert list(counts) == ["a", "b", "c", "d", "e"]
+        for count, text in zip(counts.values(), printed):
+            scale = 1e6 if text.endswith("M") else 1e3
+            digits = len(text[:-1].split(".")[1]) if "." in text else 0
+            assert round(count / scale, digits) == float(text[:-1]), (name, count, text)
+    assert rows["heterofl_conv"]["input_shape"] == [1, 28, 28] and rows["preresnet18"]["input_shape"] == [3, 32, 32]
 
 
 def test_cli_table_at_a_width_and_bad_width(app):

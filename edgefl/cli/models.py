@@ -4,7 +4,8 @@
 
 Each registered architecture at its paper's default input shape and classes, shrunk to ``--width`` (hidden
 layers keep ``ceil(width * units)``). ``--json`` prints a JSON list with one object per model (``name,
-description, input_shape, n_classes, width, parameters, update_megabits, train_flops_per_sample``; megabits
+description, input_shape, n_classes, width, parameters, update_megabits, train_flops_per_sample,
+level_parameters`` (parameters at HeteroFL's levels a..e = widths 1, 1/2, 1/4, 1/8, 1/16); megabits
 = 32 bits per parameter / 1e6); otherwise an aligned table. A bad ``--width`` prints one ``error: ...`` line
 on stderr and exits with code 2.
 """
@@ -26,11 +27,19 @@ _COLUMNS = ("name", "input", "classes", "parameters", "update [Mb]", "train FLOP
 
 def records(width: float = 1.0) -> list[dict]:
     """One JSON-ready dict per registered model at width multiplier ``width``."""
+    import math as _math
+
     from edgefl.learning.models import list_models, model_info
+    from edgefl.learning.slicing import submodel_shapes
+    from edgefl.method_settings.heterofl import LEVEL_WIDTHS
 
     out = []
     for entry in list_models():
         info = model_info(entry.name, width=width)
+        levels = {  # HeteroFL's complexity levels a..e: parameters of the width-r submodel (meta device, cheap)
+            level: sum(_math.prod(s) for s in submodel_shapes(entry.name, width=r).values())
+            for level, r in LEVEL_WIDTHS.items()
+        }
         out.append(
             {
                 "name": info["name"],
@@ -41,6 +50,7 @@ def records(width: float = 1.0) -> list[dict]:
                 "parameters": info["parameters"],
                 "update_megabits": info["update_bits"] / 1e6,
                 "train_flops_per_sample": info["train_flops_per_sample"],
+                "level_parameters": levels,
             }
         )
     return out
