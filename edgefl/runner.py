@@ -70,7 +70,7 @@ def run_scenario(
         if checkpoint_dir is not None:
             sim.save(checkpoint_dir)  # the last completed round: `edgefl run --resume` continues from it
         raise RunInterrupted(sim.result()) from None
-    return sim.result()
+    return sim.result(final=True)
 
 
 class Simulation:
@@ -233,12 +233,16 @@ class Simulation:
         self.rounds_done = r
         return row
 
-    def result(self) -> RunResult:
-        """The tables of every completed round (the summary derives from them)."""
+    def result(self, *, final: bool = False) -> RunResult:
+        """The tables of every completed round (the summary derives from them).
+
+        ``final=True`` (the run is over) lets the device table reuse the per-round blocks' memory; the
+        simulation cannot be stepped or checkpointed afterwards.
+        """
         return RunResult(
             scenario=self.scenario,
             rounds=_frame(self.round_rows, ROUND_COLUMNS),
-            device_rounds=_device_frame(self.device_blocks),
+            device_rounds=_device_frame(self.device_blocks, release=final),
         )
 
     # ------------------------------------------------------------------ checkpoints
@@ -279,11 +283,31 @@ def _frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame
     return df[list(columns) + extra]
 
 
-def _device_frame(blocks: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-    """All rounds' device blocks as one table, column by column (peak memory ~ one copy of the table)."""
+def _device_frame(blocks: list[dict[str, np.ndarray]], *, release: bool = False) -> pd.DataFrame:
+    """All rounds' device blocks as one table.
+
+    The float columns are copied once into one preallocated 2-D array that becomes the frame's single float
+    block (no second copy when pandas consolidates); other columns are inserted beside it. With ``release``
+    each block's float columns are dropped as soon as they are copied, so peak memory stays near one copy of
+    the table (10^6 rows at 10^4 devices x 100 rounds).
+    """
     if not blocks:
         return pd.DataFrame(columns=list(DEVICE_COLUMNS))
-    return pd.DataFrame({name: np.concatenate([b[name] for b in blocks]) for name in blocks[0]}, copy=False)
+    names = list(blocks[0])
+    floats = [k for k in names if blocks[0][k].dtype == np.float64]
+    rows = sum(len(b["device"]) for b in blocks)
+    data = np.empty((len(floats), rows))
+    for j, name in enumerate(floats):
+        at = 0
+        for b in blocks:
+            col = b.pop(name) if release else b[name]
+            data[j, at : at + col.size] = col
+            at += col.size
+    frame = pd.DataFrame(data.T, columns=floats, copy=False)
+    for pos, name in enumerate(names):
+        if name not in floats:
+            frame.insert(pos, name, np.concatenate([b[name] for b in blocks]))
+    return frame
 
 
 def _device_block(
