@@ -78,13 +78,19 @@ def test_ctrl_c_keeps_completed_rounds(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "edgefl", "run", "quickstart", "--set", "rounds=100000", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell that started the test suite in the background leaves SIGINT ignored, and children inherit
+        # that; Ctrl-C in a terminal is delivered with the default disposition, so restore it for the child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     meta = out / "checkpoint" / "meta.json"
     deadline = time.monotonic() + 120
     while not meta.is_file() and time.monotonic() < deadline:  # at least one checkpoint (10 rounds) first
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # never leave the run behind if the assertion below fails
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted after" in stdout
     rounds = pd.read_csv(out / "rounds.csv")
