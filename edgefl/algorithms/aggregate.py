@@ -8,7 +8,7 @@ import torch
 
 from edgefl.learning.workload import State
 
-__all__ = ["weighted_mean_update", "apply_update"]
+__all__ = ["weighted_mean_update", "apply_update", "fedavg_step"]
 
 
 def weighted_mean_update(updates: Sequence[State], weights: Sequence[float]) -> State:
@@ -30,3 +30,10 @@ def weighted_mean_update(updates: Sequence[State], weights: Sequence[float]) -> 
 def apply_update(state: State, update: State) -> State:
     """w + u for every tensor."""
     return {name: state[name] + update[name] for name in state}
+
+
+def fedavg_step(state: State, updates: Sequence[State], weights: Sequence[float]) -> State:
+    """FedAvg's server step: w + sum_i w_i u_i / sum_i w_i; ``state`` unchanged when no update arrived."""
+    if not updates:
+        return state
+    return apply_update(state, weighted_mean_update(updates, weights))

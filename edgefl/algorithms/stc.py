@@ -73,12 +73,9 @@ class STC(BudgetedMethod):
         )  # fmt: skip
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
-        from edgefl.algorithms.aggregate import apply_update, weighted_mean_update
+        from edgefl.algorithms.aggregate import fedavg_step
 
-        if not updates:
-            return global_state
-        mean = weighted_mean_update([u.payload["update"] for u in updates], [u.weight for u in updates])
-        return apply_update(global_state, mean)
+        return fedavg_step(global_state, [u.payload["update"] for u in updates], [u.weight for u in updates])
 
     def state_dict(self) -> dict:
         return {"residual": {str(d): dict(r) for d, r in sorted(self.residual.items())}}
