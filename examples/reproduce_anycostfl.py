@@ -125,6 +125,7 @@ def main() -> None:
     from edgefl.report import figures_page
 
     atomic_write_text(out / "anycostfl_table.csv", table.to_csv(index=False))
+    atomic_write_text(out / "anycostfl_per_seed.csv", per_seed.to_csv(index=False))  # the means' inputs
     pd.set_option("display.width", 200)
     print(table.round(4).to_string(index=False))
 
