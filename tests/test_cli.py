@@ -101,3 +101,11 @@ def test_ctrl_c_keeps_completed_rounds(tmp_path):
     assert devices["round"].max() == len(rounds) >= 10
     assert json.loads(meta.read_text())["round"] == len(rounds)  # resumable from the last completed round
     assert f"edgefl run --resume {out}" in stdout
+
+
+def test_resume_refuses_other_arguments_and_non_run_dirs(tmp_path):
+    mixed = edgefl("run", "--resume", str(tmp_path), "--seed", "3")
+    assert mixed.returncode == 2 and mixed.stderr.strip().count("\n") == 0
+    assert "give no SCENARIO, --set, --out, --seed or --data-dir" in mixed.stderr
+    empty = edgefl("run", "--resume", str(tmp_path))
+    assert empty.returncode == 2 and "no scenario.toml there" in empty.stderr and "Traceback" not in empty.stderr

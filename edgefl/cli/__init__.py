@@ -61,7 +61,10 @@ def run(
 
     with user_errors():
         if resume is not None:
-            sc, run_dir = _resumable(resume, scenario, set_, out, seed if data_dir is None else -1)
+            if scenario is not None or set_ or out is not None or seed is not None or data_dir is not None:
+                raise fail("--resume RUN_DIR continues that run as it was: "
+                           "give no SCENARIO, --set, --out, --seed or --data-dir")  # fmt: skip
+            sc, run_dir = _resumable(resume)
         else:
             if scenario is None:
                 raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
@@ -94,14 +97,12 @@ def run(
     _out.print(f"report: {run_dir / 'report.html'}", markup=False)
 
 
-def _resumable(run_dir: Path, scenario: str | None, set_: list[str] | None, out: Path | None, seed: int | None):
+def _resumable(run_dir: Path):
     """The scenario of an unfinished run directory, checked for --resume."""
     import json
 
     from edgefl.scenario import load_scenario
 
-    if scenario is not None or set_ or out is not None or seed is not None:
-        raise fail("--resume RUN_DIR continues that run as it was: give no SCENARIO, --set, --out, --seed or --data-dir")
     if not (run_dir / "scenario.toml").is_file():
         raise fail(f"--resume {str(run_dir)!r}: no scenario.toml there; not an edgefl run directory")
     summary = run_dir / "summary.json"
