@@ -105,8 +105,10 @@ class CCFedAvg(FedAvg):
     def memory_bits(self) -> dict[str, float]:
         """History kept on the clients and on the server [bits] (float32 tensors)."""
 
+        from edgefl.learning.workload import state_bits
+
         def size(store: dict) -> float:
-            return float(sum(32 * t.numel() for e in store.values() for s in e.values() for t in s.values()))
+            return float(sum(state_bits(s) for e in store.values() for s in e.values()))
 
         return {"client": size(self.client_store), "server": size(self.server_store)}
 

@@ -122,6 +122,7 @@ class HeteroFL(Method):
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         from edgefl.learning.losses import label_mask
         from edgefl.learning.slicing import slice_state
+        from edgefl.learning.workload import state_bits
 
         wl = self.workload
         shapes = self._shapes(job.width)
@@ -135,7 +136,7 @@ class HeteroFL(Method):
             device=job.device,
             payload=NestedPayload(params=params, shapes=shapes, row_mask=mask),
             weight=1.0,  # HeteroFL: a plain count average over the covering clients
-            bits=float(32 * sum(int(t.numel()) for t in params.values())),
+            bits=float(state_bits(params)),
             flops=res.flops,
             steps=res.steps,
             train_loss=res.train_loss,

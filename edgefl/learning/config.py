@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LocalTrainConfig", "local_train_config", "samples_per_round", "steps_per_round"]
+__all__ = ["BITS_PER_PARAMETER", "LocalTrainConfig", "local_train_config", "samples_per_round", "steps_per_round"]
+
+BITS_PER_PARAMETER = 32
+"""Bits of one parameter in an uncompressed update (float32), as in AnycostFL Sec. V-A's update sizes."""
 
 
 @dataclass(frozen=True, kw_only=True)

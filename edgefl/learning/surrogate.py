@@ -22,13 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgefl.learning.config import local_train_config, samples_per_round
+from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
 from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
 
 __all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "luo_round_progress"]
-
-BITS_PER_FLOAT = 32
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,7 @@ class SurrogateWorkload:
     @property
     def update_bits(self) -> int:
         """Size of the full uncompressed float32 update [bits]."""
-        return BITS_PER_FLOAT * self.scenario.surrogate.model_parameters
+        return BITS_PER_PARAMETER * self.scenario.surrogate.model_parameters
 
     def initial_state(self) -> SurrogateState:
         cfg = self.scenario.surrogate

@@ -18,7 +18,7 @@ from edgefl.learning import partition as part
 from edgefl.learning.datasets import Dataset, load_cifar10, load_digits, load_fashion_mnist, load_mnist, make_synthetic
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
-from edgefl.learning.config import local_train_config, samples_per_round
+from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
 from edgefl.learning.train import evaluate, local_train
 from edgefl.scenario import DataConfig, Scenario
 from edgefl.seeding import Streams
@@ -28,13 +28,12 @@ __all__ = ["Workload", "State", "TrainResult", "state_bits"]
 State = dict[str, torch.Tensor]
 """A model's parameters by name (float32 tensors); the global model and updates use this form."""
 
-BITS_PER_FLOAT = 32
 _FLOPS_CACHE: dict[tuple, float] = {}
 
 
 def state_bits(state: State) -> int:
     """Size of an uncompressed float32 payload [bits]."""
-    return BITS_PER_FLOAT * sum(int(t.numel()) for t in state.values())
+    return BITS_PER_PARAMETER * sum(int(t.numel()) for t in state.values())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,13 +121,13 @@ class Workload:
 
     def update_bits_at(self, width: float) -> int:
         """Size of an uncompressed float32 update of the width-``width`` submodel [bits]."""
-        return BITS_PER_FLOAT * sum(int(p.numel()) for p in self._model(width).parameters())
+        return BITS_PER_PARAMETER * sum(int(p.numel()) for p in self._model(width).parameters())
 
     @cached_property
     def update_bits(self) -> int:
         """Size of an uncompressed float32 update of the full model [bits]."""
         model = self._model(self.scenario.model.width)  # the reusable module: no extra model is built
-        return BITS_PER_FLOAT * sum(int(p.numel()) for p in model.parameters())
+        return BITS_PER_PARAMETER * sum(int(p.numel()) for p in model.parameters())
 
     # ------------------------------------------------------------------ train / evaluate
     def train(

@@ -15,6 +15,8 @@ from types import MappingProxyType
 import torch
 from torch import nn
 
+from edgefl.learning.config import BITS_PER_PARAMETER
+
 from edgefl.learning.models._checks import (
     ModelError,
     check_hidden,
@@ -31,8 +33,6 @@ __all__ = [
     "BITS_PER_PARAMETER",
 ]  # fmt: skip
 
-#: Bits of one parameter in an uncompressed update (float32), as in AnycostFL Sec. V-A's update sizes.
-BITS_PER_PARAMETER = 32
 
 #: ``(input_shape, n_classes, hidden, width) -> module``; ``hidden`` is the resolved tuple (empty when unused).
 Factory = Callable[[tuple[int, ...], int, tuple[int, ...], float], nn.Module]
