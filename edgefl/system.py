@@ -27,6 +27,7 @@ __all__ = [
     "upload_energy_j",
     "draw_per_device",
     "draw_budgets_j",
+    "deadline_frequency_hz",
 ]
 
 
@@ -51,6 +52,21 @@ def upload_time_s(bits: np.ndarray | float, rate_bps: np.ndarray | float) -> np.
 def upload_energy_j(tx_power_w: np.ndarray | float, t_com_s: np.ndarray | float) -> np.ndarray:
     """Uplink energy [J] = P_tx * t_com  (AnycostFL eq. (9))."""
     return np.asarray(tx_power_w, dtype=float) * np.asarray(t_com_s, dtype=float)
+
+
+def deadline_frequency_hz(
+    cycles: np.ndarray, slack_s: np.ndarray | float, f_min_hz: np.ndarray, f_max_hz: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest CPU frequency [Hz] that computes ``cycles`` within ``slack_s`` [s] (the deadline left after the
+    downlink and the upload), clipped to [f_min, f_max], and whether f_max suffices; shapes of ``cycles``.
+
+    Eq. (6) solved for f: f = cycles / slack. No slack (<= 0) needs an infinite frequency (never meets).
+    """
+    cycles = np.asarray(cycles, dtype=float)
+    slack = np.broadcast_to(np.asarray(slack_s, dtype=float), cycles.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.where(slack > 0, cycles / slack, np.inf)
+    return np.clip(need, f_min_hz, f_max_hz), need <= f_max_hz
 
 
 def draw_per_device(spec: float | tuple[float, float], n: int, rng: np.random.Generator) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
+from edgefl.system import deadline_frequency_hz
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
@@ -102,8 +103,7 @@ class AnycostFL(Method):
             b = grid_w[g] ** 2 * sol.beta[i] * s_bits
             tc = b / ctx.rate_bps[d]
             slack = t_max - tc
-            with np.errstate(divide="ignore", invalid="ignore"):
-                f = np.clip(np.where(slack > 0, c / slack, np.inf), fleet.f_min_hz[d], fleet.f_max_hz[d])
+            f, _ = deadline_frequency_hz(c, slack, fleet.f_min_hz[d], fleet.f_max_hz[d])
             ec = fleet.energy_coeff[d] * f**2 * c
             ecom = fleet.tx_power_w[d] * tc
             fits = (slack > 0) & (c / f <= slack * (1 + 1e-12)) & (ec + ecom <= ctx.e_max_j[d])

@@ -9,7 +9,7 @@ import numpy as np
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
-from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
+from edgefl.system import compute_energy_j, compute_time_s, deadline_frequency_hz, upload_energy_j, upload_time_s
 
 if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
     from edgefl.learning.workload import State
@@ -41,9 +41,7 @@ class FedAvg(Method):
                 f = fleet.f_min_hz[dev].copy()
             else:
                 slack = ctx.t_max_s - self.scenario.round.downlink_s - t_com
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    need = np.where(slack > 0, cycles / slack, np.inf)
-                f = np.clip(need, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
+                f, _ = deadline_frequency_hz(cycles, slack, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
         steps = steps_per_round(wl.train_config, wl.n_samples[dev])
         if fleet.has_step_costs:  # Luo et al.'s setups: costs per SGD step and per upload are given
             t_cmp, e_cmp = steps * fleet.step_time_s[dev], steps * fleet.step_energy_j[dev]

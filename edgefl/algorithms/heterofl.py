@@ -17,7 +17,7 @@ import numpy as np
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
-from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
+from edgefl.system import compute_energy_j, compute_time_s, deadline_frequency_hz, upload_energy_j, upload_time_s
 
 if TYPE_CHECKING:
     import torch
@@ -65,10 +65,7 @@ class HeteroFL(Method):
         t_com = upload_time_s(bits, ctx.rate_bps[dev])
         if f is None:  # capability: the lowest frequency that meets the deadline, within [f_min, f_max]
             slack = (np.inf if ctx.t_max_s is None else ctx.t_max_s - self.scenario.round.downlink_s) - t_com
-            with np.errstate(divide="ignore", invalid="ignore"):
-                need = np.where(slack > 0, cycles / slack, np.inf)
-            f = np.clip(need, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
-            fits_time = need <= fleet.f_max_hz[dev]
+            f, fits_time = deadline_frequency_hz(cycles, slack, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
         else:
             fits_time = np.ones(dev.shape, dtype=bool)
         t_cmp = compute_time_s(cycles, f)
