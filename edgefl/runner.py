@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from edgefl.algorithms import ClientUpdate, RoundContext, RoundPlan, make_method
+from edgefl.learning.surrogate import learning_gain
 from edgefl.radio import Radio
 from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult
 from edgefl.scenario import Scenario
@@ -222,7 +223,7 @@ class Simulation:
             "train_loss": train_loss,
             "wall_time_s": time.perf_counter() - wall0,
             "skipped": int(plan.skipped_device.size),
-            "learning_gain": _learning_gain(jobs, kept, int(selected.size)),
+            "learning_gain": learning_gain(jobs.alpha[kept], jobs.beta[kept], int(selected.size)),
         }
         if sc.train.global_loss:
             row["global_train_loss"] = global_loss
@@ -259,15 +260,6 @@ class Simulation:
         found = load_checkpoint(self, Path(checkpoint_dir))
         self._saved_blocks = len(self.device_blocks)
         return found
-
-
-def _learning_gain(jobs, kept: np.ndarray, n_selected: int) -> float:
-    """Global learning gain g_t of AnycostFL's Definition 3 over the selected devices (NaN if none)."""
-    if not n_selected:
-        return math.nan
-    alpha = np.nan_to_num(jobs.alpha[kept], nan=1.0)
-    beta = np.nan_to_num(jobs.beta[kept], nan=1.0)
-    return float(np.sum(alpha**4 * beta) / n_selected)
 
 
 def _budget(e_max_j: np.ndarray) -> np.ndarray:

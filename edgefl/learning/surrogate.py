@@ -26,7 +26,7 @@ from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, sampl
 from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
 
-__all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "luo_round_progress"]
+__all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "learning_gain", "luo_round_progress"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,16 @@ class SurrogateState:
 
     gap: float
     progress: float = 0.0
+
+
+def learning_gain(alpha: np.ndarray, beta: np.ndarray, n_selected: int) -> float:
+    """Global learning gain g_t = sum_i alpha_i^4 beta_i / I (AnycostFL Definition 3) over the I selected devices,
+    summed over the arrived updates (shape (k,) each; NaN = full model / uncompressed = 1); NaN if I = 0."""
+    if not n_selected:
+        return float("nan")
+    alpha = np.nan_to_num(np.asarray(alpha, dtype=float), nan=1.0)
+    beta = np.nan_to_num(np.asarray(beta, dtype=float), nan=1.0)
+    return float(np.sum(alpha**4 * beta) / n_selected)
 
 
 def anycost_contraction(gain: float, nu_over_lambda: float, epsilon: float) -> float:
@@ -99,7 +109,7 @@ class SurrogateWorkload:
         """The state after a round whose arrived updates had these knobs (shape (k,) each; NaN = full/none)."""
         cfg = self.scenario.surrogate
         if cfg.bound == "anycostfl":
-            gain = self.gain(alpha, beta, n_selected)
+            gain = learning_gain(alpha, beta, n_selected) if n_selected else 0.0  # nobody selected: no progress
             return SurrogateState(gap=state.gap * anycost_contraction(gain, cfg.nu_over_lambda, cfg.epsilon))
         k = int(alpha.size)
         e = float(np.mean(local_steps)) if k else 0.0
@@ -108,11 +118,4 @@ class SurrogateWorkload:
         gap = min(initial, 1.0 / progress) if progress > 0 else initial
         return SurrogateState(gap=gap, progress=progress)
 
-    @staticmethod
-    def gain(alpha: np.ndarray, beta: np.ndarray, n_selected: int) -> float:
-        """Global learning gain g_t = sum alpha^4 beta / I over the arrived updates (Definition 3); 0 if I = 0."""
-        if not n_selected:
-            return 0.0
-        alpha = np.where(np.isnan(alpha), 1.0, alpha)
-        beta = np.where(np.isnan(beta), 1.0, beta)
-        return float(np.sum(alpha**4 * beta) / n_selected)
+
