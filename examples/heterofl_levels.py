@@ -41,19 +41,11 @@ def local_accuracy(sim: Simulation) -> float:
     """Mean over clients of the global model's accuracy on the test images of the client's own classes,
     logits of the other classes set to 0 (HeteroFL's 'Local' metric with masked output)."""
     wl = sim.workload
-    model = wl._model(sim.scenario.model.width)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(sim.state[name])
-    from edgefl.learning.batchnorm import accumulate_bn_statistics, with_static_bn
-
-    bs = wl.train_config.batch_size * 50
-    clients = ((x[i : i + bs] for i in range(0, x.shape[0], bs)) for x, _ in wl._device_data)
-    model = with_static_bn(model, accumulate_bn_statistics(model, clients)).eval()
+    model = wl.eval_model(sim.state).eval()  # static BN from every client's data, as the global evaluation
     with torch.no_grad():
         logits = torch.cat([model(wl.x_test[i : i + 2048]) for i in range(0, wl.x_test.shape[0], 2048)])
     accs = []
-    for dev in range(len(wl._device_data)):
+    for dev in range(wl.scenario.fleet.n_devices):
         classes = torch.unique(wl.device_labels(dev))
         keep = torch.isin(wl.y_test, classes)
         if not keep.any():

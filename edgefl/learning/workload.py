@@ -147,10 +147,7 @@ class Workload:
         ``steps``: run exactly that many SGD steps instead of the scenario's epochs/steps (FedNova's tau_i).
         """
         width = self.scenario.model.width if width is None else width
-        model = self._model(width)
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(global_state[name])
+        model = self._loaded(global_state, width)
         x, y = self._device_data[device]
         cfg = self.train_config if steps is None else replace(self.train_config, steps=int(steps), epochs=1)
         if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
@@ -171,10 +168,7 @@ class Workload:
 
     def global_train_loss(self, state: State) -> float:
         """F(w): mean cross-entropy of a full-width global state over every device's training data."""
-        model = self._model(self.scenario.model.width)
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(state[name])
+        model = self._loaded(state)
         used = np.concatenate(self.partitions)
         return evaluate(model, self.x_train[used], self.y_train[used])[1]
 
@@ -182,16 +176,21 @@ class Workload:
         """Training labels held by ``device``, shape (n_i,)."""
         return self._device_data[device][1]
 
-    def evaluate(self, state: State, *, bn_clients: int = 0) -> tuple[float, float]:
-        """(test accuracy, test loss) of a full-width global state.
+    def _loaded(self, state: State, width: float | None = None) -> nn.Module:
+        """The reusable module of ``width`` (default: the scenario's) holding ``state``'s parameters."""
+        model = self._model(self.scenario.model.width if width is None else width)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(state[name])
+        return model
+
+    def eval_model(self, state: State, *, bn_clients: int = 0) -> nn.Module:
+        """The full-width global model ready for inference.
 
         A model with batch norm (HeteroFL's static BN) first gets its statistics by querying the clients'
         data in turn (the first ``bn_clients`` devices, 0 = all), never a central copy of the training set.
         """
-        model = self._model(self.scenario.model.width)
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(state[name])
+        model = self._loaded(state)
         if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
             from edgefl.learning.batchnorm import accumulate_bn_statistics, with_static_bn
 
@@ -199,7 +198,11 @@ class Workload:
             bs = self.train_config.batch_size
             clients = ((x[i : i + bs] for i in range(0, x.shape[0], bs)) for x, _ in self._device_data[:n])
             model = with_static_bn(model, accumulate_bn_statistics(model, clients))
-        return evaluate(model, self.x_test, self.y_test)
+        return model
+
+    def evaluate(self, state: State, *, bn_clients: int = 0) -> tuple[float, float]:
+        """(test accuracy, test loss) of a full-width global state (static BN: see :meth:`eval_model`)."""
+        return evaluate(self.eval_model(state, bn_clients=bn_clients), self.x_test, self.y_test)
 
 
 def _load(d: DataConfig, n_devices: int, rng: np.random.Generator) -> Dataset:
