@@ -81,8 +81,7 @@ def save_checkpoint(sim: Simulation, checkpoint_dir: Path, saved_blocks: int) ->
         "round": sim.rounds_done,
         "sim_time_s": sim.sim_time_s,
         "energy_cum_j": sim.energy_cum_j,
-        "radio_round": sim.radio._round,
-        "positions_m": sim.radio.positions_m.tolist(),
+        **sim.radio.state_dict(),  # radio_round, positions_m
         "method": sim.method.state_dict() if sim.surrogate else None,  # torch runs keep it in the .pt file
         "surrogate": None if not sim.surrogate else {"gap": sim.state.gap, "progress": sim.state.progress},
         "model": model_name,
@@ -127,8 +126,7 @@ def load_checkpoint(sim: Simulation, checkpoint_dir: Path) -> bool:
         if set(state) != set(sim.state):
             raise SimulationError(f"{checkpoint_dir / meta['model']}: parameters do not match the scenario's model")
         sim.state = state
-    sim.radio.positions_m = np.asarray(meta["positions_m"], dtype=float).reshape(sim.radio.positions_m.shape)
-    sim.radio._round = int(meta["radio_round"])
+    sim.radio.load_state_dict(meta)
     sim.method.load_state_dict(meta["method"] if sim.surrogate else method_state)
     sim.rounds_done = int(meta["round"])
     sim.sim_time_s = float(meta["sim_time_s"])

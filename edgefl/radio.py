@@ -63,6 +63,15 @@ class Radio:
         d = np.maximum(distances_m(self.positions_m), self._floor_m)
         return d, self.model.gain_linear(d, self.streams.numpy("fading", round_index))
 
+    def state_dict(self) -> dict:
+        """What mobility has changed so far (checkpoints): the round reached and the positions [m]."""
+        return {"radio_round": self._round, "positions_m": self.positions_m.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` (a resumed run continues the same trajectories)."""
+        self.positions_m = np.asarray(state["positions_m"], dtype=float).reshape(self.positions_m.shape)
+        self._round = int(state["radio_round"])
+
     def rates_bps(self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray) -> np.ndarray:
         """Uplink rate [bit/s] per device, shape (n,); 0 for devices not transmitting."""
         return self.model.rates_bps(gain, tx_power_w, transmitting)
