@@ -27,8 +27,8 @@ import torch
 from edgefl.compression import coding, quantize, sparsify
 from edgefl.errors import EdgeflError
 
-__all__ = ["CodecError", "BudgetError", "Compressed", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
-           "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat"]  # fmt: skip
+__all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
+           "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat", "decode_flat_mask", "decode_with_mask"]  # fmt: skip
 
 _MAGIC, _VERSION = 0xA7, 1
 #: Largest number of quantisation intervals L the codec accepts.
@@ -324,6 +324,40 @@ def compress(
     payload = _write(fits_plan, shapes, n_k, kernel_wise)
     return Compressed(payload, 8 * len(payload), int(fits_plan.kept.size), n_k, levels,
                       unflatten(_dequantised(fits_plan, flat.size), names, shapes))  # fmt: skip
+
+
+class TopkQuantSizer:
+    """One update ranked once by |value| (element-wise top-k) with its rounding uniforms drawn once.
+
+    ``encode(k, L)`` equals ``encode_fixed(update, kept_kernels=k, levels=L, rng=g, kernel_wise=False,
+    score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built.
+    """
+
+    def __init__(self, update: Mapping[str, torch.Tensor], rng: np.random.Generator) -> None:
+        self.names, self.shapes, self.flat = flatten(update)
+        self.layout = sparsify.kernel_layout(self.shapes, kernel_wise=False)
+        self.order = sparsify.rank_kernels(sparsify.kernel_scores(self.flat, self.layout, score="l2"))
+        self.uniforms = rng.random(self.flat.size)
+
+    @property
+    def n(self) -> int:
+        return int(self.flat.size)
+
+    def _plan(self, k: int, levels: int):
+        if not 0 <= int(k) <= self.n:
+            raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
+        kept = np.sort(self.order[: int(k)])  # element-wise: kernel index = element index
+        return _plan(self.flat, self.layout, kept, int(levels), self.uniforms, kept)
+
+    def bits(self, k: int, levels: int) -> int:
+        """Exact payload size [bits] (a multiple of 8)."""
+        return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
+
+    def encode(self, k: int, levels: int) -> Compressed:
+        plan = self._plan(k, levels)
+        payload = _write(plan, self.shapes, self.layout.n_kernels, False)
+        return Compressed(payload, 8 * len(payload), int(plan.kept.size), self.layout.n_kernels, int(levels),
+                                unflatten(_dequantised(plan, self.n), self.names, self.shapes))  # fmt: skip
 
 
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
