@@ -12,7 +12,7 @@ element with the optimal weights p* (all-in-one aggregation, eq. (5) with eq. (1
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,13 @@ class AnycostFL(Method):
     """
 
     name = "anycostfl"
+
+    def __init__(self, *, scenario, workload) -> None:
+        super().__init__(scenario=scenario, workload=workload)
+        self._grid: tuple[np.ndarray, np.ndarray] | None = None  # widths and their measured FLOPs (torch)
+        self._groups = None  # hidden-layer channel groups of the model (torch)
+        self._sorted_for: Any = None  # the global state the sorted copy was made from
+        self._sorted_state: Any = None
 
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         from optimizers.anycost import AnycostDevices, solve_anycost
@@ -75,7 +82,7 @@ class AnycostFL(Method):
 
     def _width_grid(self) -> tuple[np.ndarray, np.ndarray]:
         """Widths from sqrt(alpha_min) to 1 (64 steps) and the measured training FLOPs/sample of each submodel."""
-        if not hasattr(self, "_grid"):
+        if self._grid is None:
             w = np.linspace(np.sqrt(self.scenario.method.alpha_min), 1.0, 64)
             self._grid = (w, np.array([self.workload.flops_per_sample(float(x)) for x in w]))
         return self._grid
@@ -126,8 +133,8 @@ class AnycostFL(Method):
         """The round's global state with channels sorted (computed once per global state object)."""
         from edgefl.learning.shrinking import channel_groups, sort_channels
 
-        if getattr(self, "_sorted_for", None) is not global_state:
-            if not hasattr(self, "_groups"):
+        if self._sorted_for is not global_state:
+            if self._groups is None:
                 self._groups = channel_groups(self.workload.make_model(1.0))
             self._sorted_state = sort_channels(global_state, self._groups)
             self._sorted_for = global_state
