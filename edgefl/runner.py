@@ -161,8 +161,10 @@ class Simulation:
         else:
             state, method = self.state, self.method
 
-            def train(i: int) -> ClientUpdate:
-                return method.client_update(jobs[i], state, r)  # real torch training, at the device's start
+            together = method.client_updates(jobs, state, r)  # vectorised when the method allows it
+
+            def train(i: int) -> ClientUpdate:  # real torch training, at the device's start (or done together)
+                return method.client_update(jobs[i], state, r) if together is None else together[i]
 
             def cost(i: int, upd: ClientUpdate) -> tuple[float, float]:
                 if per_step:

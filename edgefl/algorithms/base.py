@@ -190,6 +190,12 @@ class Method(ABC):
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         """Run the device's local work for real and build its payload."""
 
+    def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
+        """Every job's :meth:`client_update` of a round computed together (vectorised), in job order, or None
+        (the default): the simulator then calls :meth:`client_update` at each device's start. Only for a
+        method whose devices' local work depends on nothing but the global state, the job and the round."""
+        return None
+
     @abstractmethod
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         """The next global state from the updates that arrived in time (may be empty)."""

@@ -62,6 +62,23 @@ class FedAvg(Method):
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         return self.train_update(job, global_state, round_index)
 
+    def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
+        """All jobs trained at once when the workload can vectorise them (full width, fixed SGD steps; see
+        :meth:`~edgefl.learning.workload.Workload.train_many`). Subclasses that change the local work (their
+        own :meth:`client_update`) train one by one."""
+        from edgefl.learning.workload import state_bits
+
+        if type(self).client_update is not FedAvg.client_update or np.any(jobs.width != self.scenario.model.width):
+            return None
+        results = self.workload.train_many(jobs.device, global_state, round_index=round_index)
+        if results is None:
+            return None
+        return [
+            ClientUpdate(device=int(d), payload=res.update, weight=float(res.n_samples), bits=float(state_bits(res.update)),
+                         flops=res.flops, steps=res.steps, train_loss=res.train_loss)  # fmt: skip
+            for d, res in zip(jobs.device, results)
+        ]
+
     def train_update(
         self, job: DeviceJob, global_state: State, round_index: int, *, steps: int | None = None
     ) -> ClientUpdate:

@@ -11,7 +11,7 @@ from torch.nn import functional as F
 from edgefl.learning.config import LocalTrainConfig
 from edgefl.learning.losses import masked_cross_entropy
 
-__all__ = ["LocalTrainConfig", "LocalTrainStats", "local_train", "evaluate"]
+__all__ = ["LocalTrainConfig", "LocalTrainStats", "local_train", "local_train_many", "trains_together", "evaluate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +73,74 @@ def local_train(
         steps += 1
         samples += int(idx.shape[0])
     return LocalTrainStats(steps=steps, samples=samples, mean_loss=float(loss_sum) / steps)
+
+
+def trains_together(model: nn.Module, cfg: LocalTrainConfig) -> bool:
+    """Whether :func:`local_train_many` can train several copies of ``model`` at once: a fixed number of SGD
+    steps (``cfg.steps > 0``), no gradient clipping, and a model without buffers, batch norm or dropout (its
+    forward pass is then a pure, row-by-row function of its parameters and input, so padded rows are inert)."""
+    batch_coupled = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
+    stateful = any(isinstance(m, batch_coupled) for m in model.modules()) or any(True for _ in model.buffers())
+    return cfg.steps > 0 and cfg.grad_clip == 0 and not stateful
+
+
+def local_train_many(
+    model: nn.Module,
+    start: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    owned: list[torch.Tensor],
+    cfg: LocalTrainConfig,
+    generators: list[torch.Generator],
+) -> tuple[dict[str, torch.Tensor], list[LocalTrainStats]]:
+    """:func:`local_train` for D devices at once, vectorised over devices with ``torch.func.vmap``.
+
+    Device d starts from ``start`` and trains on the rows ``owned[d]`` of (x, y) with the batches drawn from
+    ``generators[d]`` exactly as :func:`local_train` draws them, and the same SGD rule (weight decay, then
+    momentum, then ``p -= lr * buf``), so each device ends where its own :func:`local_train` run would, up
+    to float rounding. Devices whose batch is smaller than the largest (fewer samples than ``batch_size``) are
+    padded with weight-0 rows. Requires :func:`trains_together`. Returns the final parameters stacked on a
+    leading device axis, shape (D, *param.shape), and each device's stats.
+    """
+    from torch.func import functional_call, grad_and_value, vmap
+
+    if not trains_together(model, cfg):
+        raise ValueError("local_train_many: needs cfg.steps > 0, no gradient clipping, no buffers, BN or dropout")
+    if len(owned) != len(generators) or not owned:
+        raise ValueError(f"local_train_many: {len(owned)} devices but {len(generators)} generators")
+    if any(o.numel() == 0 for o in owned):
+        raise ValueError("local_train_many: a device has no training samples")
+    n_dev, steps = len(owned), cfg.steps
+    sizes = [min(cfg.batch_size, int(o.numel())) for o in owned]
+    width = max(sizes)
+    index = torch.zeros(n_dev, steps, width, dtype=torch.long)
+    weight = torch.zeros(n_dev, 1, width)
+    for d, (rows, gen) in enumerate(zip(owned, generators)):
+        batches = torch.stack(list(_batches(int(rows.numel()), cfg, gen)))  # (steps, sizes[d]), local indices
+        index[d, :, : sizes[d]] = rows[batches]
+        weight[d, 0, : sizes[d]] = 1.0 / sizes[d]
+    model.train()
+
+    def batch_loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor):
+        logits = functional_call(model, params, (xb,))
+        return (F.cross_entropy(logits, yb, reduction="none") * wb).sum()  # the mean over the real rows
+
+    step_fn = vmap(grad_and_value(batch_loss))
+    params = {k: v.detach().unsqueeze(0).repeat(n_dev, *([1] * v.dim())) for k, v in start.items()}
+    bufs: dict[str, torch.Tensor] = {}
+    loss_sum = torch.zeros(n_dev)
+    with torch.no_grad():
+        for j in range(steps):
+            idx = index[:, j]
+            grads, loss = step_fn(params, x[idx], y[idx], weight[:, 0])
+            loss_sum += loss
+            for k, p in params.items():
+                g = grads[k] if cfg.weight_decay == 0 else grads[k] + cfg.weight_decay * p
+                if cfg.momentum != 0:
+                    g = bufs[k] = g.clone() if j == 0 else bufs[k].mul_(cfg.momentum).add_(g)
+                p.sub_(cfg.lr * g)
+    stats = [LocalTrainStats(steps=steps, samples=steps * b, mean_loss=float(loss_sum[d]) / steps) for d, b in enumerate(sizes)]
+    return params, stats
 
 
 @torch.no_grad()

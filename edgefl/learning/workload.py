@@ -19,7 +19,7 @@ from edgefl.learning.datasets import Dataset, load_cifar10, load_digits, load_fa
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
-from edgefl.learning.train import evaluate, local_train
+from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
 from edgefl.scenario import DataConfig, Scenario
 from edgefl.seeding import Streams
 
@@ -165,6 +165,31 @@ class Workload:
             flops=self.flops_per_sample(width) * stats.samples,
             train_loss=stats.mean_loss,
         )
+
+    def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
+        """:meth:`train` for several devices at once (full width, the scenario's SGD settings), vectorised over
+        devices; each device draws its batches from its own (torch_batches, round, device) stream as in
+        :meth:`train`, so it ends where :meth:`train` would, up to float rounding. None when the model or the
+        settings do not allow it (:func:`~edgefl.learning.train.trains_together`): train one by one then."""
+        width = self.scenario.model.width
+        model = self._model(width)
+        cfg = self.train_config
+        if len(devices) < 2 or not trains_together(model, cfg):
+            return None
+        if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
+            cfg = replace(cfg, lr=cfg.lr / round_index)
+        owned = [torch.from_numpy(self.partitions[int(d)]) for d in devices]
+        gens = [self.streams.torch("torch_batches", round_index, int(d)) for d in devices]
+        final, stats = local_train_many(model, global_state, self.x_train, self.y_train, owned, cfg, gens)
+        flops = self.flops_per_sample(width)
+        return [
+            TrainResult(
+                update={name: final[name][i] - global_state[name] for name in global_state},
+                n_samples=int(owned[i].numel()), steps=st.steps, samples_processed=st.samples,
+                flops=flops * st.samples, train_loss=st.mean_loss,
+            )  # fmt: skip
+            for i, st in enumerate(stats)
+        ]
 
     def global_train_loss(self, state: State) -> float:
         """F(w): mean cross-entropy of a full-width global state over every device's training data."""
