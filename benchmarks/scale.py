@@ -18,10 +18,7 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-# benchmarks/optimizers.py would shadow the optimizers package: drop this folder from the import path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 PRESET = "anycostfl_surrogate_10k"
 

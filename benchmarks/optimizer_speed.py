@@ -1,7 +1,7 @@
 """Performance of the optimizers (issue #4). Not run by the tests.
 
-    python benchmarks/optimizers.py            # full run (a few seconds); or python -m benchmarks.optimizers
-    python benchmarks/optimizers.py --quick    # smaller sizes, for a smoke test
+    python benchmarks/optimizer_speed.py            # full run (a few seconds)
+    python benchmarks/optimizer_speed.py --quick    # smaller sizes, for a smoke test
 
 AnycostFL: wall time of the vectorised closed form for 10^5 devices, mean time of the per-device geometric
 program (cvxpy, Clarabel) over 100 devices, the speed-up per device, and the worst relative gap in the
@@ -15,18 +15,11 @@ uplink rate from the 3GPP macro path loss (128.1 + 37.6 log10(d/km), 1 MHz, 0.1 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-# Run as a script, this file's folder would come first on sys.path and its name would shadow the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
-from optimizers.anycost import AnycostDevices, solve_anycost, solve_anycost_gp  # noqa: E402
+from optimizers.anycost import AnycostDevices, solve_anycost, solve_anycost_gp
 
 ANYCOST_SETTINGS = dict(t_max_s=10.0, cycles_per_sample=3e6, update_bits=53.23e6, epochs=1, alpha_min=0.25, beta_max=1 / 15)
 
