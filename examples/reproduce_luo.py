@@ -88,6 +88,7 @@ def main() -> None:
               f"{100 * err:6.2f}% {d.overhead:8.3f} {d.overhead_cost:8.3f} {d.outcome.rounds:6.1f} "
               f"{d.predicted_time_s / d.outcome.time_s:10.3f} {d.predicted_energy_j / d.outcome.energy_j:10.3f}")  # fmt: skip
     print(f"K* non-increasing in gamma: {all(a >= b for a, b in zip(ks, ks[1:]))} ({ks})")
+    _bound_shape(grid, est.a0_over_b0, base.fleet.n_devices)
     table = tradeoff_table(cache, per_seed, est, gammas, target=args.f_target, seeds=seeds, grid=grid)
     print("\nFig. 5e trade-off (seed means):")
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -96,6 +97,29 @@ def main() -> None:
     print(f"\nwrote {csv_path}, {html_path} and {runs_path} (every run's loss trajectory)")
     print(f"simulated runs: {cache.simulated}, summed run wall time {cache.wall_s:.0f} s, "
           f"study wall time {time.perf_counter() - wall0:.0f} s")
+
+
+def _bound_shape(grid, a0_over_b0: float, n: int) -> None:
+    """Rounds to the target relative to the grid's largest (K, E), measured (seed means) and as bound (15)
+    predicts with the estimated A0/B0: R ~ (A0/B0 + (1 + (N - K) / (K (N - 1))) E^2) / E (eq. 19). Where the
+    two differ, P3 misjudges K or E whatever the costs are."""
+    from optimizers.cost_effective import participation_factor
+
+    done = [o for o in grid if o.reached == o.seeds]
+    ref = max(done, key=lambda o: (o.k, o.e))
+
+    def bound(k: int, e: int) -> float:
+        return (a0_over_b0 + float(participation_factor(k, n)) * e**2) / e
+
+    print(f"\nrounds to the target relative to (K={ref.k}, E={ref.e}): measured / bound (15) with A0/B0 = {a0_over_b0:.4g}")
+    es = sorted({o.e for o in grid})
+    print(f"{'K':>4} " + " ".join(f"{'E=' + str(e):>13}" for e in es))
+    for k in sorted({o.k for o in grid}):
+        cells = []
+        for e in es:
+            o = next((x for x in done if x.k == k and x.e == e), None)
+            cells.append(f"{'-':>13}" if o is None else f"{o.rounds / ref.rounds:6.2f}/{bound(k, e) / bound(ref.k, ref.e):<6.2f}")
+        print(f"{k:4d} " + " ".join(cells))
 
 
 def _save_runs(cache, out: str):
