@@ -56,9 +56,9 @@ def main() -> None:
     args.f_target = luo.f_target if args.f_target is None else args.f_target
     args.max_rounds = (luo.max_rounds or base.rounds) if args.max_rounds is None else args.max_rounds
     cache = RunCache(base, max_rounds=args.max_rounds, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    targets = (args.f_a, args.f_b, args.f_target)
-    cache.prefetch([(k, e, s) for k in grid_k for e in grid_e for s in seeds] + [(k, e, s) for k, e in samples for s in seeds],
-                   targets, jobs=args.jobs)  # fmt: skip
+    # sampled designs run only to F_b (Algorithm 2 line 3), grid designs to the target; one process pool
+    cache.prefetch_plan([((k, e, s), (args.f_a, args.f_b)) for k, e in samples for s in seeds]
+                        + [((k, e, s), (args.f_target,)) for k in grid_k for e in grid_e for s in seeds], jobs=args.jobs)  # fmt: skip
     _save_runs(cache, args.out)  # kept even if a later step fails
     per_seed = seed_costs(base, seeds)
     costs = mean_costs(base, rows=per_seed)  # P3 inputs; Lemma 1/2 predictions use per_seed
@@ -73,7 +73,7 @@ def main() -> None:
 
     chosen = {(solve_acs(costs.luo_params(gamma=g, a0_over_b0=est.a0_over_b0)).k,
                solve_acs(costs.luo_params(gamma=g, a0_over_b0=est.a0_over_b0)).e) for g in gammas}  # fmt: skip
-    cache.prefetch([(k, e, s) for k, e in sorted(chosen) for s in seeds], targets, jobs=args.jobs)
+    cache.prefetch([(k, e, s) for k, e in sorted(chosen) for s in seeds], (args.f_target,), jobs=args.jobs)
 
     print(f"\ntarget loss {args.f_target}, {len(seeds)} seeds, grid K={grid_k} x E={grid_e}")
     print(f"{'gamma':>5} {'K*':>4} {'E*':>4} {'cost(K*,E*)':>12} {'K_opt':>5} {'E_opt':>5} {'cost_opt':>10} "

@@ -108,6 +108,21 @@ def test_a0_over_b0_is_recovered_from_recorded_round_counts():
     assert cache.simulated == len(samples) and est2 == est
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_prefetch_plan_runs_each_design_once_to_the_lowest_of_its_targets(jobs):
+    base = load_scenario("luo_setup3", SURROGATE + ["rounds=400"])
+    cache = RunCache(base, max_rounds=400)
+    # (5, 4) is both a sample (to F_b = 0.25) and a grid design (to 0.2): one run, to 0.2
+    cache.prefetch_plan([((2, 1, 0), (0.5, 0.25)), ((5, 4, 0), (0.5, 0.25)), ((5, 4, 0), (0.2,)), ((20, 8, 0), (0.2,))],
+                        jobs=jobs)  # fmt: skip
+    assert cache.simulated == 3
+    assert cache.runs[(2, 1, 0)].rounds == _bound_rounds(2, 1, 0.25)  # a sample stops at F_b
+    assert cache.runs[(5, 4, 0)].rounds == _bound_rounds(5, 4, 0.2)
+    assert cache.runs[(20, 8, 0)].rounds == _bound_rounds(20, 8, 0.2)
+    cache.prefetch([(2, 1, 0), (20, 8, 0)], (0.25,), jobs=jobs)  # already settled: nothing is simulated again
+    assert cache.simulated == 3
+
+
 def test_design_k_is_non_increasing_in_gamma_and_grid_optimum_is_cheapest():
     base = load_scenario("luo_setup3", SURROGATE + ["rounds=400", "fleet.step_costs.kind=normal"])
     cache = RunCache(base, max_rounds=400)

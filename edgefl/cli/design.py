@@ -132,11 +132,10 @@ def _design(scenario: str, *, gamma, samples, seeds, f_a, f_b, f_target, max_rou
     torch.set_num_threads(1)  # tiny models: one thread is faster than contended many
     seed_list = list(range(base.seed, base.seed + seeds))
     cache = RunCache(base, max_rounds=limit, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    targets = (fa, fb, ft)
-    wanted = [(k, e, s) for k, e in pairs for s in seed_list]
-    if exhaustive:
-        wanted += [(k, e, s) for k in gk if k <= n for e in ge for s in seed_list]
-    cache.prefetch(wanted, targets, jobs=jobs)
+    grid_designs = {(k, e) for k in gk if k <= n for e in ge} if exhaustive else set()
+    # sampled designs run only to F_b (Algorithm 2 line 3), grid designs to the target
+    cache.prefetch_plan([((k, e, s), (fa, fb)) for k, e in pairs for s in seed_list]
+                        + [((k, e, s), (ft,)) for k, e in sorted(grid_designs) for s in seed_list], jobs=jobs)  # fmt: skip
     per_seed = seed_costs(base, seed_list)
     costs = mean_costs(base, rows=per_seed)
     est = estimate_ratio(cache, pairs, f_a=fa, f_b=fb, seeds=seed_list)

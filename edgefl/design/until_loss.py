@@ -133,19 +133,30 @@ class RunCache:
         """Simulate the missing (K, E, seed) runs to ``targets``, ``jobs`` processes at a time (torch at one
         thread each); later :meth:`get` calls read them. ``jobs = 1`` runs them here, one after another."""
         goals = [float(x) for x in targets]
-        todo = [tuple(int(v) for v in d) for d in designs]
-        todo = [d for d in dict.fromkeys(todo) if not (d in self.runs and all(self.runs[d].answers(x, self.max_rounds) for x in goals))]
+        self.prefetch_plan([(d, goals) for d in designs], jobs=jobs)
+
+    def prefetch_plan(self, plan: Iterable[tuple[tuple[int, int, int], Iterable[float]]], *, jobs: int = 1) -> None:
+        """:meth:`prefetch` with targets per design, all in one process pool: ``plan`` pairs a (K, E, seed)
+        with the losses its run must settle (a design listed twice is run to the union of its targets)."""
+        wanted: dict[tuple[int, int, int], list[float]] = {}
+        for design, targets in plan:
+            key = tuple(int(v) for v in design)
+            wanted.setdefault(key, []).extend(float(x) for x in targets)
+        todo = [(d, g) for d, g in wanted.items() if not (d in self.runs and all(self.runs[d].answers(x, self.max_rounds) for x in g))]
         if jobs <= 1 or len(todo) <= 1:
-            for k, e, s in todo:
+            for (k, e, s), goals in todo:
                 self.get(k, e, s, goals)
             return
         from concurrent.futures import ProcessPoolExecutor
 
-        scs = [design_scenario(self.base, k=k, e=e, seed=s, rounds=self.max_rounds) for k, e, s in todo]
         with ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as pool:
-            futures = [pool.submit(run_until_loss, sc, goals, max_rounds=self.max_rounds) for sc in scs]
-            for (k, e, s), fut in zip(todo, futures):
-                self._record((k, e, s), fut.result(), goals)
+            futures = [
+                pool.submit(run_until_loss, design_scenario(self.base, k=k, e=e, seed=s, rounds=self.max_rounds), goals,
+                            max_rounds=self.max_rounds)  # fmt: skip
+                for (k, e, s), goals in todo
+            ]
+            for (key, goals), fut in zip(todo, futures):
+                self._record(key, fut.result(), goals)
 
     def _record(self, key: tuple[int, int, int], run: LossRun, goals: list[float]) -> None:
         k, e, seed = key
