@@ -114,11 +114,11 @@ def local_train_many(
     sizes = [min(cfg.batch_size, int(o.numel())) for o in owned]
     width = max(sizes)
     index = torch.zeros(n_dev, steps, width, dtype=torch.long)
-    weight = torch.zeros(n_dev, 1, width)
+    weight = torch.zeros(n_dev, width)
     for d, (rows, gen) in enumerate(zip(owned, generators)):
         batches = torch.stack(list(_batches(int(rows.numel()), cfg, gen)))  # (steps, sizes[d]), local indices
         index[d, :, : sizes[d]] = rows[batches]
-        weight[d, 0, : sizes[d]] = 1.0 / sizes[d]
+        weight[d, : sizes[d]] = 1.0 / sizes[d]
     model.train()
 
     def batch_loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor):
@@ -132,7 +132,7 @@ def local_train_many(
     with torch.no_grad():
         for j in range(steps):
             idx = index[:, j]
-            grads, loss = step_fn(params, x[idx], y[idx], weight[:, 0])
+            grads, loss = step_fn(params, x[idx], y[idx], weight)
             loss_sum += loss
             for k, p in params.items():
                 g = grads[k] if cfg.weight_decay == 0 else grads[k] + cfg.weight_decay * p

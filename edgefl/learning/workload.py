@@ -18,7 +18,7 @@ from edgefl.learning import partition as part
 from edgefl.learning.datasets import Dataset, load_cifar10, load_digits, load_fashion_mnist, load_mnist, make_synthetic
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
-from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
+from edgefl.learning.config import BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round
 from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
 from edgefl.scenario import DataConfig, Scenario
 from edgefl.seeding import Streams
@@ -150,8 +150,7 @@ class Workload:
         model = self._loaded(global_state, width)
         x, y = self._device_data[device]
         cfg = self.train_config if steps is None else replace(self.train_config, steps=int(steps), epochs=1)
-        if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
-            cfg = replace(cfg, lr=cfg.lr / round_index)
+        cfg = self._scheduled(cfg, round_index)
         stats = local_train(
             model, x, y, cfg, self.streams.torch("torch_batches", round_index, device), class_mask=class_mask
         )
@@ -166,6 +165,12 @@ class Workload:
             train_loss=stats.mean_loss,
         )
 
+    def _scheduled(self, cfg: LocalTrainConfig, round_index: int) -> LocalTrainConfig:
+        """``cfg`` with round ``round_index``'s learning rate (``train.lr_schedule``)."""
+        if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
+            return replace(cfg, lr=cfg.lr / round_index)
+        return cfg
+
     def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
         """:meth:`train` for several devices at once (full width, the scenario's SGD settings), vectorised over
         devices; each device draws its batches from its own (torch_batches, round, device) stream as in
@@ -173,11 +178,9 @@ class Workload:
         settings do not allow it (:func:`~edgefl.learning.train.trains_together`): train one by one then."""
         width = self.scenario.model.width
         model = self._model(width)
-        cfg = self.train_config
+        cfg = self._scheduled(self.train_config, round_index)
         if len(devices) < 2 or not trains_together(model, cfg):
             return None
-        if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
-            cfg = replace(cfg, lr=cfg.lr / round_index)
         owned = [torch.from_numpy(self.partitions[int(d)]) for d in devices]
         gens = [self.streams.torch("torch_batches", round_index, int(d)) for d in devices]
         final, stats = local_train_many(model, global_state, self.x_train, self.y_train, owned, cfg, gens)
