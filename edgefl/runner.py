@@ -205,8 +205,7 @@ class Simulation:
         if self.surrogate:
             acc, test_loss, train_loss = math.nan, math.nan, self.workload.loss(new_state)
         else:
-            bn = sc.method.heterofl.bn_clients  # static BN: clients queried for the statistics (0 = all)
-            acc, test_loss = self.workload.evaluate(new_state, bn_clients=bn) if evaluate else (math.nan, math.nan)
+            acc, test_loss = self.method.evaluate(new_state) if evaluate else (math.nan, math.nan)
             train_loss = float(np.mean(losses[losses == losses])) if np.any(losses == losses) else math.nan
             if evaluate and sc.train.global_loss:
                 global_loss = self.workload.global_train_loss(new_state)

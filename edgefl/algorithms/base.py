@@ -200,6 +200,11 @@ class Method(ABC):
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         """The next global state from the updates that arrived in time (may be empty)."""
 
+    def evaluate(self, global_state: State) -> tuple[float, float]:
+        """(test accuracy in [0, 1], mean test loss) of the global model; a method with its own inference
+        rule (HeteroFL's static batch norm) overrides this."""
+        return self.workload.evaluate(global_state)
+
     def state_dict(self) -> dict:
         """What the method remembers between rounds, for checkpoints; none by default.
 

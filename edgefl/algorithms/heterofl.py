@@ -139,6 +139,10 @@ class HeteroFL(Method):
             train_loss=res.train_loss,
         )
 
+    def evaluate(self, global_state: State) -> tuple[float, float]:
+        """Static BN (Diao et al. Sec. 3.2): statistics from the clients' data, the first ``bn_clients`` (0 = all)."""
+        return self.workload.evaluate(global_state, bn_clients=self.scenario.method.heterofl.bn_clients)
+
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.learning.models import output_layer
         from edgefl.learning.slicing import aggregate_nested
