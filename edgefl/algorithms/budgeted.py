@@ -13,13 +13,20 @@ largest setting of its own knob (sparsity, levels) whose *real encoded size* fit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import JobTable, Method, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
 from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
+
+if TYPE_CHECKING:
+    from edgefl.compression.codec import Compressed
+    from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["UploadBudget", "upload_budget", "BudgetedMethod"]
 
@@ -96,6 +103,25 @@ class BudgetedMethod(Method):
         """The smallest useful payload [bits] (a device that cannot afford it sits out)."""
         return 1.0
 
+    @cached_property
+    def _min_bits(self) -> float:
+        # min_payload_bits depends only on the model's shape: computed once per run
+        return float(self.min_payload_bits())
+
+    def packed_update(self, job: DeviceJob, res: TrainResult, update: State, packed: Compressed) -> ClientUpdate:
+        """A compressed full-model update: the decoded ``update`` the server applies and the kept-kernel mask,
+        charged the real encoded size ``packed.bits``."""
+        return ClientUpdate(
+            device=job.device, payload={"update": update, "kept": packed.kept_kernels}, weight=float(res.n_samples),
+            bits=float(packed.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
+        )  # fmt: skip
+
+    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this)."""
+        from edgefl.algorithms.aggregate import fedavg_step
+
+        return fedavg_step(global_state, [u.payload["update"] for u in updates], [u.weight for u in updates])
+
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         dev, fleet, wl = ctx.selected, ctx.fleet, self.workload
         t_max = math.inf if ctx.t_max_s is None else float(ctx.t_max_s) - self.scenario.round.downlink_s
@@ -104,7 +130,7 @@ class BudgetedMethod(Method):
         b = upload_budget(
             cycles=cycles, eps=fleet.energy_coeff[dev], f_min_hz=fleet.f_min_hz[dev], f_max_hz=fleet.f_max_hz[dev],
             e_max_j=ctx.e_max_j[dev], rate_bps=ctx.rate_bps[dev], p_tx_w=fleet.tx_power_w[dev], t_max_s=t_max,
-            min_bits=self.min_payload_bits(), max_bits=2 * s_bits + 65536,  # more than any payload of the model
+            min_bits=self._min_bits, max_bits=2 * s_bits + 65536,  # more than any payload of the model
         )  # fmt: skip
         ok = b.feasible
         jobs = JobTable.build(

@@ -11,7 +11,6 @@ The server averages the decoded updates weighted by |D_i| (FedAvg).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob
@@ -34,15 +33,13 @@ class QSGD(BudgetedMethod):
     levels = LEVELS
 
     def min_payload_bits(self) -> float:
-        if not hasattr(self, "_min_bits"):
-            import numpy as np
-            import torch
+        import numpy as np
+        import torch
 
-            from edgefl.compression.search import TopkQuantSizer
+        from edgefl.compression.search import TopkQuantSizer
 
-            zero = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
-            self._min_bits = float(TopkQuantSizer(zero, np.random.default_rng(0)).bits(1, self.levels))
-        return self._min_bits
+        ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
+        return float(TopkQuantSizer(ones, np.random.default_rng(0)).bits(1, self.levels))
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         from edgefl.compression import decode
@@ -53,13 +50,4 @@ class QSGD(BudgetedMethod):
         sizer = TopkQuantSizer(res.update, rng)
         k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.bits_planned)
         packed = sizer.encode(0 if k is None else k, self.levels)
-        update = decode(packed.payload, list(res.update))
-        return ClientUpdate(
-            device=job.device, payload={"update": update, "kept": packed.kept_kernels}, weight=float(res.n_samples),
-            bits=float(packed.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
-        )  # fmt: skip
-
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
-        from edgefl.algorithms.aggregate import fedavg_step
-
-        return fedavg_step(global_state, [u.payload["update"] for u in updates], [u.weight for u in updates])
+        return self.packed_update(job, res, decode(packed.payload, list(res.update)), packed)

@@ -9,7 +9,6 @@ encoded size fits the planned bits. The server averages the decoded updates weig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob
@@ -36,14 +35,12 @@ class STC(BudgetedMethod):
         self.residual: dict[int, State] = {}
 
     def min_payload_bits(self) -> float:
+        import torch
+
         from edgefl.compression.stc import TernarySizer
 
-        if not hasattr(self, "_min_bits"):
-            import torch
-
-            zero = {k: torch.zeros_like(v) for k, v in self.workload.initial_state().items()}
-            self._min_bits = float(TernarySizer(zero).bits(1))  # header + one position, mu and a sign
-        return self._min_bits
+        zero = {k: torch.zeros_like(v) for k, v in self.workload.initial_state().items()}
+        return float(TernarySizer(zero).bits(1))  # header + one position, mu and a sign
 
     def accumulate(self, device: int, update: State) -> State:
         """The update plus the device's residual, rounded to float32 (what STC compresses)."""
@@ -67,15 +64,7 @@ class STC(BudgetedMethod):
         packed = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
         sent, _ = decode_ternary(packed.payload, list(acc))  # what the server reconstructs
         self.residual[job.device] = {n: acc[n].to(torch.float64) - sent[n].to(torch.float64) for n in acc}
-        return ClientUpdate(
-            device=job.device, payload={"update": sent, "kept": packed.kept_kernels}, weight=float(res.n_samples),
-            bits=float(packed.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
-        )  # fmt: skip
-
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
-        from edgefl.algorithms.aggregate import fedavg_step
-
-        return fedavg_step(global_state, [u.payload["update"] for u in updates], [u.weight for u in updates])
+        return self.packed_update(job, res, sent, packed)
 
     def state_dict(self) -> dict:
         return {"residual": {str(d): dict(r) for d, r in sorted(self.residual.items())}}
