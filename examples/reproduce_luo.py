@@ -71,8 +71,8 @@ def main() -> None:
     # the final (K*, E*) runs of every gamma, in parallel, before the table reads them
     from optimizers.cost_effective import solve_acs
 
-    chosen = {(solve_acs(costs.luo_params(gamma=g, a0_over_b0=est.a0_over_b0)).k,
-               solve_acs(costs.luo_params(gamma=g, a0_over_b0=est.a0_over_b0)).e) for g in gammas}  # fmt: skip
+    solutions = [solve_acs(costs.luo_params(gamma=g, a0_over_b0=est.a0_over_b0)) for g in gammas]
+    chosen = {(sol.k, sol.e) for sol in solutions}
     cache.prefetch([(k, e, s) for k, e in sorted(chosen) for s in seeds], (args.f_target,), jobs=args.jobs)
 
     print(f"\ntarget loss {args.f_target}, {len(seeds)} seeds, grid K={grid_k} x E={grid_e}")
