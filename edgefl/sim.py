@@ -127,7 +127,6 @@ def simulate_round(
     else:
         t_cmp, t_com = np.zeros(n), np.zeros(n)
     updates: list[Any] = [None] * n
-    arrival_order: list[int] = []
     everyone = env.event()
     enough = env.event()
     end: dict[str, float] = {}
@@ -138,13 +137,12 @@ def simulate_round(
     def arrived(ev: simpy.Timeout) -> None:
         k = ev.value
         i = int(order[k])
-        t_arrive[i] = env.now
-        arrival_order.append(i)
+        t_arrive[i] = env.now  # the (k+1)-th arrival: arrivals follow ``order``
         if k + 1 < n:
             schedule(k + 1)
-        if len(arrival_order) == n:
+        if k + 1 == n:
             everyone.succeed()
-        if policy == "over_select" and len(arrival_order) == keep:
+        if policy == "over_select" and k + 1 == keep:
             enough.succeed()
 
     def schedule(k: int) -> None:
@@ -182,7 +180,6 @@ def simulate_round(
     env.process(server())
     env.run()  # late devices finish too: their energy is charged
 
-    order = np.asarray(arrival_order, dtype=np.int64)
     if policy == "deadline":
         # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
         # Lemma 3 makes the deadline tight) must not be dropped because start_s + busy rounds up by one ulp
