@@ -54,10 +54,8 @@ def pack_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     if total == 0:
         return np.zeros(0, dtype=np.uint8)
     ends = np.cumsum(lengths)
-    rep_len = np.repeat(lengths, lengths)
     # bit j of code i sits at position ends[i] - lengths[i] + j; its shift is lengths[i] - 1 - j = ends[i] - 1 - pos
     shift = np.repeat(ends, lengths) - 1 - np.arange(total, dtype=np.int64)
-    del rep_len
     return ((np.repeat(np.asarray(codes, dtype=np.uint64), lengths) >> shift.astype(np.uint64)) & 1).astype(np.uint8)
 
 
