@@ -143,10 +143,11 @@ class Simulation:
         fpc = fleet.flops_per_cycle[dev]
         per_step = fleet.has_step_costs  # Luo et al.: time and energy per SGD step and per upload, given
 
-        def durations(flops: np.ndarray, bits: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def times(at, flops, bits, steps):
+            """Charged compute and upload time [s] of the jobs ``at`` (an index or all) from what they did."""
             if per_step:
-                return steps * fleet.step_time_s[dev], np.where(bits > 0, fleet.comm_time_s[dev], 0.0)
-            return flops / fpc / jobs.cpu_hz, bits / rate[dev]
+                return steps * fleet.step_time_s[dev[at]], np.where(bits > 0, fleet.comm_time_s[dev[at]], 0.0)
+            return flops / fpc[at] / jobs.cpu_hz[at], bits / rate[dev[at]]
 
         if self.surrogate:  # charge the planned work: FLOPs of the width-w submodel, the planned bits
             wl = self.workload
@@ -154,23 +155,23 @@ class Simulation:
             bits = np.where(np.isnan(jobs.bits_planned), float(wl.update_bits), jobs.bits_planned)
             steps, losses = jobs.local_steps, np.full(len(jobs), math.nan)
             outcome = simulate_round(
-                start_s=self.sim_time_s, jobs=range(len(jobs)), durations=durations(flops, bits, steps),
+                start_s=self.sim_time_s, jobs=range(len(jobs)), durations=times(slice(None), flops, bits, steps),
                 policy=rcfg.policy, deadline_s=rcfg.deadline_s, keep=sc.method.clients_per_round,
                 downlink_s=rcfg.downlink_s,
             )  # fmt: skip
         else:
             state, method = self.state, self.method
+            together: dict[str, list[ClientUpdate] | None] = {}
 
-            together = method.client_updates(jobs, state, r)  # vectorised when the method allows it
-
-            def train(i: int) -> ClientUpdate:  # real torch training, at the device's start (or done together)
-                return method.client_update(jobs[i], state, r) if together is None else together[i]
+            def train(i: int) -> ClientUpdate:  # real torch training, at the device's start
+                if not together:  # the round's first start: train every job together if the method can
+                    together["updates"] = method.client_updates(jobs, state, r)
+                done = together["updates"]
+                return method.client_update(jobs[i], state, r) if done is None else done[i]
 
             def cost(i: int, upd: ClientUpdate) -> tuple[float, float]:
-                if per_step:
-                    d = dev[i]
-                    return upd.steps * fleet.step_time_s[d], (fleet.comm_time_s[d] if upd.bits > 0 else 0.0)
-                return upd.flops / fpc[i] / jobs.cpu_hz[i], upd.bits / rate[dev[i]]
+                t_cmp, t_com = times(i, upd.flops, upd.bits, upd.steps)
+                return float(t_cmp), float(t_com)
 
             outcome = simulate_round(
                 start_s=self.sim_time_s, jobs=range(len(jobs)), train=train, cost=cost, policy=rcfg.policy,
