@@ -73,7 +73,7 @@ class Workload:
         self._models: dict[float, nn.Module] = {}
 
     # ------------------------------------------------------------------ model
-    @property
+    @cached_property
     def n_samples(self) -> np.ndarray:
         """Training samples per device, shape (n_devices,)."""
         return np.array([p.size for p in self.partitions], dtype=np.int64)
@@ -196,9 +196,14 @@ class Workload:
 
     def global_train_loss(self, state: State) -> float:
         """F(w): mean cross-entropy of a full-width global state over every device's training data."""
-        model = self._loaded(state)
+        x, y = self._used_train
+        return evaluate(self._loaded(state), x, y)[1]
+
+    @cached_property
+    def _used_train(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every device's training samples, device by device (built on the first :meth:`global_train_loss`)."""
         used = np.concatenate(self.partitions)
-        return evaluate(model, self.x_train[used], self.y_train[used])[1]
+        return self.x_train[used], self.y_train[used]
 
     def device_labels(self, device: int) -> torch.Tensor:
         """Training labels held by ``device``, shape (n_i,)."""
