@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -13,7 +14,10 @@ import pandas as pd
 from edgefl.io import atomic_write_json, atomic_write_text
 from edgefl.scenario import Scenario, scenario_to_toml
 
-__all__ = ["ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "write_run"]
+__all__ = [
+    "ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "write_run",
+    "read_summary", "is_finished",
+]  # fmt: skip
 
 ROUND_COLUMNS = (
     "round", "sim_time_s", "round_time_s", "energy_j", "energy_cum_j", "selected", "arrived", "dropped",
@@ -90,3 +94,18 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
         )
     atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run
     return out
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary.json, or ``None`` if it is missing or unreadable."""
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_finished(run_dir: Path) -> bool:
+    """A run is finished when its summary.json says ``"complete": true`` (written last by :func:`write_run`)."""
+    summary = read_summary(run_dir)
+    return bool(summary and summary.get("complete") is True)

@@ -99,20 +99,13 @@ def run(
 
 def _resumable(run_dir: Path):
     """The scenario of an unfinished run directory, checked for --resume."""
-    import json
-
+    from edgefl.results import is_finished
     from edgefl.scenario import load_scenario
 
     if not (run_dir / "scenario.toml").is_file():
         raise fail(f"--resume {str(run_dir)!r}: no scenario.toml there; not an edgefl run directory")
-    summary = run_dir / "summary.json"
-    if summary.is_file():
-        try:
-            complete = bool(json.loads(summary.read_text(encoding="utf-8")).get("complete"))
-        except ValueError:
-            complete = False
-        if complete:
-            raise fail(f"--resume {str(run_dir)!r}: the run is already complete")
+    if is_finished(run_dir):
+        raise fail(f"--resume {str(run_dir)!r}: the run is already complete")
     return load_scenario(run_dir / "scenario.toml"), run_dir
 
 

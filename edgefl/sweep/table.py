@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from edgefl.results import is_finished, read_summary
+
 if TYPE_CHECKING:
     from edgefl.sweep.spec import RunSpec, Sweep, Target
 
@@ -28,21 +30,6 @@ METRIC_COLUMNS = (
 )  # fmt: skip
 SWEEP_WALL_CLOCK_COLUMNS = ("wall_time_s",)
 """Columns of sweep.csv measured on the host clock; every other column is a function of the sweep file."""
-
-
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's summary.json, or ``None`` if it is missing or unreadable."""
-    try:
-        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def is_finished(run_dir: Path) -> bool:
-    """A run is finished when its summary.json says ``"complete": true`` (written last by ``write_run``)."""
-    summary = read_summary(run_dir)
-    return bool(summary and summary.get("complete") is True)
 
 
 def time_to_target(rounds: pd.DataFrame, target: Target | None) -> dict[str, Any]:
