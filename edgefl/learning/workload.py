@@ -78,10 +78,6 @@ class Workload:
         """Training samples per device, shape (n_devices,)."""
         return np.array([p.size for p in self.partitions], dtype=np.int64)
 
-    @property
-    def in_features(self) -> int:
-        return int(np.prod(self.dataset.input_shape))
-
     def make_model(self, width: float = 1.0) -> nn.Module:
         m = self.scenario.model
         return build_model(
@@ -121,13 +117,12 @@ class Workload:
 
     def update_bits_at(self, width: float) -> int:
         """Size of an uncompressed float32 update of the width-``width`` submodel [bits]."""
-        return BITS_PER_PARAMETER * sum(int(p.numel()) for p in self._model(width).parameters())
+        return state_bits(dict(self._model(width).named_parameters()))  # the reusable module: no extra model
 
     @cached_property
     def update_bits(self) -> int:
         """Size of an uncompressed float32 update of the full model [bits]."""
-        model = self._model(self.scenario.model.width)  # the reusable module: no extra model is built
-        return BITS_PER_PARAMETER * sum(int(p.numel()) for p in model.parameters())
+        return self.update_bits_at(self.scenario.model.width)
 
     # ------------------------------------------------------------------ train / evaluate
     def train(
