@@ -151,8 +151,8 @@ def _check_same_scenarios(finished: list[RunSpec], runs_root: Path) -> None:
 
 def _write_outputs(sweep: Sweep, out: Path, *, ran: tuple[str, ...], skipped: tuple[str, ...]) -> SweepResult:
     runs_root = out / RUNS_DIR
-    table = build_table(sweep, runs_root)
     rounds = {run.run_id: pd.read_csv(runs_root / run.run_id / "rounds.csv") for run in sweep.runs}
+    table = build_table(sweep, runs_root, rounds)
     csv_path = atomic_write_text(out / "sweep.csv", table.to_csv(index=False))
     html_path = atomic_write_text(out / "sweep.html", build_sweep_page(sweep, table, rounds))
     return SweepResult(out_dir=out, csv_path=csv_path, html_path=html_path, table=table, ran=ran, skipped=skipped)

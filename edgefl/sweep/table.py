@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +77,11 @@ def _num(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def run_row(run: RunSpec, run_dir: Path, target: Target | None) -> dict[str, Any]:
-    """The sweep.csv row of one finished run."""
+def run_row(run: RunSpec, run_dir: Path, target: Target | None, rounds: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The sweep.csv row of one finished run (``rounds``: its rounds.csv if already read, else read here)."""
     summary = read_summary(run_dir) or {}
-    rounds = pd.read_csv(run_dir / "rounds.csv")
+    if rounds is None:
+        rounds = pd.read_csv(run_dir / "rounds.csv")
     return {
         "run": run.run_id,
         **{key: _cell(value) for key, value in run.params.items()},
@@ -95,9 +97,11 @@ def run_row(run: RunSpec, run_dir: Path, target: Target | None) -> dict[str, Any
     }
 
 
-def build_table(sweep: Sweep, runs_root: Path) -> pd.DataFrame:
-    """sweep.csv as a DataFrame, one row per run in grid order (``runs_root / <run id>`` are the run dirs)."""
-    rows = [run_row(run, runs_root / run.run_id, sweep.spec.target) for run in sweep.runs]
+def build_table(sweep: Sweep, runs_root: Path, rounds: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """sweep.csv as a DataFrame, one row per run in grid order (``runs_root / <run id>`` are the run dirs;
+    ``rounds``: the runs' rounds.csv by run id if already read, else each is read here)."""
+    rounds = rounds or {}
+    rows = [run_row(run, runs_root / run.run_id, sweep.spec.target, rounds.get(run.run_id)) for run in sweep.runs]
     columns = ["run", *sweep.grid_keys, "seed", *METRIC_COLUMNS, *SWEEP_WALL_CLOCK_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     table["target_round"] = table["target_round"].astype("Int64")  # an integer, empty when never reached
