@@ -9,7 +9,6 @@ parameter names do not depend on the width, so HeteroFL/AnycostFL sub-models sli
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from edgefl.learning.models._checks import ModelError, scaled
+from edgefl.learning.models._layers import ImageInput
 
 __all__ = ["Conv", "ConvNet"]
 
@@ -32,7 +32,7 @@ class Conv:
     pool: bool = False
 
 
-class ConvNet(nn.Module):
+class ConvNet(ImageInput):
     """Conv-ReLU(-pool) blocks, then a ReLU MLP head; takes ``(n, C, H, W)`` or flat ``(n, C*H*W)`` batches.
 
     Raises :class:`ModelError` when the input is too small for the layers (a spatial size would drop below 1).
@@ -47,11 +47,8 @@ class ConvNet(nn.Module):
         n_classes: int,
         width: float = 1.0,
     ) -> None:
-        super().__init__()
-        if len(input_shape) != 3:
-            raise ModelError(f"model.input_shape={tuple(input_shape)!r}: a CNN needs (C, H, W)")
-        self.input_shape = tuple(input_shape)
-        channels, height, width_px = input_shape
+        super().__init__(input_shape)
+        channels, height, width_px = self.input_shape
         features: list[nn.Module] = []
         for conv in convs:
             out = scaled(conv.channels, width)
@@ -72,14 +69,6 @@ class ConvNet(nn.Module):
             if i < len(sizes) - 2:
                 head.append(nn.ReLU())
         self.classifier = nn.Sequential(*head)
-        self._flat = math.prod(self.input_shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2 and x.shape[1] == self._flat:  # a flat batch: restore the image shape
-            x = x.reshape(x.shape[0], *self.input_shape)
-        elif tuple(x.shape[1:]) != self.input_shape:
-            raise ModelError(
-                f"input batch shape {tuple(x.shape)}: expected (n, {', '.join(map(str, self.input_shape))}) "
-                f"or (n, {self._flat})"
-            )
-        return self.classifier(self.features(x).flatten(1))
+        return self.classifier(self.features(self._image(x)).flatten(1))

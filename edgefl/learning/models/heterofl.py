@@ -13,7 +13,6 @@ tensor of the narrow model is the leading (prefix) slice of the full one's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -21,6 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from edgefl.learning.models._checks import ModelError, scaled
+from edgefl.learning.models._layers import ImageInput
 
 __all__ = ["Scaler", "HeteroConv", "PreActBlock", "PreResNet"]
 
@@ -51,28 +51,7 @@ def _static_bn(channels: int) -> nn.BatchNorm2d:
     return nn.BatchNorm2d(channels, momentum=None, track_running_stats=False)
 
 
-class _ImageInput(nn.Module):
-    """Shared input check: ``(n, C, H, W)`` or a flat ``(n, C*H*W)`` batch (as :class:`ConvNet`)."""
-
-    def __init__(self, input_shape: Sequence[int]) -> None:
-        super().__init__()
-        if len(input_shape) != 3:
-            raise ModelError(f"model.input_shape={tuple(input_shape)!r}: a CNN needs (C, H, W)")
-        self.input_shape = tuple(int(d) for d in input_shape)
-        self._flat = math.prod(self.input_shape)
-
-    def _image(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2 and x.shape[1] == self._flat:
-            return x.reshape(x.shape[0], *self.input_shape)
-        if tuple(x.shape[1:]) != self.input_shape:
-            raise ModelError(
-                f"input batch shape {tuple(x.shape)}: expected (n, {', '.join(map(str, self.input_shape))}) "
-                f"or (n, {self._flat})"
-            )
-        return x
-
-
-class HeteroConv(_ImageInput):
+class HeteroConv(ImageInput):
     """HeteroFL's CNN (Sec. 4, Table 6; MNIST, hidden [64, 128, 256, 512]).
 
     For every hidden size h: conv3x3(pad 1) -> Scaler -> static BN -> ReLU -> 2x2 max-pool, except that the last
@@ -132,7 +111,7 @@ class PreActBlock(nn.Module):
         return out + skip
 
 
-class PreResNet(_ImageInput):
+class PreResNet(ImageInput):
     """Pre-activation ResNet (HeteroFL Sec. 4, Table 6; CIFAR-10 "PreResNet18").
 
     conv3x3(C -> h0, no bias) -> stages of :class:`PreActBlock` (``blocks[i]`` blocks of ``hidden[i]`` channels,
