@@ -5,9 +5,9 @@ one round of communication, each an array of shape (N,).
 Two sources, matching how the simulator charges a round:
 
 - ``fleet.step_costs.kind = "normal"`` (the paper's simulation setups): the fleet's drawn per-device constants.
-- the physical cost model (``kind = "none"``): one step of batch B on device k computes
-  ``FLOPs/sample x min(B, n_k)`` FLOPs, i.e. ``cycles = that / flops_per_cycle`` at the FedAvg CPU frequency
-  f (``f_max``; ``f_min`` with ``cpu_policy = "min_energy"`` and no deadline), so
+- the physical cost model (``kind = "none"``, the formulas of :mod:`edgefl.system`): one step of batch B on
+  device k computes ``FLOPs/sample x min(B, n_k)`` FLOPs, i.e. ``cycles = that / flops_per_cycle`` at the
+  FedAvg CPU frequency f (``f_max``; ``f_min`` with ``cpu_policy = "min_energy"`` and no deadline), so
   ``t_p = cycles / f`` and ``e_p = eps f^2 cycles`` (AnycostFL eqs. 6-7); one upload of the float32 update
   takes ``t_m = bits x mean_r(1 / rate_r)`` and ``e_m = P_tx t_m`` (eq. 9). The rate changes from round to
   round under mobility and fading: the mean runs over the first ``rate_rounds`` rounds of the run's own radio
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
 from optimizers.cost_effective import LuoCostParams, expected_round_time_s
 
 if TYPE_CHECKING:
@@ -96,13 +97,15 @@ def measure_device_costs(sim: Simulation, *, rate_rounds: int = 20) -> DeviceCos
         f_hz = fleet.f_max_hz
     batch = np.minimum(sc.train.batch_size, wl.n_samples)  # samples of one SGD step, shape (N,)
     cycles = float(wl.flops_per_sample(sc.model.width)) * batch / fleet.flops_per_cycle
-    t_p = cycles / f_hz  # AnycostFL eq. (6)
-    e_p = fleet.energy_coeff * f_hz**2 * cycles  # AnycostFL eq. (7)
+    t_p = compute_time_s(cycles, f_hz)  # AnycostFL eq. (6)
+    e_p = compute_energy_j(cycles, f_hz, fleet.energy_coeff)  # AnycostFL eq. (7)
     radio = Radio(sc.channel, n, sim.streams)
     everyone = np.ones(n, dtype=bool)
-    inv_rate = np.zeros(n)
+    t_m = np.zeros(n)
     for r in range(1, rate_rounds + 1):
         _, gain = radio.round_state(r)
-        inv_rate += 1.0 / radio.rates_bps(gain, fleet.tx_power_w, everyone)
-    t_m = float(wl.update_bits) * inv_rate / rate_rounds  # bits x mean(1/rate) [s], AnycostFL eq. (9)
-    return DeviceCosts(t_p_s=t_p, t_m_s=t_m, e_p_j=e_p, e_m_j=fleet.tx_power_w * t_m, source="cost_model")
+        t_m += upload_time_s(wl.update_bits, radio.rates_bps(gain, fleet.tx_power_w, everyone))  # eq. (9)
+    t_m /= rate_rounds  # bits x mean(1/rate) [s]
+    return DeviceCosts(
+        t_p_s=t_p, t_m_s=t_m, e_p_j=e_p, e_m_j=upload_energy_j(fleet.tx_power_w, t_m), source="cost_model"
+    )
