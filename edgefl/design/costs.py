@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
-from optimizers.cost_effective import LuoCostParams, expected_round_time_s
+from optimizers.cost_effective import LuoCostParams, expected_total_energy_j, expected_total_time_s
 
 if TYPE_CHECKING:
     from edgefl.runner import Simulation
@@ -64,9 +64,9 @@ class DeviceCosts:
     def expected_round(self, k: int, e: int) -> tuple[float, float]:
         """(E[t^(r)] [s], E[e^(r)] [J]) of one round with K of N sampled uniformly and E local steps:
         Lemma 2, eq. (13) over t_k = t_{k,p} E + t_{k,m} (eq. 3), and Lemma 1, eq. (10) per round,
-        ``K (e_p E + e_m)``."""
-        t = expected_round_time_s(self.t_p_s * e + self.t_m_s, k)
-        energy = k * (float(np.mean(self.e_p_j)) * e + float(np.mean(self.e_m_j)))
+        ``K (e_p E + e_m)`` (the totals of eqs. 10 and 12 with R = 1)."""
+        t = expected_total_time_s(self.t_p_s, self.t_m_s, k=k, e=e, rounds=1)
+        energy = expected_total_energy_j(self.e_p_j, self.e_m_j, k=k, e=e, rounds=1)
         return t, energy
 
 
