@@ -10,7 +10,7 @@ from torch import nn
 
 from edgefl.learning.models._checks import ModelError
 
-__all__ = ["ImageInput"]
+__all__ = ["ImageInput", "linear_stack"]
 
 
 class ImageInput(nn.Module):
@@ -37,3 +37,14 @@ class ImageInput(nn.Module):
                 f"or (n, {self._flat})"
             )
         return x
+
+
+def linear_stack(sizes: Sequence[int]) -> nn.Sequential:
+    """Linear layers ``sizes[0] -> sizes[1] -> ... -> sizes[-1]`` with a ReLU between two of them (none after the
+    last): ``Linear`` at even indices, ``ReLU`` at odd ones, so parameters are named ``0.weight``, ``2.weight``, ..."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)

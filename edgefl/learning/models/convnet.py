@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from edgefl.learning.models._checks import ModelError, scaled
-from edgefl.learning.models._layers import ImageInput
+from edgefl.learning.models._layers import ImageInput, linear_stack
 
 __all__ = ["Conv", "ConvNet"]
 
@@ -62,13 +62,7 @@ class ConvNet(ImageInput):
                 raise ModelError(f"model.input_shape={self.input_shape!r}: too small for this CNN's conv/pool layers")
             channels = out
         self.features = nn.Sequential(*features)
-        sizes = [channels * height * width_px, *[scaled(h, width) for h in hidden], n_classes]
-        head: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            head.append(nn.Linear(a, b))
-            if i < len(sizes) - 2:
-                head.append(nn.ReLU())
-        self.classifier = nn.Sequential(*head)
+        self.classifier = linear_stack([channels * height * width_px, *[scaled(h, width) for h in hidden], n_classes])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(self._image(x)).flatten(1))

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from edgefl.learning.models._checks import scaled
+from edgefl.learning.models._layers import linear_stack
 
 __all__ = ["MLP", "LogisticRegression"]
 
@@ -25,13 +26,7 @@ class MLP(nn.Module):
 
     def __init__(self, *, in_features: int, hidden: Sequence[int], n_classes: int, width: float = 1.0) -> None:
         super().__init__()
-        sizes = [in_features, *[scaled(h, width) for h in hidden], n_classes]
-        layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            layers.append(nn.Linear(a, b))
-            if i < len(sizes) - 2:
-                layers.append(nn.ReLU())
-        self.net = nn.Sequential(*layers)
+        self.net = linear_stack([in_features, *[scaled(h, width) for h in hidden], n_classes])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x.flatten(1))
