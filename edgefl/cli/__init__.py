@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from edgefl.cli._common import fail
+from edgefl.cli._common import fail, user_errors
 
 __all__ = ["app", "main"]
 
@@ -26,19 +26,6 @@ app.add_typer(optimize_app, name="optimize")
 app.add_typer(estimate_app, name="estimate")
 
 _out = Console(highlight=False, soft_wrap=True)
-
-
-@contextmanager
-def user_errors():
-    """Turn the project's validation errors into one line + exit code 2 (no traceback)."""
-    from channel.errors import ChannelInputError
-    from edgefl.errors import EdgeflError
-    from optimizers.errors import OptimizerInputError
-
-    try:
-        yield
-    except (EdgeflError, ChannelInputError, OptimizerInputError) as exc:
-        raise fail(str(exc)) from None
 
 
 @app.command()

@@ -1,20 +1,42 @@
-"""Helpers shared by the command modules: the one-line error exit and a strict numeric CSV reader."""
+"""Helpers shared by the command modules: the one-line error exit, option names in optimizer messages and a
+strict numeric CSV reader."""
 
 from __future__ import annotations
 
 import csv
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
-__all__ = ["fail", "read_numeric_csv"]
+__all__ = ["fail", "user_errors", "option_names", "read_numeric_csv"]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on stderr as one line and return the exit exception to raise (code 2 by default)."""
     typer.echo(f"error: {' '.join(str(message).split())}", err=True)
     return typer.Exit(code)
+
+
+@contextmanager
+def user_errors():
+    """Turn the project's validation errors into one line + exit code 2 (no traceback)."""
+    from channel.errors import ChannelInputError
+    from edgefl.errors import EdgeflError
+    from optimizers.errors import OptimizerInputError
+
+    try:
+        yield
+    except (EdgeflError, ChannelInputError, OptimizerInputError) as exc:
+        raise fail(str(exc)) from None
+
+
+def option_names(message: str, options: dict[str, str]) -> str:
+    """Name the CLI option in an optimizer message: with ``options`` mapping ``t_max_s`` to ``--t-max-s``,
+    "t_max_s=-1.0: ..." becomes "--t-max-s=-1.0: ..."; other messages are returned as they are."""
+    field, sep, rest = message.partition("=")
+    return options[field] + sep + rest if sep and field in options else message
 
 
 def read_numeric_csv(

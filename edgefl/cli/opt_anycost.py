@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from edgefl.cli._common import fail, read_numeric_csv
+from edgefl.cli._common import fail, option_names, read_numeric_csv
 
 if TYPE_CHECKING:
     from optimizers.anycost import AnycostDevices, AnycostSolution
@@ -100,7 +100,7 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
                 epochs=epochs, alpha_min=alpha_min, beta_max=beta_max,
             )  # fmt: skip
         except OptimizerInputError as exc:
-            raise fail(_option_names(str(exc))) from None
+            raise fail(option_names(str(exc), _OPTIONS)) from None
         records = _records(solution)
         if as_json:
             typer.echo(json.dumps(records))
@@ -127,9 +127,3 @@ def _print_table(records: list[dict], lines: list[int], *, title: str) -> None:
             "yes" if ok else f"no ({rec['reason']})",
         )
     Console(highlight=False).print(table)
-
-
-def _option_names(message: str) -> str:
-    """Name the CLI option in an optimizer message ("t_max_s=-1.0: ..." -> "--t-max-s=-1.0: ...")."""
-    field, sep, rest = message.partition("=")
-    return _OPTIONS[field] + sep + rest if sep and field in _OPTIONS else message

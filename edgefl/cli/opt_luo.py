@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from edgefl.cli._common import fail, read_numeric_csv
+from edgefl.cli._common import fail, option_names, read_numeric_csv
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,7 +63,7 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
             acs = solve_acs(params)
             gp = solve_gp(params)
         except OptimizerInputError as exc:
-            raise fail(_option_names(str(exc), _KE_OPTIONS)) from None
+            raise fail(option_names(str(exc), _KE_OPTIONS)) from None
         except SolverError as exc:
             raise fail(str(exc), code=1) from None
         result = {
@@ -125,7 +125,7 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
         try:
             p = level_probabilities(n, levels)
         except OptimizerInputError as exc:
-            raise fail(_option_names(str(exc), _CCFEDAVG_OPTIONS)) from None
+            raise fail(option_names(str(exc), _CCFEDAVG_OPTIONS)) from None
         if as_json:
             typer.echo(json.dumps([float(x) for x in p]))
             return
@@ -139,9 +139,3 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
         for value, start, count in zip(values, first, counts):
             table.add_row(f"{start}..{start + count - 1}", str(count), f"{-value:g}")
         Console(highlight=False).print(table)
-
-
-def _option_names(message: str, options: dict[str, str]) -> str:
-    """Name the CLI option in an optimizer message ("t_p_s=-1.0: ..." -> "--tp-s=-1.0: ...")."""
-    field, sep, rest = message.partition("=")
-    return options[field] + sep + rest if sep and field in options else message

@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from edgefl.cli._common import user_errors
+
 __all__ = ["register"]
 
 
@@ -35,7 +37,6 @@ def register(app: typer.Typer) -> None:
         """Overlay runs in one HTML page: accuracy vs simulated time, vs energy and vs round.
 
         One curve per run, labelled "<name> (<method>, seed <seed>)"; the loss if no run has a test accuracy."""
-        from edgefl.cli import user_errors  # imported here: edgefl.cli imports this module while it loads
         from edgefl.overlay import write_overlay
 
         with user_errors():
