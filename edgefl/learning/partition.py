@@ -95,15 +95,12 @@ def _labels(labels: object) -> np.ndarray:
     return y
 
 
-def _balanced_cut(n: int, parts: int, *, extras_last: bool) -> np.ndarray:
-    """Part sizes differing by at most one; the larger parts first (or last with ``extras_last``)."""
-    sizes = np.full(parts, n // parts, dtype=np.int64)
-    extra = n % parts
-    if extras_last:
-        sizes[parts - extra :] += 1
-    else:
-        sizes[:extra] += 1
-    return sizes
+def _split_extras_last(a: np.ndarray, parts: int) -> list[np.ndarray]:
+    """``a`` cut into ``parts`` contiguous pieces whose sizes differ by at most one, the larger pieces last
+    (:func:`numpy.array_split` puts them first)."""
+    sizes = np.full(parts, a.size // parts, dtype=np.int64)
+    sizes[parts - a.size % parts :] += 1
+    return np.split(a, np.cumsum(sizes)[:-1])
 
 
 # ---------------------------------------------------------------------------------------------- Dirichlet
@@ -195,9 +192,9 @@ def partition_gamma_mix(
     if classes_per_device is not None and sorted_rest.size:
         non_iid = [sorted_rest[p] for p in partition_shards(y[sorted_rest], n_devices, classes_per_device, rng)]
     else:
-        non_iid = np.split(sorted_rest, np.cumsum(_balanced_cut(sorted_rest.size, n_devices, extras_last=False))[:-1])
+        non_iid = np.array_split(sorted_rest, n_devices)
     # IID extras go to the last devices, non-IID extras to the first: totals differ by at most one
-    iid_parts = np.split(iid, np.cumsum(_balanced_cut(iid.size, n_devices, extras_last=True))[:-1])
+    iid_parts = _split_extras_last(iid, n_devices)
     parts = [np.sort(np.concatenate([a, b])) for a, b in zip(non_iid, iid_parts)]
     if shuffle_devices:
         parts = [parts[i] for i in rng.permutation(n_devices)]
