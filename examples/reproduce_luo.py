@@ -67,13 +67,8 @@ def main() -> None:
           + ", ".join(f"({r.k}, {r.e}, {r.r_a:.1f}, {r.r_b:.1f})" for r in est.samples))  # fmt: skip
     print("device-mean costs:", {k: round(v, 5) for k, v in costs.means().items()})
     grid = grid_table(cache, grid_k, grid_e, target=args.f_target, seeds=seeds)
-    gammas = [round(0.1 * i, 1) for i in range(11)]
-    # the final (K*, E*) runs of every gamma, in parallel, before the table reads them
-    from optimizers.cost_effective import solve_acs
-
-    solutions = [solve_acs(costs.luo_params(gamma=g, a0_over_b0=est.a0_over_b0)) for g in gammas]
-    chosen = {(sol.k, sol.e) for sol in solutions}
-    cache.prefetch([(k, e, s) for k, e in sorted(chosen) for s in seeds], (args.f_target,), jobs=args.jobs)
+    # every gamma's (K*, E*) run, in parallel; the gammas 0, 0.5, 1 below are among them
+    table = tradeoff_table(cache, per_seed, est, target=args.f_target, seeds=seeds, grid=grid, jobs=args.jobs)
 
     print(f"\ntarget loss {args.f_target}, {len(seeds)} seeds, grid K={grid_k} x E={grid_e}")
     print(f"{'gamma':>5} {'K*':>4} {'E*':>4} {'cost(K*,E*)':>12} {'K_opt':>5} {'E_opt':>5} {'cost_opt':>10} "
@@ -89,7 +84,6 @@ def main() -> None:
               f"{d.predicted_time_s / d.outcome.time_s:10.3f} {d.predicted_energy_j / d.outcome.energy_j:10.3f}")  # fmt: skip
     print(f"K* non-increasing in gamma: {all(a >= b for a, b in zip(ks, ks[1:]))} ({ks})")
     _bound_shape(grid, est.a0_over_b0, base.fleet.n_devices)
-    table = tradeoff_table(cache, per_seed, est, gammas, target=args.f_target, seeds=seeds, grid=grid)
     print("\nFig. 5e trade-off (seed means):")
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     csv_path, html_path = write_tradeoff(table, args.out, title=f"{args.scenario}: time-energy trade-off")

@@ -157,8 +157,7 @@ def _design(scenario: str, *, gamma, samples, seeds, f_a, f_b, f_target, max_rou
         out["grid"] = [{"K": o.k, "E": o.e, "rounds": o.rounds, "time_s": o.time_s, "energy_j": o.energy_j,
                         "reached": o.reached, "cost": o.cost(gamma)} for o in grid]  # fmt: skip
     if tradeoff is not None:
-        table = tradeoff_table(cache, per_seed, est, [round(0.1 * i, 1) for i in range(11)], target=ft,
-                               seeds=seed_list, grid=grid)  # fmt: skip
+        table = tradeoff_table(cache, per_seed, est, target=ft, seeds=seed_list, grid=grid, jobs=jobs)
         csv_path, html_path = write_tradeoff(table, tradeoff, title=f"{base.name}: time-energy trade-off")
         out.update(tradeoff_csv=str(csv_path), tradeoff_html=str(html_path))
     out.update(simulated_runs=cache.simulated, runs_wall_s=cache.wall_s)

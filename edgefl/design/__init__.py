@@ -25,7 +25,7 @@ from edgefl.design.ke import (
     mean_costs,
     seed_costs,
 )
-from edgefl.design.tradeoff import TRADEOFF_COLUMNS, tradeoff_table, write_tradeoff
+from edgefl.design.tradeoff import TRADEOFF_COLUMNS, TRADEOFF_GAMMAS, tradeoff_table, write_tradeoff
 from edgefl.design.until_loss import Hit, LossRun, RunCache, design_scenario, run_until_loss
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "grid_table",
     "grid_optimum",
     "TRADEOFF_COLUMNS",
+    "TRADEOFF_GAMMAS",
     "tradeoff_table",
     "write_tradeoff",
 ]

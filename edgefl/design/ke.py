@@ -18,7 +18,7 @@ import numpy as np
 from edgefl.design.costs import DeviceCosts, measure_device_costs
 from edgefl.design.until_loss import RunCache, design_scenario
 from edgefl.errors import EdgeflError
-from optimizers.cost_effective import estimate_a0_over_b0, solve_acs
+from optimizers.cost_effective import KESolution, estimate_a0_over_b0, solve_acs
 
 __all__ = [
     "DesignError",
@@ -181,10 +181,30 @@ def design_ke(
     ``costs``: one seed's devices, or one :class:`DeviceCosts` per seed (P3 takes their pooled means; the
     Lemma 1/2 prediction of the run's time and energy is the mean over seeds of each seed's prediction).
     """
+    rows, sol = _solve_p3(costs, estimate, gamma)
+    return _run_design(cache, rows, estimate, sol, gamma=gamma, target=target, seeds=seeds)
+
+
+def _solve_p3(
+    costs: DeviceCosts | Sequence[DeviceCosts], estimate: Estimate, gamma: float
+) -> tuple[list[DeviceCosts], KESolution]:
+    """The per-seed cost rows and Algorithm 2 lines 5-13 (P3, eq. 20) on their pooled device means."""
     rows = [costs] if isinstance(costs, DeviceCosts) else list(costs)
     pooled = rows[0] if len(rows) == 1 else mean_costs(None, rows=rows)
-    params = pooled.luo_params(gamma=gamma, a0_over_b0=estimate.a0_over_b0)
-    sol = solve_acs(params)
+    return rows, solve_acs(pooled.luo_params(gamma=gamma, a0_over_b0=estimate.a0_over_b0))
+
+
+def _run_design(
+    cache: RunCache,
+    rows: Sequence[DeviceCosts],
+    estimate: Estimate,
+    sol: KESolution,
+    *,
+    gamma: float,
+    target: float,
+    seeds: Sequence[int],
+) -> KEDesign:
+    """:func:`design_ke` after P3 is solved: run (K*, E*) of ``sol`` to ``target`` and charge it (eq. 8)."""
     out = evaluate_design(cache, sol.k, sol.e, target=target, seeds=seeds)
     cost = out.cost(gamma)
     sample_cost = (1.0 - gamma) * estimate.time_s + gamma * estimate.energy_j
