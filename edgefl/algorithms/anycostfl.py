@@ -141,7 +141,7 @@ class AnycostFL(Method):
         return self._sorted_state
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        from edgefl.compression import BudgetError, compress, decode_with_mask, encode_fixed
+        from edgefl.compression import BudgetError, compress, encode_fixed
         from edgefl.learning.slicing import slice_state, submodel_shapes
 
         wl, m = self.workload, self.scenario.model
@@ -156,10 +156,10 @@ class AnycostFL(Method):
             packed = compress(res.update, budget_bits=job.bits_planned, rng=rng)
         except BudgetError:  # the budget cannot even hold the header: send an empty update
             packed = encode_fixed(res.update, kept_kernels=0, levels=1, rng=rng)
-        update, sent = decode_with_mask(packed.payload, list(res.update))  # what the server reconstructs
         return ClientUpdate(
             device=job.device,
-            payload={"update": update, "sent": sent, "alpha": job.alpha, "beta": job.beta},
+            # what the server decodes from the payload: the quantised sparse update and the elements it carries
+            payload={"update": packed.update, "sent": packed.sent, "alpha": job.alpha, "beta": job.beta},
             weight=1.0,
             bits=float(packed.bits),  # the real encoded size, charged by the simulator
             flops=res.flops,

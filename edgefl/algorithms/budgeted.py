@@ -108,12 +108,13 @@ class BudgetedMethod(Method):
         # min_payload_bits depends only on the model's shape: computed once per run
         return float(self.min_payload_bits())
 
-    def packed_update(self, job: DeviceJob, res: TrainResult, update: State, packed: Compressed) -> ClientUpdate:
-        """A compressed full-model update: the decoded ``update`` the server applies and the kept-kernel mask,
-        charged the real encoded size ``packed.bits``."""
+    def packed_update(self, job: DeviceJob, res: TrainResult, packed: Compressed) -> ClientUpdate:
+        """A compressed full-model update: the decoded update the server applies (``packed.update``) and the
+        number of kept kernels, charged the real encoded size ``packed.bits``."""
         return ClientUpdate(
-            device=job.device, payload={"update": update, "kept": packed.kept_kernels}, weight=float(res.n_samples),
-            bits=float(packed.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
+            device=job.device, payload={"update": packed.update, "kept": packed.kept_kernels},
+            weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
+            train_loss=res.train_loss,
         )  # fmt: skip
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:

@@ -48,7 +48,7 @@ class FedHQ(BudgetedMethod):
         return float(self.workload.update_bits // 32)
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        from edgefl.compression import MAX_LEVELS, decode
+        from edgefl.compression import MAX_LEVELS
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
         res = self.workload.train(job.device, global_state, round_index=round_index)
@@ -61,7 +61,7 @@ class FedHQ(BudgetedMethod):
         var = error_variance(n, levels, float(np.float32(mags.min())), float(np.float32(mags.max()))) if levels else None
         return ClientUpdate(
             device=job.device,
-            payload={"update": decode(packed.payload, list(res.update)), "levels": levels or 0, "variance": var},
+            payload={"update": packed.update, "levels": levels or 0, "variance": var},
             weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
             train_loss=res.train_loss,
         )  # fmt: skip

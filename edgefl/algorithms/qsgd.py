@@ -42,7 +42,6 @@ class QSGD(BudgetedMethod):
         return float(TopkQuantSizer(ones, np.random.default_rng(0)).bits(1, self.levels))
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        from edgefl.compression import decode
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
         res = self.workload.train(job.device, global_state, round_index=round_index)
@@ -50,4 +49,4 @@ class QSGD(BudgetedMethod):
         sizer = TopkQuantSizer(res.update, rng)
         k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.bits_planned)
         packed = sizer.encode(0 if k is None else k, self.levels)
-        return self.packed_update(job, res, decode(packed.payload, list(res.update)), packed)
+        return self.packed_update(job, res, packed)

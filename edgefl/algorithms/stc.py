@@ -55,16 +55,16 @@ class STC(BudgetedMethod):
         import torch
 
         from edgefl.compression.search import largest_fitting
-        from edgefl.compression.stc import TernarySizer, decode_ternary
+        from edgefl.compression.stc import TernarySizer
 
         res = self.workload.train(job.device, global_state, round_index=round_index)
         acc = self.accumulate(job.device, res.update)
         sizer = TernarySizer(acc)
         k = largest_fitting(sizer.bits, 0, sizer.n, job.bits_planned)
         packed = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
-        sent, _ = decode_ternary(packed.payload, list(acc))  # what the server reconstructs
+        sent = packed.update  # what the server decodes
         self.residual[job.device] = {n: acc[n].to(torch.float64) - sent[n].to(torch.float64) for n in acc}
-        return self.packed_update(job, res, sent, packed)
+        return self.packed_update(job, res, packed)
 
     def state_dict(self) -> dict:
         return {"residual": {str(d): dict(r) for d, r in sorted(self.residual.items())}}

@@ -48,8 +48,9 @@ class BudgetError(CodecError):
 
 @dataclass(frozen=True)
 class Compressed:
-    """One encoded update: ``payload`` (``bits`` = 8 * len(payload)), the knobs used, and ``update``, the quantised
-    sparse update it encodes (what :func:`decode` returns), float32 tensors by name."""
+    """One encoded update: ``payload`` (``bits`` = 8 * len(payload)), the knobs used, ``update``, the quantised
+    sparse update it encodes (what :func:`decode` returns), float32 tensors by name, and ``sent``, the boolean mask
+    of the elements the payload carries (what :func:`decode_with_mask` returns; the m_{t,i} of eq. (5))."""
 
     payload: bytes
     bits: int
@@ -57,6 +58,7 @@ class Compressed:
     n_kernels: int
     levels: int
     update: dict[str, torch.Tensor]
+    sent: dict[str, torch.Tensor]
 
     @property
     def kept_fraction(self) -> float:
@@ -81,6 +83,11 @@ def unflatten(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[
         out[name] = torch.from_numpy(np.array(flat[at : at + n], dtype=np.float32)).reshape(tuple(shape))
         at += n
     return out
+
+
+def _unflatten_mask(sent: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """Boolean tensors by name from a flat boolean vector."""
+    return {k: v.bool() for k, v in unflatten(sent.astype(np.float32), names, shapes).items()}
 
 
 def _group(levels: int) -> int:
@@ -183,6 +190,17 @@ def _dequantised(plan: _Plan, n: int) -> np.ndarray:
     return out
 
 
+def _compressed(plan: _Plan, names: Sequence[str], shapes: Sequence[Sequence[int]], layout: sparsify.KernelLayout,
+                kernel_wise: bool) -> Compressed:  # fmt: skip
+    """The payload of ``plan`` with the update and element mask it decodes to (built here, not decoded)."""
+    payload = _write(plan, shapes, layout.n_kernels, kernel_wise)
+    sent = np.zeros(layout.n_elements, dtype=bool)
+    sent[plan.elements] = True
+    update = unflatten(_dequantised(plan, sent.size), names, shapes)
+    return Compressed(payload, 8 * len(payload), int(plan.kept.size), layout.n_kernels, plan.levels, update,
+                      _unflatten_mask(sent, names, shapes))  # fmt: skip
+
+
 def encode_fixed(
     update: Mapping[str, torch.Tensor],
     *,
@@ -197,14 +215,12 @@ def encode_fixed(
     ``rng`` draws one U[0, 1) per element (the rounding of eq. (4)). ``kernel_wise=False`` ranks single elements
     (top-k as STC/QSGD use it).
     """
-    _, shapes, flat = flatten(update)
+    names, shapes, flat = flatten(update)
     layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
     scores = sparsify.kernel_scores(flat, layout, score=score)
     kept = sparsify.top_kernels(scores, kept_kernels)
     plan = _plan(flat, layout, kept, levels, rng.random(flat.size))
-    payload = _write(plan, shapes, layout.n_kernels, kernel_wise)
-    return Compressed(payload, 8 * len(payload), int(kept.size), layout.n_kernels, int(levels),
-                      unflatten(_dequantised(plan, flat.size), list(update), shapes))  # fmt: skip
+    return _compressed(plan, names, shapes, layout, kernel_wise)
 
 
 def encoded_bits(update: Mapping[str, torch.Tensor], *, kept_kernels: int, levels: int,
@@ -321,9 +337,7 @@ def compress(
             bad_k = k
     if fits_plan is None:
         fits_plan = exact(0)[1]
-    payload = _write(fits_plan, shapes, n_k, kernel_wise)
-    return Compressed(payload, 8 * len(payload), int(fits_plan.kept.size), n_k, levels,
-                      unflatten(_dequantised(fits_plan, flat.size), names, shapes))  # fmt: skip
+    return _compressed(fits_plan, names, shapes, layout, kernel_wise)
 
 
 class TopkQuantSizer:
@@ -354,10 +368,7 @@ class TopkQuantSizer:
         return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
 
     def encode(self, k: int, levels: int) -> Compressed:
-        plan = self._plan(k, levels)
-        payload = _write(plan, self.shapes, self.layout.n_kernels, False)
-        return Compressed(payload, 8 * len(payload), int(plan.kept.size), self.layout.n_kernels, int(levels),
-                                unflatten(_dequantised(plan, self.n), self.names, self.shapes))  # fmt: skip
+        return _compressed(self._plan(k, levels), self.names, self.shapes, self.layout, False)
 
 
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
@@ -419,8 +430,7 @@ def decode_with_mask(
     shapes, flat, sent = decode_flat_mask(payload)
     if len(names) != len(shapes):
         raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
-    mask = {k: v.bool() for k, v in unflatten(sent.astype(np.float32), names, shapes).items()}
-    return unflatten(flat, names, shapes), mask
+    return unflatten(flat, names, shapes), _unflatten_mask(sent, names, shapes)
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:

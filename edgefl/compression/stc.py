@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, quantize
-from edgefl.compression.codec import CodecError, Compressed, flatten, unflatten
+from edgefl.compression.codec import CodecError, Compressed, _unflatten_mask, flatten, unflatten
 
 __all__ = ["TernarySizer", "encode_ternary", "decode_ternary"]
 
@@ -57,7 +57,7 @@ class TernarySizer:
         return 8 * math.ceil(bits / 8)
 
     def encode(self, k: int) -> Compressed:
-        """The STC payload keeping the top ``k`` elements; ``update`` is what the server decodes."""
+        """The STC payload keeping the top ``k`` elements; ``update`` and ``sent`` are what the server decodes."""
         pos = self.positions(k)
         negative, mu = quantize.ternary(self.flat[pos])
         w = coding.BitWriter()
@@ -76,7 +76,10 @@ class TernarySizer:
         payload = w.to_bytes()
         out = np.zeros(self.n, dtype=np.float32)
         out[pos] = np.where(negative, -np.float32(mu), np.float32(mu))
-        return Compressed(payload, 8 * len(payload), int(pos.size), self.n, 1, unflatten(out, self.names, self.shapes))
+        sent = np.zeros(self.n, dtype=bool)
+        sent[pos] = True
+        return Compressed(payload, 8 * len(payload), int(pos.size), self.n, 1, unflatten(out, self.names, self.shapes),
+                          _unflatten_mask(sent, self.names, self.shapes))  # fmt: skip
 
 
 def encode_ternary(update: Mapping[str, torch.Tensor], *, kept: int) -> Compressed:
