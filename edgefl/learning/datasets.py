@@ -17,7 +17,7 @@ test alike (values are then no longer in [0, 1]).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from edgefl.learning.idx import read_idx
 
 __all__ = [
     "Dataset",
+    "subset",
     "load_digits",
     "make_synthetic",
     "load_fashion_mnist",
@@ -64,6 +65,21 @@ class Dataset:
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
+
+
+def subset(ds: Dataset, *, max_train: int | None, max_test: int | None, rng: np.random.Generator) -> Dataset:
+    """At most ``max_train`` training and ``max_test`` test samples (None: all), drawn uniformly without replacement
+    and kept in their original order. Data that belongs to devices (``owner_train`` set, Synthetic) is returned
+    whole; so is ``ds`` when both limits are None, and then ``rng`` is not drawn from."""
+    if ds.owner_train is not None or (max_train is None and max_test is None):
+        return ds
+    tr = np.arange(ds.y_train.size)
+    te = np.arange(ds.y_test.size)
+    if max_train is not None and max_train < tr.size:
+        tr = np.sort(rng.choice(tr.size, max_train, replace=False))
+    if max_test is not None and max_test < te.size:
+        te = np.sort(rng.choice(te.size, max_test, replace=False))
+    return replace(ds, x_train=ds.x_train[tr], y_train=ds.y_train[tr], x_test=ds.x_test[te], y_test=ds.y_test[te])
 
 
 def _stratified_split(y: np.ndarray, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,9 @@ from torch import nn
 
 from edgefl.errors import ScenarioError
 from edgefl.learning import partition as part
-from edgefl.learning.datasets import Dataset, load_cifar10, load_digits, load_fashion_mnist, load_mnist, make_synthetic
+from edgefl.learning.datasets import (
+    Dataset, load_cifar10, load_digits, load_fashion_mnist, load_mnist, make_synthetic, subset,
+)  # fmt: skip
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.config import BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round
@@ -56,7 +58,10 @@ class Workload:
         self.streams = streams
         d = scenario.data
         n = scenario.fleet.n_devices
-        self.dataset: Dataset = _subset(_load(d, n, streams.numpy("dataset")), d, streams.numpy("subset"))
+        self.dataset: Dataset = subset(
+            _load(d, n, streams.numpy("dataset")), max_train=d.max_train_samples, max_test=d.max_test_samples,
+            rng=streams.numpy("subset"),
+        )  # fmt: skip
         try:
             parts = _partition(d, self.dataset, n, streams.numpy("partition"))
         except ValueError as exc:
@@ -244,21 +249,6 @@ def _load(d: DataConfig, n_devices: int, rng: np.random.Generator) -> Dataset:
         )  # fmt: skip
     loader = {"fmnist": load_fashion_mnist, "mnist": load_mnist, "cifar10": load_cifar10}[d.dataset]
     return loader(d.data_dir, normalize=d.normalize)
-
-
-def _subset(ds: Dataset, d: DataConfig, rng: np.random.Generator) -> Dataset:
-    """At most ``max_train_samples`` / ``max_test_samples`` samples, drawn uniformly without replacement."""
-    if ds.owner_train is not None or (d.max_train_samples is None and d.max_test_samples is None):
-        return ds
-    tr = np.arange(ds.y_train.size)
-    te = np.arange(ds.y_test.size)
-    if d.max_train_samples is not None and d.max_train_samples < tr.size:
-        tr = np.sort(rng.choice(tr.size, d.max_train_samples, replace=False))
-    if d.max_test_samples is not None and d.max_test_samples < te.size:
-        te = np.sort(rng.choice(te.size, d.max_test_samples, replace=False))
-    return replace(
-        ds, x_train=ds.x_train[tr], y_train=ds.y_train[tr], x_test=ds.x_test[te], y_test=ds.y_test[te]
-    )
 
 
 def _partition(d: DataConfig, ds: Dataset, n: int, rng: np.random.Generator) -> list[np.ndarray]:
