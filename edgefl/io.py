@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "nan_to_none"]
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -38,14 +39,20 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Atomically write ``obj`` as indented JSON (NaN written as null)."""
-    return atomic_write_text(path, json.dumps(_nan_to_none(obj), indent=2, sort_keys=False) + "\n")
+    return atomic_write_text(path, json.dumps(nan_to_none(obj), indent=2, sort_keys=False) + "\n")
 
 
-def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, float) and obj != obj:
+def nan_to_none(obj: Any, *, infinite: bool = False) -> Any:
+    """``obj`` with every float NaN in it, through nested dicts, lists and tuples (tuples become lists),
+    replaced by None, so that ``json.dumps`` writes null; with ``infinite=True`` also +-inf (strict JSON has
+    neither NaN nor Infinity)."""
+    if isinstance(obj, float) and (obj != obj or (infinite and math.isinf(obj))):
         return None
     if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
+        return {k: nan_to_none(v, infinite=infinite) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_nan_to_none(v) for v in obj]
+        return [nan_to_none(v, infinite=infinite) for v in obj]
     return obj
+
+
+_nan_to_none = nan_to_none  # the former private name

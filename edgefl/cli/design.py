@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
         """K* and E* by Algorithm 2 (Luo et al.) with the simulator in the loop, and the cost they achieve."""
         from channel.errors import ChannelInputError
         from edgefl.errors import EdgeflError
+        from edgefl.io import nan_to_none
         from optimizers.errors import OptimizerInputError, SolverError
 
         try:
@@ -89,7 +90,7 @@ def register(app: typer.Typer) -> None:
         except SolverError as exc:
             raise fail(str(exc), code=1) from None
         if as_json:
-            typer.echo(json.dumps(result))
+            typer.echo(json.dumps(nan_to_none(result, infinite=True)))  # NaN and inf (grid costs) -> null
             return
         _print_table(result)
 
@@ -161,7 +162,7 @@ def _design(scenario: str, *, gamma, samples, seeds, f_a, f_b, f_target, max_rou
         csv_path, html_path = write_tradeoff(table, tradeoff, title=f"{base.name}: time-energy trade-off")
         out.update(tradeoff_csv=str(csv_path), tradeoff_html=str(html_path))
     out.update(simulated_runs=cache.simulated, runs_wall_s=cache.wall_s)
-    return {key: (None if isinstance(v, float) and v != v else v) for key, v in out.items()}  # NaN -> null
+    return out
 
 
 def _print_table(r: dict) -> None:
