@@ -90,6 +90,45 @@ def _unflatten_mask(sent: np.ndarray, names: Sequence[str], shapes: Sequence[Seq
     return {k: v.bool() for k, v in unflatten(sent.astype(np.float32), names, shapes).items()}
 
 
+def _check_names(names: Sequence[str], shapes: Sequence[Sequence[int]]) -> None:
+    if len(names) != len(shapes):
+        raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
+
+
+# Container header, shared with STC's (edgefl.compression.stc), which has no kernel-wise flag: magic (8 bits),
+# version (4), [kernel-wise flag (1)], tensor count (8), per tensor ndim (4) and dims (32 each), kept count (32).
+
+
+def _header_bits(shapes: Sequence[Sequence[int]], *, flag: bool = True) -> int:
+    return 8 + 4 + int(flag) + 8 + sum(4 + 32 * len(s) for s in shapes) + 32
+
+
+def _write_header(w: coding.BitWriter, magic: int, version: int, shapes: Sequence[Sequence[int]], kept: int,
+                  kernel_wise: bool | None) -> None:  # fmt: skip
+    """The header; ``kernel_wise=None`` writes no flag bit."""
+    w.uint(magic, 8)
+    w.uint(version, 4)
+    if kernel_wise is not None:
+        w.uint(int(kernel_wise), 1)
+    w.uint(len(shapes), 8)
+    for shape in shapes:
+        w.uint(len(shape), 4)
+        for d in shape:
+            w.uint(d, 32)
+    w.uint(kept, 32)
+
+
+def _read_header(r: coding.BitReader, magic: int, version: int, what: str, *,
+                 flag: bool) -> tuple[bool | None, list[tuple[int, ...]], int]:  # fmt: skip
+    """(kernel-wise flag or None without ``flag``, shapes, kept count) of a header written by :func:`_write_header`;
+    raises :class:`CodecError` naming ``what`` the payload should be on a bad magic or version."""
+    if r.uint(8) != magic or r.uint(4) != version:
+        raise CodecError(f"payload is not {what} (bad magic or version)")
+    kernel_wise = bool(r.uint(1)) if flag else None
+    shapes = [tuple(r.uint(32) for _ in range(r.uint(4))) for _ in range(r.uint(8))]
+    return kernel_wise, shapes, r.uint(32)
+
+
 def _group(levels: int) -> int:
     """Level indices per Huffman symbol: the largest j <= 8 with (L+1)^j <= 256 (1 when L+1 > 256)."""
     j = 1
@@ -112,10 +151,6 @@ def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
         mask[kept] = False
         return 1, np.diff(np.flatnonzero(mask), prepend=-1) - 1
     return 0, np.diff(kept, prepend=-1) - 1
-
-
-def _header_bits(shapes: Sequence[Sequence[int]]) -> int:
-    return 8 + 4 + 1 + 8 + sum(4 + 32 * len(s) for s in shapes) + 32
 
 
 @dataclass
@@ -157,15 +192,7 @@ def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> 
 
 def _write(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, kernel_wise: bool) -> bytes:
     w = coding.BitWriter()
-    w.uint(_MAGIC, 8)
-    w.uint(_VERSION, 4)
-    w.uint(int(kernel_wise), 1)
-    w.uint(len(shapes), 8)
-    for shape in shapes:
-        w.uint(len(shape), 4)
-        for d in shape:
-            w.uint(d, 32)
-    w.uint(plan.kept.size, 32)
+    _write_header(w, _MAGIC, _VERSION, shapes, plan.kept.size, kernel_wise)
     if plan.kept.size:
         mode, gaps = _mask_gaps(plan.kept, n_kernels)
         w.uint(mode, 1)
@@ -382,12 +409,8 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
     ``m_{t,i}`` of AnycostFL's all-in-one aggregation, eq. (5). A kept element may decode to 0."""
     r = coding.BitReader(payload)
     try:
-        if r.uint(8) != _MAGIC or r.uint(4) != _VERSION:
-            raise CodecError("payload is not an edgefl update (bad magic or version)")
-        kernel_wise = bool(r.uint(1))
-        shapes = [tuple(r.uint(32) for _ in range(r.uint(4))) for _ in range(r.uint(8))]
+        kernel_wise, shapes, k = _read_header(r, _MAGIC, _VERSION, "an edgefl update", flag=True)
         layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
-        k = r.uint(32)
         out = np.zeros(layout.n_elements, dtype=np.float32)
         sent = np.zeros(layout.n_elements, dtype=bool)
         if k == 0:
@@ -428,14 +451,12 @@ def decode_with_mask(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The decoded update and the boolean mask of the elements it carries, both as tensors named ``names``."""
     shapes, flat, sent = decode_flat_mask(payload)
-    if len(names) != len(shapes):
-        raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
+    _check_names(names, shapes)
     return unflatten(flat, names, shapes), _unflatten_mask(sent, names, shapes)
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:
     """The quantised sparse update of ``payload`` as float32 tensors named ``names`` (the encoder's order)."""
     shapes, flat = decode_flat(payload)
-    if len(names) != len(shapes):
-        raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
+    _check_names(names, shapes)
     return unflatten(flat, names, shapes)

@@ -2,8 +2,8 @@
 Data", IEEE TNNLS 2019, Alg. 1): the k largest-magnitude elements of an update, each sent as +-mu with
 mu = mean |kept| (:func:`edgefl.compression.quantize.ternary`); positions Golomb-Rice coded, one sign bit each.
 
-Container (MSB first, padded to a whole byte): magic (8 bits), version (4), tensor count (8), per tensor ndim (4)
-and dims (32 each), k (32); if k > 0: Rice gaps between the sorted kept positions (:func:`coding.rice_encode`),
+Container (MSB first, padded to a whole byte): the header of :mod:`.codec` without its kernel-wise flag, i.e.
+magic (8 bits), version (4), tensor count (8), per tensor ndim (4) and dims (32 each), k (32); if k > 0: Rice gaps between the sorted kept positions (:func:`coding.rice_encode`),
 mu (float32), one sign bit per kept element (1 = negative).
 
 :class:`TernarySizer` gives the exact size for every k after one sort, so a caller can search the largest k that
@@ -19,16 +19,22 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from edgefl.compression import coding, quantize
-from edgefl.compression.codec import CodecError, Compressed, _unflatten_mask, flatten, unflatten
+from edgefl.compression import coding, quantize, sparsify
+from edgefl.compression.codec import (
+    CodecError,
+    Compressed,
+    _check_names,
+    _header_bits,
+    _read_header,
+    _unflatten_mask,
+    _write_header,
+    flatten,
+    unflatten,
+)
 
 __all__ = ["TernarySizer", "encode_ternary", "decode_ternary"]
 
 _MAGIC, _VERSION = 0xB7, 1
-
-
-def _header_bits(shapes: Sequence[Sequence[int]]) -> int:
-    return 8 + 4 + 8 + sum(4 + 32 * len(s) for s in shapes) + 32
 
 
 class TernarySizer:
@@ -36,8 +42,7 @@ class TernarySizer:
 
     def __init__(self, update: Mapping[str, torch.Tensor]) -> None:
         self.names, self.shapes, self.flat = flatten(update)
-        # ties by index: the same top-k rule as sparsify.rank_kernels
-        self.order = np.argsort(-np.abs(self.flat.astype(np.float64)), kind="stable")
+        self.order = sparsify.rank_kernels(np.abs(self.flat))  # every element its own kernel, ties by index
 
     @property
     def n(self) -> int:
@@ -50,7 +55,7 @@ class TernarySizer:
 
     def bits(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` elements (a multiple of 8)."""
-        bits = _header_bits(self.shapes)
+        bits = _header_bits(self.shapes, flag=False)
         if k > 0:
             gaps = np.diff(self.positions(k), prepend=-1) - 1
             bits += 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 32 + int(k)
@@ -61,14 +66,7 @@ class TernarySizer:
         pos = self.positions(k)
         negative, mu = quantize.ternary(self.flat[pos])
         w = coding.BitWriter()
-        w.uint(_MAGIC, 8)
-        w.uint(_VERSION, 4)
-        w.uint(len(self.shapes), 8)
-        for shape in self.shapes:
-            w.uint(len(shape), 4)
-            for d in shape:
-                w.uint(d, 32)
-        w.uint(pos.size, 32)
+        _write_header(w, _MAGIC, _VERSION, self.shapes, pos.size, None)
         if pos.size:
             coding.rice_encode(w, np.diff(pos, prepend=-1) - 1)
             w.float32(mu)
@@ -91,15 +89,12 @@ def decode_ternary(payload: bytes, names: Sequence[str]) -> tuple[dict[str, torc
     """The decoded ternary update and the mask of the elements it carries, as tensors named ``names``."""
     r = coding.BitReader(payload)
     try:
-        if r.uint(8) != _MAGIC or r.uint(4) != _VERSION:
-            raise CodecError("payload is not an STC update (bad magic or version)")
-        shapes = [tuple(r.uint(32) for _ in range(r.uint(4))) for _ in range(r.uint(8))]
+        _, shapes, k = _read_header(r, _MAGIC, _VERSION, "an STC update", flag=False)
         n = sum(math.prod(s) for s in shapes)
-        k = r.uint(32)
         if k > n:
             raise CodecError(f"payload keeps {k} of {n} elements")
         out = np.zeros(n, dtype=np.float32)
-        sent = np.zeros(n, dtype=np.float32)
+        sent = np.zeros(n, dtype=bool)
         if k:
             pos = np.cumsum(coding.rice_decode(r, k) + 1) - 1
             if pos[-1] >= n:
@@ -107,10 +102,8 @@ def decode_ternary(payload: bytes, names: Sequence[str]) -> tuple[dict[str, torc
             mu = np.float32(r.float32())
             negative = r.take(k).astype(bool)
             out[pos] = np.where(negative, -mu, mu)
-            sent[pos] = 1.0
+            sent[pos] = True
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
-    if len(names) != len(shapes):
-        raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
-    mask = {k_: v.bool() for k_, v in unflatten(sent, names, shapes).items()}
-    return unflatten(out, names, shapes), mask
+    _check_names(names, shapes)
+    return unflatten(out, names, shapes), _unflatten_mask(sent, names, shapes)
