@@ -20,8 +20,6 @@ import argparse
 import sys
 import time
 
-import torch
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,7 +36,6 @@ def main() -> None:
     ap.add_argument("--samples", help="sampled designs as KxE,KxE,... (default: method.luo.samples)")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
-    torch.set_num_threads(1)
 
     from edgefl.design import RunCache, estimate_ratio, grid_optimum, grid_table, mean_costs, seed_costs, tradeoff_table
     from edgefl.design import design_ke, write_tradeoff

@@ -97,8 +97,6 @@ def register(app: typer.Typer) -> None:
 
 def _design(scenario: str, *, gamma, samples, seeds, f_a, f_b, f_target, max_rounds, exhaustive, grid_k, grid_e,
             tradeoff, jobs, overrides) -> dict:  # fmt: skip
-    import torch
-
     from edgefl.design import RunCache, design_ke, estimate_ratio, grid_optimum, grid_table, mean_costs, seed_costs
     from edgefl.design import tradeoff_table, write_tradeoff
     from edgefl.scenario import load_scenario
@@ -130,7 +128,6 @@ def _design(scenario: str, *, gamma, samples, seeds, f_a, f_b, f_target, max_rou
     gk = _ints(grid_k, "--grid-k") if grid_k is not None else list(luo.grid_k)
     ge = _ints(grid_e, "--grid-e") if grid_e is not None else list(luo.grid_e)
 
-    torch.set_num_threads(1)  # tiny models: one thread is faster than contended many
     seed_list = list(range(base.seed, base.seed + seeds))
     cache = RunCache(base, max_rounds=limit, progress=lambda line: print(line, file=sys.stderr, flush=True))
     grid_designs = {(k, e) for k in gk if k <= n for e in ge} if exhaustive else set()

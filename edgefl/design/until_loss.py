@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgefl.errors import ScenarioError
+from edgefl.learning.threads import torch_threads
 from edgefl.scenario import Scenario, scenario_from_dict
 
 __all__ = ["LossRun", "Hit", "run_until_loss", "design_scenario", "RunCache"]
@@ -118,7 +119,10 @@ def run_until_loss(scenario: Scenario, targets: Iterable[float], *, max_rounds: 
 class RunCache:
     """Runs of one base scenario by (K, E, seed), each simulated once: every consumer (A0/B0 sampling, the
     final design, the exhaustive grid, every gamma) reads the same trajectory; a run is repeated only when
-    a lower target is asked of it than it was run to. ``progress`` gets a line per simulated run."""
+    a lower target is asked of it than it was run to. ``progress`` gets a line per simulated run.
+
+    Every run trains with one torch thread (small models: one thread is faster than contended many), in a
+    worker process of :meth:`prefetch` or, for :meth:`get`, here with the caller's setting restored after."""
 
     def __init__(self, base: Scenario, *, max_rounds: int, progress: Callable[[str], None] | None = None) -> None:
         _loss_column(base)
@@ -176,7 +180,8 @@ class RunCache:
         if run is not None and all(run.answers(x, self.max_rounds) for x in goals):
             return run
         sc = design_scenario(self.base, k=k, e=e, seed=seed, rounds=self.max_rounds)
-        run = run_until_loss(sc, goals, max_rounds=self.max_rounds)
+        with torch_threads(1):  # as in the pool's workers; the caller's setting is restored after
+            run = run_until_loss(sc, goals, max_rounds=self.max_rounds)
         self._record(key, run, goals)
         return run
 

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from edgefl.errors import EdgeflError
+from edgefl.learning.threads import torch_threads as _torch_threads
 
 if TYPE_CHECKING:
     from edgefl.results import RunResult
@@ -90,19 +91,6 @@ def run_one(
     result = compute_run(scenario_toml, threads)
     write_run(result, Path(run_dir), report=report)
     return dict(result.summary)
-
-
-@contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads, then restore the previous setting."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _one_line(exc: BaseException) -> str:
