@@ -94,13 +94,13 @@ def _bound_shape(grid, a0_over_b0: float, n: int) -> None:
     """Rounds to the target relative to the grid's largest (K, E), measured (seed means) and as bound (15)
     predicts with the estimated A0/B0: R ~ (A0/B0 + (1 + (N - K) / (K (N - 1))) E^2) / E (eq. 19). Where the
     two differ, P3 misjudges K or E whatever the costs are."""
-    from optimizers.cost_effective import participation_factor
+    from optimizers.cost_effective import rounds_for_precision
 
     done = [o for o in grid if o.reached == o.seeds]
     ref = max(done, key=lambda o: (o.k, o.e))
 
-    def bound(k: int, e: int) -> float:
-        return (a0_over_b0 + float(participation_factor(k, n)) * e**2) / e
+    def bound(k: int, e: int) -> float:  # eq. (19) in units of B0 / epsilon: only ratios are printed
+        return rounds_for_precision(k, e, n=n, a0=a0_over_b0, b0=1.0, epsilon=1.0)
 
     print(f"\nrounds to the target relative to (K={ref.k}, E={ref.e}): measured / bound (15) with A0/B0 = {a0_over_b0:.4g}")
     es = sorted({o.e for o in grid})
