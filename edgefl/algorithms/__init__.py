@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edgefl.algorithms.anycostfl import AnycostFL
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan, Skip
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
 from edgefl.algorithms.ccfedavg import CCFedAvg
 from edgefl.algorithms.fedavg import FedAvg
 from edgefl.algorithms.fedavg_dropout import FedAvgDropout
@@ -13,7 +13,7 @@ from edgefl.algorithms.heterofl import HeteroFL
 from edgefl.algorithms.qsgd import QSGD
 from edgefl.algorithms.stc import STC
 
-__all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "Skip", "ClientUpdate"]
+__all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "ClientUpdate"]
 
 METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ)}
 

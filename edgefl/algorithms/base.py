@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from edgefl.scenario import Scenario
     from edgefl.system import Fleet
 
-__all__ = ["RoundContext", "DeviceJob", "JobTable", "Skip", "RoundPlan", "ClientUpdate", "Method"]
+__all__ = ["RoundContext", "DeviceJob", "JobTable", "RoundPlan", "ClientUpdate", "Method"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,10 +103,6 @@ class JobTable:
             out[name] = np.broadcast_to(np.asarray(value, dtype=dtype), (m,)).copy()
         return cls(**out)
 
-    @classmethod
-    def empty(cls) -> JobTable:
-        return cls.build(np.zeros(0, dtype=np.int64), cpu_hz=np.zeros(0))
-
     def __len__(self) -> int:
         return int(self.device.size)
 
@@ -125,20 +121,11 @@ class JobTable:
         return JobTable(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
     @classmethod
-    def from_jobs(cls, jobs: Sequence[DeviceJob]) -> JobTable:
-        """A table from :class:`DeviceJob` objects (convenient in tests and small methods)."""
-        if not jobs:
-            return cls.empty()
-        cols = {name: [getattr(j, name) for j in jobs] for name in (*_JOB_FLOAT_COLUMNS, "local_steps")}
-        return cls.build(np.array([j.device for j in jobs]), **cols)
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A selected device that does not train this round, and why (e.g. its energy budget is too small)."""
-
-    device: int
-    reason: str
+    def concat(cls, *tables: JobTable) -> JobTable:
+        """One table of all jobs in ``tables``, sorted by device id (stable)."""
+        cols = {f.name: np.concatenate([getattr(t, f.name) for t in tables]) for f in fields(cls)}
+        order = np.argsort(cols["device"], kind="stable")
+        return cls(**{k: v[order] for k, v in cols.items()})
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,9 +139,14 @@ class RoundPlan:
     skipped_device: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     skipped_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
 
-    @property
-    def skipped(self) -> tuple[Skip, ...]:
-        return tuple(Skip(int(d), str(r)) for d, r in zip(self.skipped_device, self.skipped_reason))
+    def with_skipped(self, devices: np.ndarray, reasons: Sequence[str] | np.ndarray) -> RoundPlan:
+        """This plan with ``devices`` (ids, shape (s,)) also sitting out, for ``reasons`` (shape (s,)), after
+        the ones already skipped: a method that plans its trainers with another method's plan adds its own."""
+        return replace(
+            self,
+            skipped_device=np.concatenate([self.skipped_device, devices]),
+            skipped_reason=np.concatenate([self.skipped_reason, np.array(reasons, dtype=object)]),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

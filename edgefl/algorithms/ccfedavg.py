@@ -33,17 +33,10 @@ from edgefl.system import upload_energy_j, upload_time_s
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
 
-__all__ = ["CCFedAvg", "SKIP_SIGNAL_BITS", "concat_jobs"]
+__all__ = ["CCFedAvg", "SKIP_SIGNAL_BITS"]
 
 SKIP_SIGNAL_BITS = 1.0
 """Upload of a skipping client whose history the server keeps (Algorithm 2 line 16) [bits]."""
-
-
-def concat_jobs(*tables: JobTable) -> JobTable:
-    """One table of all jobs in ``tables``, sorted by device id."""
-    cols = {f.name: np.concatenate([getattr(t, f.name) for t in tables]) for f in dataclasses.fields(JobTable)}
-    order = np.argsort(cols["device"], kind="stable")
-    return JobTable(**{k: v[order] for k, v in cols.items()})
 
 
 class CCFedAvg(FedAvg):
@@ -102,16 +95,6 @@ class CCFedAvg(FedAvg):
             return entry["update"]  # Strategy 3: Delta^i_t = Delta^i_{last}
         return {k: entry["model"][k] - global_state[k] for k in entry["model"]}  # Strategy 2: x^i_{last,K} - x_t
 
-    def memory_bits(self) -> dict[str, float]:
-        """History kept on the clients and on the server [bits] (float32 tensors)."""
-
-        from edgefl.learning.workload import state_bits
-
-        def size(store: dict) -> float:
-            return float(sum(state_bits(s) for e in store.values() for s in e.values()))
-
-        return {"client": size(self.client_store), "server": size(self.server_store)}
-
     # ------------------------------------------------------------------ protocol
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         self._round = ctx.round_index
@@ -120,12 +103,7 @@ class CCFedAvg(FedAvg):
         if self.strategy == 1:
             base = super().plan_round(dataclasses.replace(ctx, selected=sel[train]))
             p = self.planner.p[sel[~train]]
-            reasons = np.array([f"skip (strategy 1, p_i={pi:.4g})" for pi in p], dtype=object)
-            return RoundPlan(
-                base.jobs,
-                np.concatenate([base.skipped_device, sel[~train]]),
-                np.concatenate([base.skipped_reason, reasons]),
-            )
+            return base.with_skipped(sel[~train], [f"skip (strategy 1, p_i={pi:.4g})" for pi in p])
         no_history = np.array([not self._has_history(int(d)) for d in sel], dtype=bool)
         train = train | no_history  # a client that never trained (or whose history never arrived) trains
         base = super().plan_round(dataclasses.replace(ctx, selected=sel[train]))
@@ -141,11 +119,7 @@ class CCFedAvg(FedAvg):
         )  # fmt: skip
         reasons = [f"energy: upload of estimate needs {e:.4g} J > E_max {b:.4g} J"
                    for e, b in zip(e_com[~ok], ctx.e_max_j[est][~ok])]  # fmt: skip
-        return RoundPlan(
-            concat_jobs(base.jobs, est_jobs),
-            np.concatenate([base.skipped_device, est[~ok]]),
-            np.concatenate([base.skipped_reason, np.array(reasons, dtype=object)]),
-        )
+        return dataclasses.replace(base, jobs=JobTable.concat(base.jobs, est_jobs)).with_skipped(est[~ok], reasons)
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         d = job.device

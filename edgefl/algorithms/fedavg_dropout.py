@@ -45,12 +45,7 @@ class FedAvgDropout(FedAvg):
         sel = ctx.selected
         out = self.trained[sel] >= self.quota[sel]
         base = super().plan_round(dataclasses.replace(ctx, selected=sel[~out]))
-        reasons = np.array([f"dropout: quota of {q} trained rounds used" for q in self.quota[sel[out]]], dtype=object)
-        return RoundPlan(
-            base.jobs,
-            np.concatenate([base.skipped_device, sel[out]]),
-            np.concatenate([base.skipped_reason, reasons]),
-        )
+        return base.with_skipped(sel[out], [f"dropout: quota of {q} trained rounds used" for q in self.quota[sel[out]]])
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         upd = super().client_update(job, global_state, round_index)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, RoundContext, RoundPlan
 from edgefl.algorithms.ccfedavg_schedule import training_probabilities
 from edgefl.algorithms.fedavg import FedAvg
 from edgefl.learning.config import steps_per_round
@@ -80,11 +80,11 @@ class FedNova(FedAvg):
         base = super().plan_round(ctx)  # FedAvg's plan and E_max check for a full round (conservative)
         jobs = base.jobs
         frac = self.steps[jobs.device] / self.full_steps[jobs.device]
-        cols = {f.name: getattr(jobs, f.name) for f in dataclasses.fields(JobTable)}
-        cols["local_steps"] = self.steps[jobs.device].copy()
-        cols["t_cmp_planned_s"] = jobs.t_cmp_planned_s * frac
-        cols["e_cmp_planned_j"] = jobs.e_cmp_planned_j * frac
-        return RoundPlan(JobTable(**cols), base.skipped_device, base.skipped_reason)
+        jobs = dataclasses.replace(
+            jobs, local_steps=self.steps[jobs.device], t_cmp_planned_s=jobs.t_cmp_planned_s * frac,
+            e_cmp_planned_j=jobs.e_cmp_planned_j * frac,
+        )  # fmt: skip
+        return dataclasses.replace(base, jobs=jobs)
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         d = job.device
