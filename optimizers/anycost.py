@@ -54,6 +54,7 @@ from optimizers.anycost_model import (
     _Problem,
     aggregation_weights,
     build_problem,
+    build_solution,
     infeasibility_reason,
     tightest_reason,
 )
@@ -157,14 +158,8 @@ def _finish(
     t_cmp = np.where(feasible, t_cmp, 0.0)
     e_cmp = np.where(feasible, e_cmp, 0.0)
     t_com = np.where(feasible, x, 0.0)
-    return AnycostSolution(
-        alpha=alpha, beta=beta, f_hz=f,
-        phi=t_cmp / pb.t, varphi=e_cmp / pb.e,
-        gain=alpha**4 * beta,
-        feasible=feasible, reason=reason,
-        t_cmp_s=t_cmp, t_com_s=t_com, e_cmp_j=e_cmp, e_com_j=pb.p * t_com,
-        weights=aggregation_weights(np.where(feasible, alpha, 1.0), np.where(feasible, beta, 1.0), feasible),
-    )  # fmt: skip
+    return build_solution(pb, alpha=alpha, beta=beta, f_hz=f, feasible=feasible, reason=reason, t_cmp_s=t_cmp,
+                          t_com_s=t_com, e_cmp_j=e_cmp)  # fmt: skip
 
 
 def _snap(v: np.ndarray, lo, hi, rel: float = 1e-12) -> np.ndarray:

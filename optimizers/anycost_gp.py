@@ -23,8 +23,8 @@ import numpy as np
 from optimizers.anycost_model import (
     AnycostDevices,
     AnycostSolution,
-    aggregation_weights,
     build_problem,
+    build_solution,
     infeasibility_reason,
     tightest_reason,
 )
@@ -161,9 +161,5 @@ def solve_anycost_gp(
     t_cmp = np.where(feasible, pb.c * alpha / np.where(feasible, f, 1.0), 0.0)
     e_cmp = pb.eps * f**2 * pb.c * alpha
     t_com = alpha * beta * pb.s
-    return AnycostSolution(
-        alpha=alpha, beta=beta, f_hz=f, phi=t_cmp / pb.t, varphi=e_cmp / pb.e, gain=alpha**4 * beta,
-        feasible=feasible, reason=reason.astype(str),
-        t_cmp_s=t_cmp, t_com_s=t_com, e_cmp_j=e_cmp, e_com_j=pb.p * t_com,
-        weights=aggregation_weights(np.where(feasible, alpha, 1.0), np.where(feasible, beta, 1.0), feasible),
-    )  # fmt: skip
+    return build_solution(pb, alpha=alpha, beta=beta, f_hz=f, feasible=feasible, reason=reason.astype(str),
+                          t_cmp_s=t_cmp, t_com_s=t_com, e_cmp_j=e_cmp)  # fmt: skip

@@ -11,9 +11,9 @@ and problem (P3), eq. (19), maximises the learning gain ``alpha**4 * beta`` (Def
 to (10a) ``T_cmp + T_com <= T_max``, (10b) ``E_cmp + E_com <= E_max``, (10c) ``alpha_min <= alpha <= 1``,
 (10d) ``0 < beta <= beta_max``, (10e) ``f_min <= f <= f_max``.
 
-This module holds the frozen input/output dataclasses, input validation, the cost model and the
-"cheapest setting" feasibility test shared by the closed form (:mod:`optimizers.anycost`) and the
-geometric-program reference (:mod:`optimizers.anycost_gp`).
+This module holds the frozen input/output dataclasses, input validation, the cost model, the
+"cheapest setting" feasibility test and the solution builder shared by the closed form
+(:mod:`optimizers.anycost`) and the geometric-program reference (:mod:`optimizers.anycost_gp`).
 """
 
 from __future__ import annotations
@@ -239,6 +239,34 @@ def build_problem(
         alpha_min=a_min,
         beta_max=b_max,
     )
+
+
+def build_solution(
+    pb: _Problem,
+    *,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    f_hz: np.ndarray,
+    feasible: np.ndarray,
+    reason: np.ndarray,
+    t_cmp_s: np.ndarray,
+    t_com_s: np.ndarray,
+    e_cmp_j: np.ndarray,
+) -> AnycostSolution:
+    """The :class:`AnycostSolution` of a chosen (alpha, beta, f) per device and its costs (internal).
+
+    Adds the splits ``phi = T_cmp / T_max`` and ``varphi = E_cmp / E_max`` of eq. (20), the gain
+    ``alpha**4 * beta`` (Definition 3), the upload energy ``E_com = P * T_com`` [J] (eq. 9) and the eq. (13)
+    weights over the feasible devices. Infeasible devices must already carry 0 in every numeric argument.
+    """
+    return AnycostSolution(
+        alpha=alpha, beta=beta, f_hz=f_hz,
+        phi=t_cmp_s / pb.t, varphi=e_cmp_j / pb.e,
+        gain=alpha**4 * beta,
+        feasible=feasible, reason=reason,
+        t_cmp_s=t_cmp_s, t_com_s=t_com_s, e_cmp_j=e_cmp_j, e_com_j=pb.p * t_com_s,
+        weights=aggregation_weights(np.where(feasible, alpha, 1.0), np.where(feasible, beta, 1.0), feasible),
+    )  # fmt: skip
 
 
 def infeasibility_reason(pb: _Problem) -> np.ndarray:
