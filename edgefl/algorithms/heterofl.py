@@ -77,11 +77,13 @@ class HeteroFL(Method):
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         dev = ctx.selected
         k = len(self.widths)
-        if self.settings.assignment == "capability":
+        capability = self.settings.assignment == "capability"
+        if capability:
             level = np.full(dev.shape, -1)
+            costs = [None] * k  # every selected device's costs at each level
             for i in np.argsort(self.widths):  # smallest first: the last level that fits is the largest
-                fits = self._costs(ctx, dev, float(self.widths[i]), None)[-1]
-                level = np.where(fits, i, level)
+                costs[i] = self._costs(ctx, dev, float(self.widths[i]), None)
+                level = np.where(costs[i][-1], i, level)
         elif self.settings.assignment == "fix":
             level = self.fixed[dev]
         else:
@@ -89,13 +91,16 @@ class HeteroFL(Method):
             level = rng.choice(k, size=dev.size, p=self.probs)
         cols = {name: np.full(dev.shape, np.nan) for name in ("bits", "f", "t_cmp", "t_com", "e_cmp", "e_com")}
         ok = np.zeros(dev.shape, dtype=bool)
-        capability = self.settings.assignment == "capability"
         for i in range(k):
             at = level == i
             if not at.any():
                 continue
-            f = None if capability else ctx.fleet.f_max_hz[dev[at]]
-            bits, f, t_cmp, t_com, e_cmp, e_com, fits = self._costs(ctx, dev[at], float(self.widths[i]), f)
+            if capability:  # the costs the level was chosen with
+                bits, *per_device = costs[i]
+                f, t_cmp, t_com, e_cmp, e_com, fits = (v[at] for v in per_device)
+            else:
+                f = ctx.fleet.f_max_hz[dev[at]]
+                bits, f, t_cmp, t_com, e_cmp, e_com, fits = self._costs(ctx, dev[at], float(self.widths[i]), f)
             for name, value in zip(cols, (bits, f, t_cmp, t_com, e_cmp, e_com)):
                 cols[name][at] = value
             ok[at] = fits
