@@ -15,7 +15,6 @@ mean +- std over seeds, and the simulated time and energy of the run.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pandas as pd
 import torch
 
 from edgefl.learning.models import model_info
-from edgefl.learning.slicing import submodel_shapes
+from edgefl.method_settings.heterofl import LEVEL_WIDTHS
 from edgefl.results import write_run
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
@@ -34,7 +33,6 @@ CONFIGS = {  # name -> (levels, proportions)
     "e": (["e"], [1.0]),
     "a-e": (["a", "e"], [0.5, 0.5]),
 }
-WIDTH = {"a": 1.0, "e": 0.0625}
 
 
 def local_accuracy(sim: Simulation) -> float:
@@ -85,11 +83,10 @@ def level_columns(config: str) -> dict:
     levels, props = CONFIGS[config]
     params, flops = 0.0, 0.0
     for level, p in zip(levels, props):
-        w = WIDTH[level]
-        shapes = submodel_shapes("heterofl_conv", input_shape=(1, 28, 28), n_classes=10, width=w)
-        params += p * sum(math.prod(s) for s in shapes.values())
-        flops += p * model_info("heterofl_conv", width=w)["train_flops_per_sample"]
-    full = sum(math.prod(s) for s in submodel_shapes("heterofl_conv", input_shape=(1, 28, 28), n_classes=10, width=1.0).values())
+        info = model_info("heterofl_conv", input_shape=(1, 28, 28), n_classes=10, width=LEVEL_WIDTHS[level])
+        params += p * info["parameters"]
+        flops += p * info["train_flops_per_sample"]
+    full = model_info("heterofl_conv", input_shape=(1, 28, 28), n_classes=10)["parameters"]
     return {"mix": config, "ratio": params / full, "parameters": params, "train_flops": flops, "space_mb": params * 4 / 2**20}
 
 

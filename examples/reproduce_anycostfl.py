@@ -21,9 +21,13 @@ import argparse
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from edgefl.results import RunResult
 
 METHODS: dict[str, list[str]] = {
     "AnycostFL": ["method.name=anycostfl"],
@@ -40,17 +44,14 @@ PRESET = "anycostfl_fmnist"
 
 def scaled_overrides(n_devices: int, n_train: int) -> list[str]:
     """Overrides that keep the preset's budget ratios for the MLP at this scale (see the module docstring)."""
-    from edgefl.learning.flops import measure_train_flops_per_sample
-    from edgefl.learning.models import build_model
+    from edgefl.learning.models import model_info
     from edgefl.scenario import load_scenario
 
     base = load_scenario(PRESET)
 
     def measure(name, hidden):
-        def make():
-            return build_model(name, input_shape=(1, 28, 28), n_classes=10, hidden=hidden, width=1.0)
-
-        return measure_train_flops_per_sample(make, (1, 28, 28), 10), sum(p.numel() for p in make().parameters())
+        info = model_info(name, input_shape=(1, 28, 28), n_classes=10, hidden=hidden)
+        return info["train_flops_per_sample"], info["parameters"]
 
     f_cnn, p_cnn = measure(base.model.name, base.model.hidden)
     f_mlp, p_mlp = measure("mlp", (HIDDEN,))
@@ -66,28 +67,32 @@ def scaled_overrides(n_devices: int, n_train: int) -> list[str]:
     ]  # fmt: skip
 
 
-def one_run(args: tuple[str, str, int, list[str]]) -> tuple[str, str, int, pd.DataFrame, pd.DataFrame]:
+def one_run(args: tuple[str, str, int, list[str]]) -> tuple[str, str, int, RunResult]:
     method, part, seed, overrides = args
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.scenario import load_scenario, scenario_to_toml
+    from edgefl.sweep.executors import compute_run
 
     sc = load_scenario(PRESET, [*overrides, *METHODS[method], *PARTITIONS[part], f"seed={seed}"])
-    res = run_scenario(sc)
-    return method, part, seed, res.rounds, res.device_rounds
+    return method, part, seed, compute_run(scenario_to_toml(sc), threads=1)
 
 
-def to_target(rounds: pd.DataFrame, devices: pd.DataFrame, target: float) -> dict[str, float]:
-    acc = rounds["test_accuracy"].to_numpy()
-    hit = np.flatnonzero(acc >= target)
-    best = float(np.nanmax(acc))
-    if not hit.size:
+def to_target(result: RunResult, target: float) -> dict[str, float]:
+    """Table I's costs at the end of the first round reaching ``target`` accuracy (NaN if never), and the best
+    accuracy of the run."""
+    from edgefl.sweep.spec import Target
+    from edgefl.sweep.table import time_to_target
+
+    reached = time_to_target(result.rounds, Target(columns=("test_accuracy",), value=target, sense="max"))
+    best = result.summary["best_accuracy"]
+    best = np.nan if best is None else best
+    if np.isnan(reached["target_round"]):
         return {"rounds": np.nan, "energy_kj": np.nan, "latency_min": np.nan, "comp_tflops": np.nan,
                 "comm_gb": np.nan, "best_acc": best}  # fmt: skip
-    r = int(rounds["round"].iloc[hit[0]])
-    row = rounds.iloc[hit[0]]
-    upto = devices[devices["round"] <= r]
+    r = reached["target_round"]
+    upto = result.device_rounds[result.device_rounds["round"] <= r]
     return {
-        "rounds": r, "energy_kj": float(row["energy_cum_j"]) / 1e3, "latency_min": float(row["sim_time_s"]) / 60,
+        "rounds": r, "energy_kj": reached["energy_to_target_j"] / 1e3,
+        "latency_min": reached["sim_time_to_target_s"] / 60,
         "comp_tflops": float(upto["flops"].sum()) / 1e12, "comm_gb": float(upto["bits"].sum()) / 8e9, "best_acc": best,
     }  # fmt: skip
 
@@ -110,7 +115,7 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=a.workers) as pool:
         results = list(pool.map(one_run, jobs))
 
-    rows = [{"partition": p, "method": m, "seed": s, **to_target(r, d, TARGET[p])} for m, p, s, r, d in results]
+    rows = [{"partition": p, "method": m, "seed": s, **to_target(res, TARGET[p])} for m, p, s, res in results]
     per_seed = pd.DataFrame(rows)
     table = per_seed.groupby(["partition", "method"], sort=False).agg(
         **{c: (c, "mean") for c in ("rounds", "energy_kj", "latency_min", "comp_tflops", "comm_gb")},
@@ -136,8 +141,9 @@ def main() -> None:
         for key, col, scale, label in (("time", "sim_time_s", 60, "simulated time [min]"),
                                         ("energy", "energy_cum_j", 1e3, "energy [kJ]")):  # fmt: skip
             fig = go.Figure()
-            for m, pp, s, r, _ in results:
+            for m, pp, s, res in results:
                 if pp == p and s == 0:
+                    r = res.rounds
                     fig.add_scatter(x=r[col] / scale, y=r["test_accuracy"], mode="lines", name=m)
             fig.update_layout(title=f"{p}: accuracy vs {label} (seed 0)", xaxis_title=label, yaxis_title="test accuracy")
             figs[f"{p}_{key}".replace("-", "_")] = fig

@@ -11,7 +11,8 @@ Methods: FedAvg (full); FedAvg (dropout) best and last; Strategy 1; Strategy 2; 
 client backup); CC-FedAvg(c) (tau = 10); FedNova with tau_i = p_i K local steps; and, at gamma = 0 only,
 CC-FedAvg with server backup (same aggregate as client backup, 1-bit skip uploads).
 
-Writes ``ccfedavg_table.csv`` and ``ccfedavg_accuracy_vs_energy.html`` (plotly) to the output directory.
+Writes ``ccfedavg_table.csv`` and ``ccfedavg_accuracy_vs_energy.html`` (plotly, opens offline) to the output
+directory.
 
     .venv/bin/python examples/reproduce_ccfedavg.py [--out runs/ccfedavg_example] [--rounds 40] [--workers 2]
 """
@@ -49,28 +50,27 @@ def _base(rounds: int, gamma: float, seed: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _init_worker() -> None:
-    import torch
-
-    torch.set_num_threads(1)  # one thread per process: the cores are shared
-
-
 def run_one(job: tuple[str, float, int, int]) -> dict:
     """One run; returns its headline numbers and its accuracy-vs-energy curve."""
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.scenario import load_scenario, scenario_to_toml
+    from edgefl.sweep.executors import compute_run
 
     label, gamma, seed, rounds = job
-    res = run_scenario(load_scenario("quickstart", _base(rounds, gamma, seed) + METHODS[label]))
-    r, d = res.rounds, res.device_rounds
+    sc = load_scenario("quickstart", _base(rounds, gamma, seed) + METHODS[label])
+    res = compute_run(scenario_to_toml(sc), threads=1)  # one torch thread per process: the cores are shared
+    r, d, summary = res.rounds, res.device_rounds, res.summary
     return {
         "method": label, "gamma": gamma, "seed": seed,
-        "acc_last": float(r["test_accuracy"].iloc[-1]), "acc_best": float(r["test_accuracy"].max()),
+        "acc_last": _number(summary["final_accuracy"]), "acc_best": _number(summary["best_accuracy"]),
         "local_steps": int(d["local_steps"].sum()), "e_cmp_j": float(d["e_cmp_j"].sum()),
         "e_com_j": float(d["e_com_j"].sum()), "sim_time_s": float(r["sim_time_s"].iloc[-1]),
         "bits_up": float(r["bits_up"].sum()), "trained_rows": int(d["trained"].sum()),
         "curve_energy_j": r["energy_cum_j"].to_numpy().tolist(), "curve_acc": r["test_accuracy"].to_numpy().tolist(),
     }  # fmt: skip
+
+
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def main() -> None:
@@ -85,7 +85,7 @@ def main() -> None:
             if m != "CC-FedAvg (server backup)" or g == 0.0]  # fmt: skip
     print(f"laptop scale: digits, 8 clients, MLP(64), {args.rounds} rounds, 1 local epoch, beta=4 ad-hoc, "
           f"seeds {SEEDS}; {len(jobs)} runs on {args.workers} processes")  # fmt: skip
-    with ProcessPoolExecutor(max_workers=args.workers, initializer=_init_worker) as pool:
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
         rows = list(pool.map(run_one, jobs))
     df = pd.DataFrame(rows)
     df.drop(columns=["curve_energy_j", "curve_acc"]).to_csv(out / "ccfedavg_table.csv", index=False)
@@ -137,6 +137,7 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
     import plotly.graph_objects as go
 
     from edgefl.io import atomic_write_text
+    from edgefl.report import figures_page
 
     fig = go.Figure()
     for m in METHODS:
@@ -148,7 +149,7 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
         fig.add_trace(go.Scatter(x=e, y=a, mode="lines", name=m))
     fig.update_layout(title="CC-FedAvg at laptop scale: accuracy vs energy (digits, 8 clients, gamma = 0, 3 seeds)",
                       xaxis_title="cumulative energy, compute + upload [J]", yaxis_title="test accuracy [%]")  # fmt: skip
-    atomic_write_text(path, fig.to_html(include_plotlyjs="cdn"))
+    atomic_write_text(path, figures_page("CC-FedAvg at laptop scale", {"accuracy_vs_energy": fig}))
     print(f"\nwrote {path}")
 
 
