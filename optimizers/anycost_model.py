@@ -50,7 +50,6 @@ REASON_LATENCY_ENERGY = "latency+energy"
 REASON_CONFLICT = "latency-energy conflict"
 
 _REASON_DTYPE = "<U24"
-_DEVICE_FIELDS = ("samples", "eps", "f_min_hz", "f_max_hz", "e_max_j", "rate_bps", "p_tx_w")
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -116,6 +115,9 @@ class AnycostDevices:
 
     def __len__(self) -> int:
         return int(self.samples.shape[0])
+
+
+_DEVICE_FIELDS = tuple(fld.name for fld in fields(AnycostDevices))
 
 
 @dataclass(frozen=True)

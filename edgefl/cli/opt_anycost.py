@@ -11,6 +11,7 @@ Bad input prints one ``error: ...`` line on stderr and exits with code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -19,14 +20,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from edgefl.cli._common import fail, option_names, read_numeric_csv
+from optimizers.anycost_model import AnycostDevices  # numpy only; the solvers load on first use
 
 if TYPE_CHECKING:
-    from optimizers.anycost import AnycostDevices, AnycostSolution
+    from optimizers.anycost import AnycostSolution
 
 __all__ = ["register", "CSV_COLUMNS"]
 
 #: Columns the ``--devices`` CSV must have (the fields of :class:`optimizers.anycost.AnycostDevices`).
-CSV_COLUMNS = ("samples", "eps", "f_min_hz", "f_max_hz", "e_max_j", "rate_bps", "p_tx_w")
+CSV_COLUMNS = tuple(fld.name for fld in dataclasses.fields(AnycostDevices))
 _OPTIONS = {
     "t_max_s": "--t-max-s", "cycles_per_sample": "--cycles-per-sample", "update_bits": "--update-bits",
     "epochs": "--epochs", "alpha_min": "--alpha-min", "beta_max": "--beta-max",
@@ -37,7 +39,6 @@ _INDEXED = re.compile(r"^(\w+)\[(\d+)\]=(.*)$", re.DOTALL)
 
 def _read_devices(path: Path) -> tuple[AnycostDevices, list[int]]:
     """The devices of a CSV file and the file line number of each device row."""
-    from optimizers.anycost import AnycostDevices
     from optimizers.errors import OptimizerInputError
 
     where = f"--devices {str(path)!r}"
