@@ -12,9 +12,19 @@ from edgefl.learning.config import steps_per_round
 from edgefl.system import compute_energy_j, compute_time_s, deadline_frequency_hz, upload_energy_j, upload_time_s
 
 if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
-    from edgefl.learning.workload import State
+    from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["FedAvg"]
+
+
+def _uncompressed(device: int, res: TrainResult) -> ClientUpdate:
+    """Device ``device``'s trained update sent as float32, weighted by |D_i|."""
+    from edgefl.learning.workload import state_bits
+
+    return ClientUpdate(
+        device=device, payload=res.update, weight=float(res.n_samples), bits=float(state_bits(res.update)),
+        flops=res.flops, steps=res.steps, train_loss=res.train_loss,
+    )  # fmt: skip
 
 
 class FedAvg(Method):
@@ -66,35 +76,19 @@ class FedAvg(Method):
         """All jobs trained at once when the workload can vectorise them (full width, fixed SGD steps; see
         :meth:`~edgefl.learning.workload.Workload.train_many`). Subclasses that change the local work (their
         own :meth:`client_update`) train one by one."""
-        from edgefl.learning.workload import state_bits
-
         if type(self).client_update is not FedAvg.client_update or np.any(jobs.width != self.scenario.model.width):
             return None
         results = self.workload.train_many(jobs.device, global_state, round_index=round_index)
         if results is None:
             return None
-        return [
-            ClientUpdate(device=int(d), payload=res.update, weight=float(res.n_samples), bits=float(state_bits(res.update)),
-                         flops=res.flops, steps=res.steps, train_loss=res.train_loss)  # fmt: skip
-            for d, res in zip(jobs.device, results)
-        ]
+        return [_uncompressed(int(d), res) for d, res in zip(jobs.device, results)]
 
     def train_update(
         self, job: DeviceJob, global_state: State, round_index: int, *, steps: int | None = None
     ) -> ClientUpdate:
         """Train the job for real (``steps`` SGD steps if given, else the scenario's epochs/steps)."""
-        from edgefl.learning.workload import state_bits
-
         res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width, steps=steps)
-        return ClientUpdate(
-            device=job.device,
-            payload=res.update,
-            weight=float(res.n_samples),
-            bits=float(state_bits(res.update)),
-            flops=res.flops,
-            steps=res.steps,
-            train_loss=res.train_loss,
-        )
+        return _uncompressed(job.device, res)
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import fedavg_step
