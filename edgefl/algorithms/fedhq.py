@@ -18,6 +18,7 @@ import numpy as np
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob
 from edgefl.algorithms.budgeted import BudgetedMethod
+from edgefl.learning.config import BITS_PER_PARAMETER
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
@@ -45,7 +46,7 @@ class FedHQ(BudgetedMethod):
 
     def min_payload_bits(self) -> float:
         """One sign bit per parameter at least (FedHQ sends every element)."""
-        return float(self.workload.update_bits // 32)
+        return float(self.workload.update_bits // BITS_PER_PARAMETER)
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         from edgefl.compression import MAX_LEVELS
