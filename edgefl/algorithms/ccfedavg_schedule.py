@@ -60,7 +60,7 @@ def training_probabilities(scenario: Scenario, workload: Workload, fleet: Fleet)
     min_energy = scenario.method.cpu_policy == "min_energy" and scenario.round.policy != "deadline"
     f = fleet.f_min_hz if min_energy else fleet.f_max_hz
     e_train = compute_energy_j(cycles, f, fleet.energy_coeff)
-    t_sel = max(1, math.ceil(scenario.rounds * scenario.method.clients_per_round / n))
+    t_sel = max(1, math.ceil(expected_participations(scenario)))
     return budget_probabilities(budget, e_train, t_sel)
 
 
