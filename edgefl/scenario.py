@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -39,6 +40,7 @@ __all__ = [
     "scenario_to_toml",
     "apply_overrides",
     "parse_override",
+    "set_dotted",
 ]
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -439,6 +441,25 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def set_dotted(data: dict[str, Any], path: Sequence[str], value: Any, label: str) -> None:
+    """Set ``value`` at the key ``path`` (``["channel", "bandwidth_hz"]``) of a scenario dict, in place, making
+    missing tables; the same quantity given in the other unit is dropped (``bandwidth_hz`` replaces
+    ``bandwidth_mhz``). A non-table on the way raises :class:`ScenarioError` starting with ``label``."""
+    node = data
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ScenarioError(f"{label}: {part} is not a table")
+        node = child
+    node[path[-1]] = value
+    aliases = _UNIT_ALIASES.get(path[0], {}) if len(path) == 2 else {}
+    for alias, si in aliases.items():
+        if path[-1] == si:
+            node.pop(alias, None)
+        elif path[-1] == alias:
+            node.pop(si, None)
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Return a copy of ``data`` with ``--set`` overrides applied (dotted keys address nested tables)."""
     import copy
@@ -446,20 +467,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     data = copy.deepcopy(data)
     for item in overrides:
         path, value = parse_override(item)
-        node = data
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ScenarioError(f"--set {item!r}: {part} is not a table")
-            node = child
-        node[path[-1]] = value
-        # an override in one unit replaces the same quantity given in the other (bandwidth_hz vs bandwidth_mhz)
-        aliases = _UNIT_ALIASES.get(path[0], {}) if len(path) == 2 else {}
-        for alias, si in aliases.items():
-            if path[-1] == si:
-                node.pop(alias, None)
-            elif path[-1] == alias:
-                node.pop(si, None)
+        set_dotted(data, path, value, f"--set {item!r}")
     return data
 
 

@@ -26,7 +26,7 @@ from edgefl.learning.models import model_info
 from edgefl.method_settings.heterofl import LEVEL_WIDTHS
 from edgefl.results import write_run
 from edgefl.runner import Simulation
-from edgefl.scenario import load_scenario
+from edgefl.scenario import read_scenario_dict, scenario_from_dict, set_dotted
 
 CONFIGS = {  # name -> (levels, proportions)
     "a": (["a"], [1.0]),
@@ -57,13 +57,14 @@ def local_accuracy(sim: Simulation) -> float:
 
 def run(config: str, seed: int, rounds: int, train_n: int, test_n: int, out: Path) -> dict:
     levels, props = CONFIGS[config]
-    sc = load_scenario(
-        "heterofl_fmnist",
-        [f"rounds={rounds}", f"train.eval_every={rounds}", f"data.max_train_samples={train_n}",
-         f"data.max_test_samples={test_n}", f"method.heterofl.levels={levels!r}".replace("'", '"'),
-         f"method.heterofl.proportions={props!r}", "checkpoint_every=0"],
-        seed=seed,
-    )  # fmt: skip
+    data = read_scenario_dict("heterofl_fmnist")
+    for key, value in {
+        "rounds": rounds, "train.eval_every": rounds, "data.max_train_samples": train_n,
+        "data.max_test_samples": test_n, "method.heterofl.levels": levels, "method.heterofl.proportions": props,
+        "checkpoint_every": 0, "seed": seed,
+    }.items():  # fmt: skip
+        set_dotted(data, key.split("."), value, key)
+    sc = scenario_from_dict(data)
     t0 = time.perf_counter()
     sim = Simulation(sc)
     for r in range(1, rounds + 1):

@@ -24,6 +24,7 @@ so a re-run of an edited sweep finds the directories of the runs it still contai
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -41,10 +42,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from edgefl.errors import ScenarioError
 from edgefl.scenario import (
     Scenario,
-    apply_overrides,
     read_scenario_dict,
     scenario_from_dict,
     scenario_to_toml,
+    set_dotted,
 )
 
 __all__ = ["SweepSpec", "Sweep", "RunSpec", "Target", "load_sweep", "sweep_from_dict", "list_sweep_presets"]
@@ -240,9 +241,8 @@ def sweep_from_dict(data: dict[str, Any], *, base_dir: Path | None = None, sourc
     except ValidationError as exc:
         raise ScenarioError(f"{where}: {_format_errors(exc)}") from None
     base_source, base_data = _read_base(spec.base, base_dir or Path.cwd(), where)
-    fixed = [_override(k, v) for k, v in spec.set.items()]
     try:
-        base_data = apply_overrides(base_data, fixed)
+        base_data = _with_values(base_data, spec.set)
     except ScenarioError as exc:
         raise ScenarioError(f"{where}: [set]: {exc}") from None
     runs = tuple(_expand(spec, base_data, where))
@@ -321,9 +321,12 @@ def _read_base(base: str, base_dir: Path, where: str) -> tuple[str, dict[str, An
         raise ScenarioError(f"{where}: {exc}") from None
 
 
-def _override(key: str, value: Any) -> str:
-    """``key=value`` with the value written as TOML, for :func:`edgefl.scenario.apply_overrides`."""
-    return f"{key}={tomli_w.dumps({'v': value}).split('=', 1)[1].strip()}"
+def _with_values(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the scenario dict ``data`` with ``values`` (dotted key -> value) set, as ``--set`` would."""
+    data = copy.deepcopy(data)
+    for key, value in values.items():
+        set_dotted(data, key.split("."), copy.deepcopy(value), key)
+    return data
 
 
 def _id_value(value: Any) -> str:
@@ -357,7 +360,7 @@ def _expand(spec: SweepSpec, base_data: dict[str, Any], where: str) -> list[RunS
     for values in itertools.product(*(spec.grid[k] for k in keys)):
         params = dict(zip(keys, values))
         try:
-            point_data = apply_overrides(base_data, [_override(k, v) for k, v in params.items()])
+            point_data = _with_values(base_data, params)
         except ScenarioError as exc:
             raise ScenarioError(f"{where}: [grid] {_point(params)}: {exc}") from None
         for seed in spec.seeds:
