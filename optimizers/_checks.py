@@ -65,6 +65,14 @@ def positive(value: Any, name: str) -> float:
     return x
 
 
+def at_least(value: Any, name: str, minimum: float) -> float:
+    """A finite real number >= ``minimum``."""
+    x = real(value, name)
+    if not x >= minimum:
+        raise OptimizerInputError(f"{name}={x!r}: must be >= {minimum:g}")
+    return x
+
+
 def in_range(value: Any, name: str, low: float, high: float) -> float:
     """A finite real number in the closed interval [low, high]."""
     x = real(value, name)
@@ -93,6 +101,14 @@ def integer(value: Any, name: str, minimum: int, *, integral_float: bool = True)
     if value < minimum:
         raise OptimizerInputError(f"{name}={int(value)}: must be >= {minimum}")
     return int(value)
+
+
+def k_of_n(value: Any, n: int, name: str = "k") -> int:
+    """The number K of devices sampled out of ``n``: an integer in [1, n] (see :func:`integer`)."""
+    k = integer(value, name, 1)
+    if k > n:
+        raise OptimizerInputError(f"{name}={k}: must be in [1, n={n}]")
+    return k
 
 
 def one_dimensional(value: Any, name: str, min_length: int = 1) -> np.ndarray:

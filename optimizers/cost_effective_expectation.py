@@ -33,9 +33,7 @@ def straggler_probabilities(n: int, k: int) -> np.ndarray:
     Returns shape (n,), index 0 is the fastest device; the weights sum to 1.
     """
     n = chk.integer(n, "n", 1)
-    k = chk.integer(k, "k", 1)
-    if k > n:
-        raise OptimizerInputError(f"k={k}: must be in [1, n={n}]")
+    k = chk.k_of_n(k, n)
     i = np.arange(n - 1, k - 1, -1, dtype=float)  # N-1, N-2, ..., K
     tail = (k / n) * np.cumprod((i - k + 1) / i)  # w_{N-1}, ..., w_K
     w = np.zeros(n)
@@ -67,8 +65,8 @@ def expected_total_time_s(t_p_s: Any, t_m_s: Any, *, k: int, e: float, rounds: f
     _same_length(t_p, t_m, "t_m_s")
     chk.require(t_p, "t_p_s", t_p >= 0, "must be >= 0")
     chk.require(t_m, "t_m_s", t_m >= 0, "must be >= 0")
-    e = _at_least_one(e, "e")
-    rounds = _nonnegative(rounds, "rounds")
+    e = chk.at_least(e, "e", 1)
+    rounds = chk.at_least(rounds, "rounds", 0)
     return rounds * expected_round_time_s(t_p * e + t_m, k)
 
 
@@ -83,29 +81,12 @@ def expected_total_energy_j(e_p_j: Any, e_m_j: Any, *, k: int, e: float, rounds:
     _same_length(e_p, e_m, "e_m_j")
     chk.require(e_p, "e_p_j", e_p >= 0, "must be >= 0")
     chk.require(e_m, "e_m_j", e_m >= 0, "must be >= 0")
-    n = e_p.size
-    k = chk.integer(k, "k", 1)
-    if k > n:
-        raise OptimizerInputError(f"k={k}: must be in [1, n={n}]")
-    e = _at_least_one(e, "e")
-    rounds = _nonnegative(rounds, "rounds")
+    k = chk.k_of_n(k, e_p.size)
+    e = chk.at_least(e, "e", 1)
+    rounds = chk.at_least(rounds, "rounds", 0)
     return float(k * (e_p.mean() * e + e_m.mean()) * rounds)
 
 
 def _same_length(first: np.ndarray, second: np.ndarray, name: str) -> None:
     if second.shape != first.shape:
         raise OptimizerInputError(f"{name}: length {second.size}: must equal the first array's length {first.size}")
-
-
-def _at_least_one(value: Any, name: str) -> float:
-    x = chk.real(value, name)
-    if not x >= 1:
-        raise OptimizerInputError(f"{name}={x!r}: must be >= 1")
-    return x
-
-
-def _nonnegative(value: Any, name: str) -> float:
-    x = chk.real(value, name)
-    if not x >= 0:
-        raise OptimizerInputError(f"{name}={x!r}: must be >= 0")
-    return x

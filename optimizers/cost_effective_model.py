@@ -136,9 +136,7 @@ def k_given_e(params: LuoCostParams, e: float) -> float:
     [1, N] gives the minimiser over K. Returns ``inf`` for gamma = 0 (Theorem 2: K* = N) and 0 for
     gamma = 1 (Theorem 3: K* = 1). For N = 1 returns 1.
     """
-    e = chk.real(e, "e")
-    if not e > 0:
-        raise OptimizerInputError(f"e={e!r}: must be > 0")
+    e = chk.positive(e, "e")
     n, g = params.n, params.gamma
     if n == 1:
         return 1.0
