@@ -30,6 +30,7 @@ import plotly.graph_objects as go
 
 from edgefl.errors import EdgeflError
 from edgefl.io import atomic_write_text
+from edgefl.report import AXIS_TITLES, format_value
 
 __all__ = [
     "FIGURE_KEYS",
@@ -51,16 +52,12 @@ FIGURE_KEYS = ("accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round")
 METRICS = ("test_accuracy", "test_loss", "train_loss")
 
 _X_COLUMNS = ("round", "sim_time_s", "energy_cum_j")  # must be a number on every row of rounds.csv
-_X_AXES = {  # figure key -> (rounds.csv column, axis title, title suffix)
-    "accuracy_vs_time": ("sim_time_s", "simulated time [s]", "vs simulated time"),
-    "accuracy_vs_energy": ("energy_cum_j", "cumulative energy, all devices [J]", "vs energy"),
-    "accuracy_vs_round": ("round", "round", "vs round"),
+_X_AXES = {  # figure key -> (rounds.csv column, title suffix)
+    "accuracy_vs_time": ("sim_time_s", "vs simulated time"),
+    "accuracy_vs_energy": ("energy_cum_j", "vs energy"),
+    "accuracy_vs_round": ("round", "vs round"),
 }
-_Y_AXES = {  # metric -> (axis title, tick format)
-    "test_accuracy": ("test accuracy [%]", ".0%"),
-    "test_loss": ("test loss", ""),
-    "train_loss": ("train loss", ""),
-}
+_TICK_FORMATS = {"test_accuracy": ".0%", "test_loss": "", "train_loss": ""}  # metric -> y tick format
 _TEMPLATE = "plotly_white"
 # the floats exactly as written: pandas < 3 needs "round_trip" (its default may differ in the last bit); pandas 3
 # parses exactly by default and deprecates the argument
@@ -220,12 +217,12 @@ def overlay_figures(runs: Sequence[RunData]) -> dict[str, go.Figure]:
     if not runs:
         raise OverlayError("no runs to overlay; give at least one run directory")
     metric = plotted_metric(runs)
-    y_title, tick_format = _Y_AXES[metric]
+    y_title, tick_format = AXIS_TITLES[metric], _TICK_FORMATS[metric]
     y_name = y_title.split(" [")[0]
     labels = run_labels(runs)
     figures = {}
     for key in FIGURE_KEYS:
-        x_col, x_title, suffix = _X_AXES[key]
+        x_col, suffix = _X_AXES[key]
         fig = go.Figure()
         for run, label in zip(runs, labels):
             points = _points(run, metric)
@@ -240,7 +237,7 @@ def overlay_figures(runs: Sequence[RunData]) -> dict[str, go.Figure]:
         fig.update_layout(
             title=f"{y_name.capitalize()} {suffix}",
             template=_TEMPLATE,
-            xaxis_title=x_title,
+            xaxis_title=AXIS_TITLES[x_col],
             yaxis={"title": y_title, "tickformat": tick_format},
             showlegend=True,
             legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0},
@@ -327,14 +324,10 @@ def _runs_table(runs: list[RunData], metric: str) -> str:
             str(run.path),
             str(len(rounds)),
             last,
-            _fmt(rounds["sim_time_s"].iloc[-1] if len(rounds) else math.nan, " s"),
-            _fmt(rounds["energy_cum_j"].iloc[-1] if len(rounds) else math.nan, " J"),
+            format_value(rounds["sim_time_s"].iloc[-1] if len(rounds) else None, ".4g", " s"),
+            format_value(rounds["energy_cum_j"].iloc[-1] if len(rounds) else None, ".4g", " J"),
             {True: "yes", False: "no (partial run)", None: "unknown"}[run.complete],
         )
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
     return f'<table class="summary">{header}{"".join(rows)}</table>'
-
-
-def _fmt(value: float, unit: str) -> str:
-    return "n/a" if not math.isfinite(value) else f"{value:.4g}{unit}"

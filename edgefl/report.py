@@ -34,6 +34,7 @@ from edgefl.errors import EdgeflError
 from edgefl.io import atomic_write_text
 
 __all__ = [
+    "AXIS_TITLES",
     "FIGURE_KEYS",
     "ReportError",
     "build_figures",
@@ -41,12 +42,23 @@ __all__ = [
     "figures_page",
     "default_timeline_round",
     "find_straggler",
+    "format_value",
     "summarize",
     "write_report",
 ]
 
 #: Keys of the dict ``build_figures`` returns, in page order.
 FIGURE_KEYS = ("accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_energy")
+
+#: Axis title of each rounds.csv column a figure plots: the run report, ``edgefl plot`` and the sweep page.
+AXIS_TITLES = {
+    "round": "round",
+    "sim_time_s": "simulated time [s]",
+    "energy_cum_j": "cumulative energy, all devices [J]",
+    "test_accuracy": "test accuracy [%]",
+    "test_loss": "test loss",
+    "train_loss": "train loss",
+}
 
 _ROUNDS_REQUIRED = ("round", "sim_time_s", "round_time_s", "energy_cum_j", "test_accuracy")
 _DEVICE_REQUIRED = ("round", "device", "trained", "arrived", "t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j")
@@ -93,13 +105,9 @@ def build_figures(
 
     evaluated = _evaluated_rounds(rounds)
     return {
-        "accuracy_vs_time": _accuracy_figure(
-            evaluated, "sim_time_s", "simulated time [s]", "Test accuracy vs simulated time"
-        ),
-        "accuracy_vs_energy": _accuracy_figure(
-            evaluated, "energy_cum_j", "cumulative energy, all devices [J]", "Test accuracy vs energy"
-        ),
-        "accuracy_vs_round": _accuracy_figure(evaluated, "round", "round", "Test accuracy vs round"),
+        "accuracy_vs_time": _accuracy_figure(evaluated, "sim_time_s", "Test accuracy vs simulated time"),
+        "accuracy_vs_energy": _accuracy_figure(evaluated, "energy_cum_j", "Test accuracy vs energy"),
+        "accuracy_vs_round": _accuracy_figure(evaluated, "round", "Test accuracy vs round"),
         "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
         "device_energy": _device_energy_figure(device_rounds),
     }
@@ -351,20 +359,23 @@ def _placeholder(fig: go.Figure, text: str) -> None:
     )
 
 
-def _fmt(value: Any, spec: str, unit: str = "") -> str:
+def format_value(value: Any, spec: str, unit: str = "") -> str:
+    """``value`` in the format ``spec`` followed by ``unit`` (``format_value(1.5, ".4g", " s")`` is
+    ``"1.5 s"``), or ``"n/a"`` when it is missing: ``None``, NaN or not a number."""
     number = _float_or_none(value)
     return "n/a" if number is None else f"{number:{spec}}{unit}"
 
 
-def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, x_title: str, title: str) -> go.Figure:
+def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, title: str) -> go.Figure:
     fig = go.Figure()
     if evaluated.empty:
         _placeholder(fig, "no evaluation yet")
     else:
         hover = [
             f"round {int(r['round'])}<br>test accuracy {r['test_accuracy']:.2%}<br>"
-            f"test loss {_fmt(r['test_loss'], '.4f')}<br>simulated time {_fmt(r['sim_time_s'], '.4g', ' s')}<br>"
-            f"cumulative energy {_fmt(r['energy_cum_j'], '.4g', ' J')}"
+            f"test loss {format_value(r['test_loss'], '.4f')}<br>"
+            f"simulated time {format_value(r['sim_time_s'], '.4g', ' s')}<br>"
+            f"cumulative energy {format_value(r['energy_cum_j'], '.4g', ' J')}"
             for _, r in evaluated.iterrows()
         ]
         x = [int(v) for v in evaluated[x_col]] if x_col == "round" else [float(v) for v in evaluated[x_col]]
@@ -381,8 +392,8 @@ def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, x_title: str, title: s
     fig.update_layout(
         title=title,
         template=_TEMPLATE,
-        xaxis_title=x_title,
-        yaxis={"title": "test accuracy [%]", "tickformat": ".0%"},
+        xaxis_title=AXIS_TITLES[x_col],
+        yaxis={"title": AXIS_TITLES["test_accuracy"], "tickformat": ".0%"},
         showlegend=False,
     )
     return fig
@@ -583,8 +594,8 @@ def _summary_table(summary: dict[str, Any]) -> str:
         ("rounds", str(summary["rounds"])),
         ("final test accuracy", accuracy("final")),
         ("best test accuracy", accuracy("best")),
-        ("total simulated time", _fmt(summary["sim_time_s"], ".4g", " s")),
-        ("total energy, all devices", _fmt(summary["energy_j"], ".4g", " J")),
+        ("total simulated time", format_value(summary["sim_time_s"], ".4g", " s")),
+        ("total energy, all devices", format_value(summary["energy_j"], ".4g", " J")),
     ]
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f'<table class="summary">{body}</table>'

@@ -27,11 +27,9 @@ class ExecutorKind(str, Enum):
     ray = "ray"
 
 
-def _fmt(value: object, spec: str, unit: str = "") -> str:
-    return "n/a" if value is None or value != value else f"{value:{spec}}{unit}"  # noqa: PLR0124 (NaN check)
-
-
 def _print_event(event) -> None:  # noqa: ANN001 - edgefl.sweep.RunEvent, imported lazily
+    from edgefl.report import format_value
+
     width = len(str(event.total))
     head = f"[{event.count:>{width}}/{event.total}] {event.run.run_id}"
     if event.status == "skipped":
@@ -41,9 +39,10 @@ def _print_event(event) -> None:  # noqa: ANN001 - edgefl.sweep.RunEvent, import
     else:
         s = event.summary or {}
         line = (
-            f"{head}: accuracy {_fmt(s.get('final_accuracy'), '.4f')}, simulated time "
-            f"{_fmt(s.get('sim_time_s'), '.4g', ' s')}, energy {_fmt(s.get('energy_j'), '.4g', ' J')}, "
-            f"wall {_fmt(s.get('wall_time_s'), '.1f', ' s')}"
+            f"{head}: accuracy {format_value(s.get('final_accuracy'), '.4f')}, "
+            f"simulated time {format_value(s.get('sim_time_s'), '.4g', ' s')}, "
+            f"energy {format_value(s.get('energy_j'), '.4g', ' J')}, "
+            f"wall {format_value(s.get('wall_time_s'), '.1f', ' s')}"
         )
     print(line, file=sys.stderr, flush=True)
 

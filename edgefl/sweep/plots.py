@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from edgefl.report import figures_page
+from edgefl.report import AXIS_TITLES, figures_page
 
 if TYPE_CHECKING:
     from edgefl.sweep.spec import Sweep
@@ -26,11 +26,11 @@ __all__ = ["build_sweep_page", "curve_stats"]
 
 _TEMPLATE = "plotly_white"
 _CURVE_METRICS = {  # rounds.csv column -> axis title, tick format
-    "test_accuracy": ("test accuracy [%]", ".0%"),
-    "test_loss": ("test loss", None),
-    "train_loss": ("training loss (mean over arrived devices)", None),
+    "test_accuracy": (AXIS_TITLES["test_accuracy"], ".0%"),
+    "test_loss": (AXIS_TITLES["test_loss"], None),
+    "train_loss": ("training loss (mean over arrived devices)", None),  # says more than a run's "train loss"
 }
-_X = {"sim_time_s": ("time", "simulated time [s]"), "energy_cum_j": ("energy", "cumulative energy, all devices [J]")}
+_X = {x: (key, AXIS_TITLES[x]) for x, key in (("sim_time_s", "time"), ("energy_cum_j", "energy"))}
 _FINAL = {  # sweep.csv column -> panel title
     "final_accuracy": "final test accuracy",
     "best_accuracy": "best test accuracy",
