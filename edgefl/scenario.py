@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from edgefl.errors import ScenarioError
 from edgefl.method_settings import CCFedAvgSettings, HeteroFLSettings, LuoSettings
 from edgefl.method_settings import Strict as _Strict
+from edgefl.method_settings._base import check_range
 
 __all__ = [
     "Scenario",
@@ -41,17 +42,13 @@ __all__ = [
     "apply_overrides",
     "parse_override",
     "set_dotted",
+    "read_toml",
+    "short_repr",
 ]
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Range = tuple[PositiveFloat, PositiveFloat]
-
-
-def _check_range(value: float | tuple[float, float], name: str) -> float | tuple[float, float]:
-    if isinstance(value, tuple) and value[0] > value[1]:
-        raise ValueError(f"range [{value[0]}, {value[1]}] has low > high; give [low, high] with low <= high")
-    return value
 
 
 def _convert(data: Any, table: dict[str, tuple[str, Any]]) -> Any:
@@ -227,7 +224,7 @@ class BudgetConfig(_Strict):
     def _v(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
         if not isinstance(v, tuple) and not (v > 0 and math.isfinite(v)):
             raise ValueError("must be > 0 [J]")
-        return _check_range(v, "value_j")
+        return check_range(v)
 
     @model_validator(mode="after")
     def _order(self) -> BudgetConfig:
@@ -271,7 +268,7 @@ class FleetConfig(_Strict):
     @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
     @classmethod
     def _ranges(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
-        return _check_range(v, "")
+        return check_range(v)
 
     @model_validator(mode="after")
     def _freq_order(self) -> FleetConfig:
@@ -342,7 +339,7 @@ class SurrogateConfig(_Strict):
     @field_validator("samples_per_device")
     @classmethod
     def _samples(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
-        return _check_range(v, "samples_per_device")
+        return check_range(v)
 
 
 class Scenario(_Strict):
@@ -399,7 +396,7 @@ def _format_validation_error(exc: ValidationError) -> str:
         elif loc and isinstance(value, dict):  # a whole-section check: its message names the fields
             parts.append(f"{loc}: {msg}")
         elif loc:
-            parts.append(f"{loc}={_short(value)}: {msg}")
+            parts.append(f"{loc}={short_repr(value)}: {msg}")
         else:
             parts.append(msg)
     # the same field may appear once per union branch: keep the first message of each
@@ -409,7 +406,8 @@ def _format_validation_error(exc: ValidationError) -> str:
     return "; ".join(seen.values())
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (ending in ``...``) for an error message."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -480,12 +478,17 @@ def read_scenario_dict(source: str | Path) -> dict[str, Any]:
         path = preset_path(str(source))  # raises ScenarioError naming the presets when unknown
     if not path.is_file():
         raise ScenarioError(f"scenario file {str(path)!r} does not exist (see `edgefl scenarios list`)")
+    return read_toml(path, str(path))
+
+
+def read_toml(path: Path, where: str) -> dict[str, Any]:
+    """The TOML file ``path`` as a dict; :class:`ScenarioError` starting with ``where`` if it is not UTF-8 TOML."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+        raise ScenarioError(f"{where}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: not UTF-8 text") from None
+        raise ScenarioError(f"{where}: not UTF-8 text") from None
 
 
 def load_scenario(

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from edgefl.method_settings._base import Strict
+from edgefl.method_settings._base import Strict, check_range
 
 __all__ = ["CCFedAvgSettings"]
 
@@ -54,9 +54,7 @@ class CCFedAvgSettings(Strict):
         for x in values:
             if not (math.isfinite(x) and x >= 0):
                 raise ValueError("must be >= 0 [J] and finite, or [low, high] of such")
-        if isinstance(v, tuple) and v[0] > v[1]:
-            raise ValueError(f"range [{v[0]}, {v[1]}] has low > high; give [low, high] with low <= high")
-        return v
+        return check_range(v)
 
     @model_validator(mode="after")
     def _battery_given(self) -> CCFedAvgSettings:

@@ -30,7 +30,6 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -43,9 +42,11 @@ from edgefl.errors import ScenarioError
 from edgefl.scenario import (
     Scenario,
     read_scenario_dict,
+    read_toml,
     scenario_from_dict,
     scenario_to_toml,
     set_dotted,
+    short_repr,
 )
 
 __all__ = ["SweepSpec", "Sweep", "RunSpec", "Target", "load_sweep", "sweep_from_dict", "list_sweep_presets"]
@@ -223,12 +224,7 @@ def load_sweep(source: str | Path) -> Sweep:
         path = candidate
     if not path.is_file():
         raise ScenarioError(f"sweep file {str(path)!r} does not exist")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"sweep file {str(path)!r}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"sweep file {str(path)!r}: not UTF-8 text") from None
+    data = read_toml(path, f"sweep file {str(path)!r}")
     data.setdefault("name", _safe_name(path.stem))
     return sweep_from_dict(data, base_dir=path.parent, source=path)
 
@@ -296,8 +292,7 @@ def _format_errors(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"{loc}: missing (required)")
         elif loc and not isinstance(err.get("input"), dict):
-            text = repr(err.get("input"))
-            parts.append(f"{loc}={text if len(text) <= 60 else text[:57] + '...'}: {msg}")
+            parts.append(f"{loc}={short_repr(err.get('input'))}: {msg}")
         elif loc:
             parts.append(f"{loc}: {msg}")
         else:
