@@ -19,16 +19,19 @@ import time
 
 import numpy as np
 
+from channel import RadioModel
 from optimizers.anycost import AnycostDevices, solve_anycost, solve_anycost_gp
 
 ANYCOST_SETTINGS = dict(t_max_s=10.0, cycles_per_sample=3e6, update_bits=53.23e6, epochs=1, alpha_min=0.25, beta_max=1 / 15)
 
 
-def rate_3gpp_bps(distance_m: np.ndarray) -> np.ndarray:
-    """Shannon rate, AnycostFL eq. (8), with the Sec. V-A radio settings."""
-    path_loss_db = 128.1 + 37.6 * np.log10(distance_m / 1000.0)
-    snr_db = 10 * np.log10(0.1 * 1e3) - path_loss_db - (-114.0)  # 0.1 W = 20 dBm; noise -114 dBm in 1 MHz
-    return 1e6 * np.log2(1 + 10 ** (snr_db / 10))  # dB -> linear
+RADIO = RadioModel()  # the defaults are Sec. V-A's: 3GPP macro, 1 MHz, -114 dBm/MHz; no shadowing, no fading
+P_TX_W = 0.1
+
+
+def rate_bps(distance_m: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Shannon rate, AnycostFL eq. (8), at 0.1 W (``rng`` is not drawn from: shadowing and fading are off)."""
+    return RADIO.rates_bps(RADIO.gain_linear(distance_m, rng), P_TX_W)
 
 
 def random_fleet(rng: np.random.Generator, n: int) -> AnycostDevices:
@@ -39,7 +42,7 @@ def random_fleet(rng: np.random.Generator, n: int) -> AnycostDevices:
     return AnycostDevices(
         samples=np.round(log_u(10, 5000)), eps=log_u(1e-28, 1e-25),
         f_min_hz=np.minimum(f_a, f_b), f_max_hz=np.maximum(f_a, f_b), e_max_j=log_u(1e-2, 1e3),
-        rate_bps=rate_3gpp_bps(rng.uniform(10, 2000, n)), p_tx_w=np.full(n, 0.1),
+        rate_bps=rate_bps(rng.uniform(10, 2000, n), rng), p_tx_w=np.full(n, P_TX_W),
     )  # fmt: skip
 
 
