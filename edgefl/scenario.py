@@ -176,6 +176,8 @@ class TrainConfig(_Strict):
 
 MethodName = Literal["fedavg", "anycostfl", "heterofl", "ccfedavg", "fedavg_dropout", "fednova", "stc", "qsgd", "fedhq"]
 """Names of edgefl.algorithms.METHODS (a test keeps the two equal)."""
+SURROGATE_METHODS = ("fedavg", "anycostfl", "fedhq")
+"""Methods whose round plan needs no real model, so ``learning = "surrogate"`` can stand in for training."""
 
 
 class MethodConfig(_Strict):
@@ -365,6 +367,12 @@ class Scenario(_Strict):
         n, k = self.fleet.n_devices, self.method.clients_per_round
         if k > n:
             raise ValueError(f"method.clients_per_round={k} exceeds fleet.n_devices={n}: need 1 <= K <= N")
+        if self.learning == "surrogate" and self.method.name not in SURROGATE_METHODS:
+            raise ValueError(
+                f"learning='surrogate' with method.name={self.method.name!r}: the surrogate replaces training for "
+                f"{', '.join(SURROGATE_METHODS)} only (the others need a real model and data); "
+                "set learning='torch'"
+            )
         if self.method.name == "anycostfl":
             if self.round.policy != "deadline":
                 raise ValueError(

@@ -9,9 +9,11 @@ import sys
 import numpy as np
 import pytest
 
+from edgefl.algorithms import METHODS
+from edgefl.errors import ScenarioError
 from edgefl.learning.surrogate import anycost_contraction, luo_round_progress
 from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.scenario import SURROGATE_METHODS, load_scenario
 
 REL = 1e-12  # the surrogate is a product/sum of a few floats per round
 
@@ -126,3 +128,14 @@ def test_surrogate_run_never_imports_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert math.isfinite(float((tmp_path / "rounds.csv").read_text().splitlines()[-1].split(",")[11]))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_surrogate_runs_the_methods_it_supports_and_rejects_the_others_in_one_line(method):
+    overrides = [f"method.name={method}", "fleet.n_devices=40", "method.clients_per_round=8", "rounds=2"]
+    if method in SURROGATE_METHODS:
+        rows = run_scenario(load_scenario("anycostfl_surrogate_10k", overrides)).rounds
+        assert len(rows) == 2 and rows["train_loss"].notna().all()
+    else:
+        with pytest.raises(ScenarioError, match=rf"learning='surrogate' with method.name='{method}'.*learning='torch'"):
+            load_scenario("anycostfl_surrogate_10k", overrides)
