@@ -24,6 +24,7 @@ from optimizers.ccfedavg import (
     round_robin_phases,
 )
 
+from edgefl.algorithms.fedavg import cpu_hz_without_deadline
 from edgefl.system import compute_energy_j
 
 if TYPE_CHECKING:
@@ -57,8 +58,8 @@ def training_probabilities(scenario: Scenario, workload: Workload, fleet: Fleet)
         budget = np.full(n, float(battery))
     dev = np.arange(n)
     cycles = workload.flops_per_sample() * workload.samples_per_round(dev) / fleet.flops_per_cycle
-    min_energy = scenario.method.cpu_policy == "min_energy" and scenario.round.policy != "deadline"
-    f = fleet.f_min_hz if min_energy else fleet.f_max_hz
+    deadline = scenario.round.policy == "deadline"
+    f = fleet.f_max_hz if deadline else cpu_hz_without_deadline(scenario.method.cpu_policy, fleet)
     e_train = compute_energy_j(cycles, f, fleet.energy_coeff)
     t_sel = max(1, math.ceil(expected_participations(scenario)))
     return budget_probabilities(budget, e_train, t_sel)

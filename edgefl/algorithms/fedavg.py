@@ -14,7 +14,7 @@ from edgefl.system import compute_energy_j, compute_time_s, deadline_frequency_h
 if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["FedAvg"]
+__all__ = ["FedAvg", "cpu_hz_without_deadline"]
 
 
 def _uncompressed(device: int, res: TrainResult) -> ClientUpdate:
@@ -25,6 +25,14 @@ def _uncompressed(device: int, res: TrainResult) -> ClientUpdate:
         device=device, payload=res.update, weight=float(res.n_samples), bits=float(state_bits(res.update)),
         flops=res.flops, steps=res.steps, train_loss=res.train_loss,
     )  # fmt: skip
+
+
+def cpu_hz_without_deadline(cpu_policy: str, fleet) -> np.ndarray:
+    """FedAvg's CPU frequency per device [Hz] when no deadline binds, shape (N,): ``f_min`` under
+    ``cpu_policy = "min_energy"``, else ``f_max``. (With a deadline, min_energy takes per round the lowest
+    frequency that meets it; planners that cost FedAvg ahead of time, such as CC-FedAvg's battery
+    probabilities and Luo's measured step costs, use ``f_max`` then.)"""
+    return fleet.f_min_hz if cpu_policy == "min_energy" else fleet.f_max_hz
 
 
 class FedAvg(Method):
@@ -45,13 +53,12 @@ class FedAvg(Method):
         cycles = wl.flops_per_sample(width) * wl.samples_per_round(dev) / fleet.flops_per_cycle[dev]
         bits = float(wl.update_bits)
         t_com = upload_time_s(bits, ctx.rate_bps[dev])
-        f = fleet.f_max_hz[dev].copy()
-        if self.scenario.method.cpu_policy == "min_energy":
-            if ctx.t_max_s is None:
-                f = fleet.f_min_hz[dev].copy()
-            else:
-                slack = ctx.t_max_s - self.scenario.round.downlink_s - t_com
-                f, _ = deadline_frequency_hz(cycles, slack, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
+        policy = self.scenario.method.cpu_policy
+        if policy == "min_energy" and ctx.t_max_s is not None:
+            slack = ctx.t_max_s - self.scenario.round.downlink_s - t_com
+            f, _ = deadline_frequency_hz(cycles, slack, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
+        else:
+            f = cpu_hz_without_deadline(policy, fleet)[dev]
         steps = steps_per_round(wl.train_config, wl.n_samples[dev])
         if fleet.has_step_costs:  # Luo et al.'s setups: costs per SGD step and per upload are given
             t_cmp, e_cmp = steps * fleet.step_time_s[dev], steps * fleet.step_energy_j[dev]

@@ -87,14 +87,12 @@ def measure_device_costs(sim: Simulation, *, rate_rounds: int = 20) -> DeviceCos
         )
     if rate_rounds < 1:
         raise ValueError(f"rate_rounds={rate_rounds}: must be >= 1")
+    from edgefl.algorithms.fedavg import cpu_hz_without_deadline
     from edgefl.radio import Radio
 
     sc, wl = sim.scenario, sim.workload
     n = fleet.n_devices
-    if sc.method.cpu_policy == "min_energy" and sim.t_max is None:
-        f_hz = fleet.f_min_hz
-    else:
-        f_hz = fleet.f_max_hz
+    f_hz = fleet.f_max_hz if sim.t_max is not None else cpu_hz_without_deadline(sc.method.cpu_policy, fleet)
     batch = np.minimum(sc.train.batch_size, wl.n_samples)  # samples of one SGD step, shape (N,)
     cycles = float(wl.flops_per_sample(sc.model.width)) * batch / fleet.flops_per_cycle
     t_p = compute_time_s(cycles, f_hz)  # AnycostFL eq. (6)
