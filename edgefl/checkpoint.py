@@ -23,26 +23,36 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from edgefl.errors import SimulationError
 from edgefl.io import atomic_write_bytes, atomic_write_text
-from edgefl.scenario import scenario_to_toml
+from edgefl.record import Records
+from edgefl.scenario import Scenario, scenario_to_toml
+from edgefl.state import RunState
 
-if TYPE_CHECKING:
-    from edgefl.runner import Simulation
-
-__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "META"]
+__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "Restored", "META"]
 
 META = "meta.json"
 _FORMAT = 1
 
 
-def _scenario_digest(sim: Simulation) -> str:
-    return hashlib.sha256(scenario_to_toml(sim.scenario).encode("utf-8")).hexdigest()
+@dataclass(frozen=True, eq=False)
+class Restored:
+    """What a checkpoint holds: the run state, the records so far, and the method's and radio's memory."""
+
+    state: RunState
+    records: Records
+    method_state: dict
+    radio_state: dict
+
+
+def _scenario_digest(scenario: Scenario) -> str:
+    return hashlib.sha256(scenario_to_toml(scenario).encode("utf-8")).hexdigest()
 
 
 def checkpoint_round(checkpoint_dir: str | Path) -> int:
@@ -53,87 +63,89 @@ def checkpoint_round(checkpoint_dir: str | Path) -> int:
     return int(_read_meta(path)["round"])
 
 
-def save_checkpoint(sim: Simulation, checkpoint_dir: Path, saved_blocks: int) -> int:
-    """Write ``sim``'s state after its last completed round; return how many device blocks are now saved."""
+def save_checkpoint(
+    checkpoint_dir: Path, scenario: Scenario, state: RunState, records: Records, saved_blocks: int, *,
+    method_state: dict, radio_state: dict, trains: bool,
+) -> int:  # fmt: skip
+    """Write ``state`` (after its last completed round) with ``records``, ``method_state`` (the method's
+    ``state_dict()``) and ``radio_state``; return how many device blocks are now saved. ``trains``: the model is
+    a torch state dict (saved in a ``.pt`` file) rather than the surrogate's (saved in ``meta.json``)."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     old = _read_meta(checkpoint_dir / META) if (checkpoint_dir / META).is_file() else None
     segments = list(old["segments"]) if old else []
-    if old is None or old["round"] > sim.rounds_done:
+    if old is None or old["round"] > state.rounds_done:
         segments, saved_blocks = [], 0  # a fresh run (or a rewind) starts the segment list over
-    new_blocks = sim.device_blocks[saved_blocks:]
+    new_blocks = records.device_blocks[saved_blocks:]
     if new_blocks:
-        first, last = sim.round_rows[saved_blocks]["round"], sim.round_rows[-1]["round"]
+        first, last = records.round_rows[saved_blocks]["round"], records.round_rows[-1]["round"]
         name = f"devices-{first:07d}-{last:07d}.npz"
         atomic_write_bytes(checkpoint_dir / name, _npz_bytes(new_blocks))
         segments.append(name)
     model_name = ""
-    if not sim.surrogate:
+    if trains:
         import torch
 
-        model_name = f"model-{sim.rounds_done:07d}.pt"
+        model_name = f"model-{state.rounds_done:07d}.pt"
         buf = io.BytesIO()
-        model = {k: v.detach().clone() for k, v in sim.state.items()}
-        torch.save({"model": model, "method": sim.method.state_dict()}, buf)  # tensors and plain data only
+        model = {k: v.detach().clone() for k, v in state.model.items()}
+        torch.save({"model": model, "method": method_state}, buf)  # tensors and plain data only
         atomic_write_bytes(checkpoint_dir / model_name, buf.getvalue())
     meta = {
         "format": _FORMAT,
-        "scenario_sha256": _scenario_digest(sim),
-        "round": sim.rounds_done,
-        "sim_time_s": sim.sim_time_s,
-        "energy_cum_j": sim.energy_cum_j,
-        **sim.radio.state_dict(),  # radio_round, positions_m
-        "method": sim.method.state_dict() if sim.surrogate else None,  # torch runs keep it in the .pt file
-        "surrogate": None if not sim.surrogate else {"gap": sim.state.gap, "progress": sim.state.progress},
+        "scenario_sha256": _scenario_digest(scenario),
+        "round": state.rounds_done,
+        "sim_time_s": state.sim_time_s,
+        "energy_cum_j": state.energy_cum_j,
+        **radio_state,  # radio_round, positions_m
+        "method": None if trains else method_state,  # torch runs keep it in the .pt file
+        "surrogate": None if trains else {"gap": state.model.gap, "progress": state.model.progress},
         "model": model_name,
         "segments": segments,
-        "rounds": sim.round_rows,
+        "rounds": records.round_rows,
     }
     atomic_write_text(checkpoint_dir / META, json.dumps(meta, allow_nan=True))  # the commit point
     keep = {META, model_name, *segments}
     for stale in checkpoint_dir.iterdir():  # files of an older checkpoint or of a save cut short
         if stale.name not in keep and stale.suffix in (".pt", ".npz"):
             stale.unlink(missing_ok=True)
-    return len(sim.device_blocks)
+    return len(records.device_blocks)
 
 
-def load_checkpoint(sim: Simulation, checkpoint_dir: Path) -> bool:
-    """Put ``sim`` (freshly built from the same scenario) in the state of the checkpoint; False if none."""
+def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, trains: bool) -> Restored | None:
+    """The checkpoint in ``checkpoint_dir`` of a run of ``scenario`` (None if there is none). ``like``: a fresh
+    model state of that scenario, whose parameter names the saved model must have."""
     path = checkpoint_dir / META
     if not path.is_file():
-        return False
+        return None
     meta = _read_meta(path)
-    if meta.get("scenario_sha256") != _scenario_digest(sim):
+    if meta.get("scenario_sha256") != _scenario_digest(scenario):
         raise SimulationError(
-            f"{path}: the checkpoint belongs to a different scenario than {sim.scenario.name!r}; "
+            f"{path}: the checkpoint belongs to a different scenario than {scenario.name!r}; "
             "resume with the run directory's own scenario.toml"
         )
     blocks = [blk for name in meta["segments"] for blk in _load_segment(checkpoint_dir / name)]
     if len(blocks) != meta["round"] or len(meta["rounds"]) != meta["round"]:
         raise SimulationError(f"{path}: checkpoint is inconsistent ({len(blocks)} device blocks for round "
                               f"{meta['round']}); start the run again")  # fmt: skip
-    if sim.surrogate:
-        from edgefl.learning.surrogate import SurrogateState
-
-        sim.state = SurrogateState(**meta["surrogate"])
-    else:
+    if trains:
         import torch
 
         try:
             saved = torch.load(checkpoint_dir / meta["model"], weights_only=True)  # tensors only, never code
-            state, method_state = saved["model"], saved["method"]
+            model, method_state = saved["model"], saved["method"]
         except Exception as exc:  # noqa: BLE001 - any unreadable model file is the same user-facing problem
             raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({exc})") from None
-        if set(state) != set(sim.state):
+        if set(model) != set(like):
             raise SimulationError(f"{checkpoint_dir / meta['model']}: parameters do not match the scenario's model")
-        sim.state = state
-    sim.radio.load_state_dict(meta)
-    sim.method.load_state_dict(meta["method"] if sim.surrogate else method_state)
-    sim.rounds_done = int(meta["round"])
-    sim.sim_time_s = float(meta["sim_time_s"])
-    sim.energy_cum_j = float(meta["energy_cum_j"])
-    sim.round_rows = [dict(row) for row in meta["rounds"]]
-    sim.device_blocks = blocks
-    return True
+    else:
+        from edgefl.learning.surrogate import SurrogateState
+
+        model, method_state = SurrogateState(**meta["surrogate"]), meta["method"]
+    state = RunState(rounds_done=int(meta["round"]), sim_time_s=float(meta["sim_time_s"]),
+                     energy_cum_j=float(meta["energy_cum_j"]), model=model)  # fmt: skip
+    records = Records(round_rows=[dict(row) for row in meta["rounds"]], device_blocks=blocks)
+    radio_state = {"radio_round": meta["radio_round"], "positions_m": meta["positions_m"]}
+    return Restored(state=state, records=records, method_state=method_state, radio_state=radio_state)
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

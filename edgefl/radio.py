@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from channel import RadioModel, RandomWalk, Redraw, Static, distances_m, uniform_disk
-from edgefl.scenario import ChannelConfig
+from edgefl.config import ChannelConfig
 from edgefl.seeding import Streams
 
 __all__ = ["Radio", "radio_model"]

@@ -1,10 +1,14 @@
-"""SimPy round engine: one server process, one process per device job, three round-end policies.
+"""SimPy round engine: one server process and a chain of arrival events, three round-end policies.
 
-Per round (a fresh ``simpy.Environment`` starting at the round's start time):
+Per round (a fresh ``simpy.Environment`` starting at the round's start time; the run's clock is carried from
+round to round by the runner, which starts each round where the previous one ended):
 
-    server: broadcast (downlink_s) -> start one process per job -> wait per policy -> round end
-    device: train for real (zero simulated time) -> hold t_cmp -> upload over its sub-band (hold t_com) -> arrive
-            (one timeout per device: its sub-band is its own, so upload follows compute without waiting)
+    server process: broadcast (a downlink_s timeout) -> the devices start -> wait per policy -> round end
+    devices: no process of their own. When the broadcast ends, every job's work is done at once (real training
+             takes zero simulated time) and gives its compute and upload durations. A device uploads over its own
+             FDMA sub-band, so nothing contends and its arrival is known then: start + t_cmp + t_com. The
+             arrivals are sorted and chained: only the next one sits in SimPy's queue as a timeout whose callback
+             records it and schedules the one after.
 
 Policies: ``wait_all`` (the straggler sets the round end), ``deadline`` (round ends at the last arrival or
 at start + deadline_s, whichever is first; later arrivals are dropped, their energy still charged: a device
@@ -94,7 +98,7 @@ def simulate_round(
     jobs: Sequence[Any],
     train: Callable[[Any], Any] | None = None,
     cost: Callable[[Any, Any], tuple[float, float]] | None = None,
-    durations: tuple[np.ndarray, np.ndarray] | None = None,
+    durations: tuple[np.ndarray, np.ndarray] | Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
     policy: Policy = "wait_all",
     deadline_s: float | None = None,
     keep: int | None = None,
@@ -104,8 +108,8 @@ def simulate_round(
 
     Either ``train(job) -> update``, called when the device starts (after the downlink) to do the real work,
     with ``cost(job, update) -> (t_cmp_s, t_com_s)`` turning what was computed and built into durations [s];
-    or ``durations = (t_cmp_s, t_com_s)``, arrays of shape (n_jobs,), for work known before the round
-    (surrogate learning). ``deadline_s`` [s] is measured from ``start_s`` (downlink included); ``keep`` is K
+    or ``durations = (t_cmp_s, t_com_s)``, arrays of shape (n_jobs,), or a callable returning them, called
+    once when the devices start (the runner does the round's work there). ``deadline_s`` [s] is measured from ``start_s`` (downlink included); ``keep`` is K
     for ``over_select``.
 
     A device computes, then uploads over its own FDMA sub-band (no contention), so its arrival is one SimPy
@@ -122,7 +126,7 @@ def simulate_round(
     n = len(jobs)
     env = simpy.Environment(initial_time=start_s)
     t_start, t_arrive = np.zeros(n), np.zeros(n)
-    if durations is not None:
+    if durations is not None and not callable(durations):
         t_cmp, t_com = (np.asarray(d, dtype=float).reshape(n) for d in durations)
     else:
         t_cmp, t_com = np.zeros(n), np.zeros(n)
@@ -157,6 +161,8 @@ def simulate_round(
             for i, job in enumerate(jobs):
                 updates[i] = update = train(job)
                 t_cmp[i], t_com[i] = cost(job, update)
+        elif callable(durations):
+            t_cmp[:], t_com[:] = (np.asarray(d, dtype=float).reshape(n) for d in durations())
         busy = t_cmp + t_com
         due = env.now + busy
         order = np.argsort(busy, kind="stable")

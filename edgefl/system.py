@@ -1,14 +1,8 @@
-"""Device fleet and the computation/communication cost model (AnycostFL eqs. (6)-(9)).
+"""The device fleet: hardware and radio constants per device, drawn from the scenario's ``[fleet]`` section,
+and the per-round energy budgets. Every per-device quantity is a numpy array of shape ``(n_devices,)``.
 
-Every per-device quantity is a numpy array of shape ``(n_devices,)``. The cost functions are plain
-vectorised formulas so that planners (optimizers/) and the simulator's charging use the same model:
-
-- compute time     t_cmp = cycles / f                   [s]  (AnycostFL eq. (6), cycles = tau |D| alpha W)
-- compute energy   e_cmp = eps * f^2 * cycles           [J]  (AnycostFL eq. (7))
-- upload time      t_com = bits / rate                  [s]  (AnycostFL eq. (9))
-- upload energy    e_com = p_tx * t_com                 [J]  (AnycostFL eq. (9))
-
-Cycles charged by the simulator come from measured training FLOPs: ``cycles = flops / flops_per_cycle``.
+What a device's work costs is the cost model's business (:mod:`edgefl.costs`, AnycostFL eqs. (6)-(9) or
+Luo et al.'s per-step costs).
 """
 
 from __future__ import annotations
@@ -17,56 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgefl.scenario import BudgetConfig, FleetConfig
+from edgefl.config import BudgetConfig, FleetConfig
 
-__all__ = [
-    "Fleet",
-    "compute_time_s",
-    "compute_energy_j",
-    "upload_time_s",
-    "upload_energy_j",
-    "draw_per_device",
-    "draw_budgets_j",
-    "deadline_frequency_hz",
-]
-
-
-def compute_time_s(cycles: np.ndarray | float, f_hz: np.ndarray | float) -> np.ndarray:
-    """Local computation time [s] = cycles / f  (AnycostFL eq. (6)). ``f_hz`` [Hz] > 0."""
-    return np.asarray(cycles, dtype=float) / np.asarray(f_hz, dtype=float)
-
-
-def compute_energy_j(
-    cycles: np.ndarray | float, f_hz: np.ndarray | float, energy_coeff: np.ndarray | float
-) -> np.ndarray:
-    """Local computation energy [J] = eps * f^2 * cycles  (AnycostFL eq. (7)); eps in [J/(cycle Hz^2)]."""
-    f = np.asarray(f_hz, dtype=float)
-    return np.asarray(energy_coeff, dtype=float) * f * f * np.asarray(cycles, dtype=float)
-
-
-def upload_time_s(bits: np.ndarray | float, rate_bps: np.ndarray | float) -> np.ndarray:
-    """Uplink time [s] = bits / rate  (AnycostFL eq. (9)); ``rate_bps`` [bit/s] > 0."""
-    return np.asarray(bits, dtype=float) / np.asarray(rate_bps, dtype=float)
-
-
-def upload_energy_j(tx_power_w: np.ndarray | float, t_com_s: np.ndarray | float) -> np.ndarray:
-    """Uplink energy [J] = P_tx * t_com  (AnycostFL eq. (9))."""
-    return np.asarray(tx_power_w, dtype=float) * np.asarray(t_com_s, dtype=float)
-
-
-def deadline_frequency_hz(
-    cycles: np.ndarray, slack_s: np.ndarray | float, f_min_hz: np.ndarray, f_max_hz: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The lowest CPU frequency [Hz] that computes ``cycles`` within ``slack_s`` [s] (the deadline left after the
-    downlink and the upload), clipped to [f_min, f_max], and whether f_max suffices; shapes of ``cycles``.
-
-    Eq. (6) solved for f: f = cycles / slack. No slack (<= 0) needs an infinite frequency (never meets).
-    """
-    cycles = np.asarray(cycles, dtype=float)
-    slack = np.broadcast_to(np.asarray(slack_s, dtype=float), cycles.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.where(slack > 0, cycles / slack, np.inf)
-    return np.clip(need, f_min_hz, f_max_hz), need <= f_max_hz
+__all__ = ["Fleet", "draw_per_device", "draw_budgets_j"]
 
 
 def draw_per_device(spec: float | tuple[float, float], n: int, rng: np.random.Generator) -> np.ndarray:

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from edgefl.learning.models import model_info
-from edgefl.method_settings.heterofl import LEVEL_WIDTHS
+from edgefl.algorithms.heterofl import LEVEL_WIDTHS
 from edgefl.results import write_run
 from edgefl.runner import Simulation
 from edgefl.scenario import read_scenario_dict, scenario_from_dict, set_dotted

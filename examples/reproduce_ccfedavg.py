@@ -47,6 +47,7 @@ def _base(rounds: int, gamma: float, seed: int) -> list[str]:
         f"rounds={rounds}", f"seed={seed}", "checkpoint_every=0", "fleet.n_devices=8", "method.clients_per_round=8",
         'data.partition="gamma_mix"', f"data.gamma={gamma}", "train.local_epochs=1", "train.batch_size=32",
         "train.lr=0.1", "method.ccfedavg.beta=4", 'method.ccfedavg.schedule="adhoc"',
+        "method.fedavg_dropout.beta=4", "method.fednova.beta=4",  # the same p_i for the baselines
     ]  # fmt: skip
 
 

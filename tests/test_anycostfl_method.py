@@ -36,7 +36,7 @@ def test_every_device_round_meets_t_max_and_e_max_in_charged_values(run):
     assert (t["bits"] >= 0.5 * t["bits_planned"]).mean() > 0.9
     # planned compute is the measured FLOPs of the submodel that trained
     np.testing.assert_allclose(t["t_cmp_s"], t["t_cmp_planned_s"], rtol=1e-9)
-    assert (t["alpha"] >= sc.method.alpha_min * (1 - 1e-12)).all() and (t["beta"] <= sc.method.beta_max + 1e-12).all()
+    assert (t["alpha"] >= sc.method.anycostfl.alpha_min * (1 - 1e-12)).all() and (t["beta"] <= sc.method.anycostfl.beta_max + 1e-12).all()
 
 
 def test_compressed_shrunk_updates_still_learn(run):

@@ -59,8 +59,8 @@ def _one_update(method: str, budget_bits: float):
     sc = load_scenario("quickstart", [f"method.name={method}", *SMALL])
     sim = Simulation(sc)
     job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget_bits)
-    upd = sim.method.client_update(job, sim.state, 1)
-    raw = sim.workload.train(0, sim.state, round_index=1).update  # same batches stream: the same update
+    upd = sim.method.client_update(job, sim.state.model, 1)
+    raw = sim.workload.train(0, sim.state.model, round_index=1).update  # same batches stream: the same update
     return sim, upd, raw
 
 
@@ -74,7 +74,7 @@ def test_stc_sparsity_is_the_largest_that_fits():
     n = sum(v.numel() for v in raw.values())
     sizes = [(k, encode_ternary(raw, kept=k).bits) for k in range(n + 1)]  # no residual yet in round 1
     best = _largest(sizes, budget)
-    assert 0 < best < n and upd.payload["kept"] == best and upd.bits == dict(sizes)[best]
+    assert 0 < best < n and upd.payload.kept == best and upd.bits == dict(sizes)[best]
 
 
 def test_qsgd_sparsity_is_the_largest_that_fits():
@@ -87,7 +87,7 @@ def test_qsgd_sparsity_is_the_largest_that_fits():
         return encoded_bits(raw, kept_kernels=k, levels=LEVELS, rng=rng, kernel_wise=False, score="l2")
 
     best = _largest([(k, size(k)) for k in range(n + 1)], budget)
-    assert 0 < best < n and upd.payload["kept"] == best and upd.bits == size(best)
+    assert 0 < best < n and upd.payload.kept == best and upd.bits == size(best)
 
 
 def test_fedhq_levels_are_the_largest_that_fit():
@@ -102,7 +102,7 @@ def test_fedhq_levels_are_the_largest_that_fit():
     # every L up to 1,024, then every 61st up to MAX_LEVELS (the sizes there are far above the budget)
     grid = [*range(1, 1025), *range(1025, MAX_LEVELS + 1, 61), MAX_LEVELS]
     best = _largest([(L, size(L)) for L in grid], budget)
-    assert 1 < best < MAX_LEVELS and upd.payload["levels"] == best and upd.bits == size(best)
+    assert 1 < best < MAX_LEVELS and upd.payload.levels == best and upd.bits == size(best)
 
 
 def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
@@ -111,12 +111,12 @@ def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
     m = sim.method
     job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=3000.0)
     for r in (1, 2):  # round 2 starts from the round-1 residual
-        raw = sim.workload.train(0, sim.state, round_index=r).update
+        raw = sim.workload.train(0, sim.state.model, round_index=r).update
         acc = m.accumulate(0, raw)  # update + previous residual, before the method updates it
-        upd = m.client_update(job, sim.state, r)
+        upd = m.client_update(job, sim.state.model, r)
         res = m.residual[0]
         for name in acc:
-            total = res[name] + upd.payload["update"][name].to(torch.float64)
+            total = res[name] + upd.payload.update[name].to(torch.float64)
             assert torch.equal(total, acc[name].to(torch.float64)), name
         assert any(bool((res[n] != 0).any()) for n in res)  # something was held back
 

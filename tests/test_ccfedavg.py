@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import torch
 
-from edgefl.algorithms import DeviceJob, RoundContext
-from edgefl.algorithms.ccfedavg import SKIP_SIGNAL_BITS
+from edgefl.algorithms import DenseUpdate, DeviceJob, RoundContext
+from edgefl.algorithms.ccfedavg import SKIP_SIGNAL_BITS, SkipSignal
 from edgefl.algorithms.ccfedavg_schedule import SkipPlanner
 from edgefl.algorithms.fedavg_dropout import dropout_quota
 from edgefl.algorithms.fednova import a_norm, fednova_update, reduced_steps
@@ -34,7 +34,8 @@ SMALL = ["fleet.n_devices=8", "method.clients_per_round=8", "model.name=logreg",
 def _planner(schedule: str, n: int = 8, k: int | None = None, seed: int = 0) -> SkipPlanner:
     sc = load_scenario("quickstart", [f"fleet.n_devices={n}", f"method.clients_per_round={k or n}", f"seed={seed}",
                                       f'method.ccfedavg.schedule="{schedule}"'])  # fmt: skip
-    return SkipPlanner(sc, SimpleNamespace(streams=Streams(seed)))  # levels need no fleet or workload
+    setup = SimpleNamespace(streams=Streams(seed), n_devices=n)  # levels need no fleet, workload or cost model
+    return SkipPlanner(sc.method.settings_of("ccfedavg"), setup)
 
 
 def _csv(df: pd.DataFrame) -> str:
@@ -47,7 +48,7 @@ def test_adhoc_trained_fraction_within_three_standard_errors():
     # otherwise all within 2.1 SE), a property of that draw, not a bias
     planner, rounds = _planner("adhoc", seed=1), 3000
     sel = np.arange(8)
-    trained = sum(planner.decide(sel, r, fleet=None).astype(int) for r in range(1, rounds + 1))
+    trained = sum(planner.decide(sel, r, deadline=False).astype(int) for r in range(1, rounds + 1))
     se = np.sqrt(P_LEVELS * (1 - P_LEVELS) / rounds)
     np.testing.assert_array_equal(planner.p, P_LEVELS)
     assert np.all(np.abs(trained / rounds - P_LEVELS) <= 3 * se + 1e-12), trained / rounds
@@ -60,7 +61,7 @@ def test_adhoc_fraction_is_per_participation_in_cross_device():
     trained, seen = np.zeros(20), np.zeros(20)
     for r in range(1, rounds + 1):
         sel = np.sort(rng.choice(20, 5, replace=False))
-        trained[sel] += planner.decide(sel, r, fleet=None)
+        trained[sel] += planner.decide(sel, r, deadline=False)
         seen[sel] += 1
     p = planner.p
     np.testing.assert_array_equal(seen, planner.participations)
@@ -73,7 +74,7 @@ def test_round_robin_trains_exactly_once_in_every_window_of_one_over_p_participa
     history: list[list[bool]] = [[] for _ in range(20)]
     for r in range(1, 801):
         sel = np.sort(rng.choice(20, 6, replace=False))
-        for d, t in zip(sel, planner.decide(sel, r, fleet=None)):
+        for d, t in zip(sel, planner.decide(sel, r, deadline=False)):
             history[d].append(bool(t))
     for d in range(20):
         w = round(1 / planner.p[d])
@@ -101,7 +102,7 @@ def _round(method, strategy_backup_store, round_index, est_device=0):
     strategy_backup_store[est_device] = HIST
     job = DeviceJob(device=est_device, cpu_hz=1e9, local_steps=0)
     est = method.client_update(job, G, round_index)
-    fresh = dataclasses.replace(est, device=1, payload=TRAINED, bits=64.0, flops=1.0, steps=2)
+    fresh = dataclasses.replace(est, device=1, payload=DenseUpdate(TRAINED), bits=64.0, flops=1.0, steps=2)
     return est, method.aggregate(G, [est, fresh])
 
 
@@ -115,7 +116,7 @@ def test_estimates_and_aggregate_by_hand(strategy, round_index, expected_estimat
     n0, n1 = (float(v) for v in sim.workload.n_samples[:2])
     est, new = _round(m, m.client_store, round_index)
     assert est.flops == 0 and est.steps == 0 and est.bits == sim.workload.update_bits
-    np.testing.assert_allclose(est.payload["w"].numpy(), expected_estimate)
+    np.testing.assert_allclose(est.payload.update["w"].numpy(), expected_estimate)
     mean = (n0 * np.array(expected_estimate) + n1 * np.array([4.0, 0.0])) / (n0 + n1)
     np.testing.assert_allclose(new["w"].numpy(), 1.0 + mean, rtol=1e-6)
 
@@ -126,21 +127,21 @@ def test_server_backup_aggregate_equals_client_backup_with_a_one_bit_signal(stra
     _, ms = _method(strategy, "server")
     est_c, agg_c = _round(mc, mc.client_store, 4)
     est_s, agg_s = _round(ms, ms.server_store, 4)
-    assert est_s.bits == SKIP_SIGNAL_BITS and est_s.payload == {} and est_c.bits > 1000
+    assert est_s.bits == SKIP_SIGNAL_BITS and est_s.payload == SkipSignal() and est_c.bits > 1000
     torch.testing.assert_close(agg_s, agg_c, rtol=0, atol=0)
     assert 1 in ms.server_store and 1 not in mc.server_store  # the server learned device 1's new history
 
 
 def test_strategy1_leaves_skipping_clients_out_of_plan_and_aggregate():
     sim, m = _method(1)
-    ctx = RoundContext(round_index=1, selected=np.arange(8), fleet=sim.fleet, rate_bps=np.full(8, 1e6),
-                       e_max_j=np.full(8, np.inf), t_max_s=None, rng=np.random.default_rng(0))  # fmt: skip
+    ctx = RoundContext(round_index=1, selected=np.arange(8), costs=sim.costs, rate_bps=np.full(8, 1e6),
+                       e_max_j=np.full(8, np.inf), t_budget_s=None, rng=np.random.default_rng(0))  # fmt: skip
     plan = m.plan_round(ctx)
     train = np.sort(plan.jobs.device)
     assert set(train) | set(plan.skipped_device) == set(range(8)) and {0, 1} <= set(train)
     assert all(r.startswith("skip (strategy 1") for r in plan.skipped_reason)
-    u0 = SimpleNamespace(device=0, payload={"w": torch.tensor([2.0, 0.0])}, weight=1.0)
-    u1 = SimpleNamespace(device=1, payload={"w": torch.tensor([0.0, 4.0])}, weight=3.0)
+    u0 = SimpleNamespace(device=0, payload=DenseUpdate({"w": torch.tensor([2.0, 0.0])}), weight=1.0)
+    u1 = SimpleNamespace(device=1, payload=DenseUpdate({"w": torch.tensor([0.0, 4.0])}), weight=3.0)
     new = m.aggregate(G, [u0, u1])  # only the trained ones are ever passed in
     np.testing.assert_allclose(new["w"].numpy(), [1.5, 4.0])
 

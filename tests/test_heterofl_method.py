@@ -49,8 +49,8 @@ def test_dynamic_assignment_follows_proportions():
     sim = Simulation(sc)
     picks = []
     for r in range(1, 401):  # plans only: levels drawn per round and device
-        ctx = RoundContext(round_index=r, selected=np.arange(40), fleet=sim.fleet, rate_bps=np.full(40, 1e7),
-                           e_max_j=np.full(40, np.inf), t_max_s=None, rng=np.random.default_rng(0))  # fmt: skip
+        ctx = RoundContext(round_index=r, selected=np.arange(40), costs=sim.costs, rate_bps=np.full(40, 1e7),
+                           e_max_j=np.full(40, np.inf), t_budget_s=None, rng=np.random.default_rng(0))  # fmt: skip
         picks.append(sim.method.plan_round(ctx).jobs.width)
     share_e = float(np.mean(np.concatenate(picks) == 0.0625))
     se = math.sqrt(0.75 * 0.25 / (400 * 40))
@@ -68,7 +68,7 @@ def test_capability_picks_the_largest_level_that_fits():
     mask = np.ones(12, dtype=bool)
     rate = sim.radio.rates_bps(gain, fleet.tx_power_w, mask)
     e_max = np.geomspace(1e-5, 0.05, 12)  # the poorest device can afford no level
-    ctx = RoundContext(round_index=1, selected=dev, fleet=fleet, rate_bps=rate, e_max_j=e_max, t_max_s=0.02,
+    ctx = RoundContext(round_index=1, selected=dev, costs=sim.costs, rate_bps=rate, e_max_j=e_max, t_budget_s=0.02,
                        rng=np.random.default_rng(0))  # fmt: skip
     plan = sim.method.plan_round(ctx)
     chosen = dict(zip(plan.jobs.device.tolist(), plan.jobs.width.tolist()))
@@ -98,12 +98,12 @@ def test_round_updates_exactly_the_covered_elements_and_masked_rows():
     sc = _sc('method.heterofl.levels=["e"]', "method.clients_per_round=1", "data.partition=shards",
              "data.classes_per_device=2", "rounds=1")  # fmt: skip
     sim = Simulation(sc)
-    before = {k: v.clone() for k, v in sim.state.items()}
+    before = {k: v.clone() for k, v in sim.state.model.items()}
     sim.step(1)
-    dev = int(sim.device_blocks[0]["device"][0])
+    dev = int(sim.records.device_blocks[0]["device"][0])
     classes = torch.unique(sim.workload.device_labels(dev))
     assert classes.numel() == 2
-    after = sim.state
+    after = sim.state.model
     h = math.ceil(0.0625 * 64)  # 4 hidden units
     for name, w0 in before.items():
         changed = (after[name] != w0)
@@ -132,10 +132,10 @@ def test_heterofl_conv_with_static_bn_trains_on_digits():
 def test_static_bn_uses_the_clients_data_only():
     sc = _sc("model.name=heterofl_conv", "model.hidden=[8,16,32,64]", "rounds=1")
     sim = Simulation(sc)
-    a = sim.workload.evaluate(sim.state)
-    b = sim.workload.evaluate(sim.state, bn_clients=3)  # fewer clients queried: other statistics
+    a = sim.workload.evaluate(sim.state.model)
+    b = sim.workload.evaluate(sim.state.model, bn_clients=3)  # fewer clients queried: other statistics
     assert a != b
-    full = sim.workload.evaluate(sim.state, bn_clients=12)
+    full = sim.workload.evaluate(sim.state.model, bn_clients=12)
     assert full == a  # 0 means all 12 clients
 
 

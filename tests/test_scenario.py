@@ -31,8 +31,8 @@ def test_every_preset_is_valid():
 
 
 def test_overrides_dotted_keys_and_seed():
-    sc = load_scenario("quickstart", ["rounds=5", "channel.bandwidth_hz=2e6", "method.cpu_policy=min_energy"], seed=7)
-    assert (sc.rounds, sc.channel.bandwidth_hz, sc.method.cpu_policy, sc.seed) == (5, 2e6, "min_energy", 7)
+    sc = load_scenario("quickstart", ["rounds=5", "channel.bandwidth_hz=2e6", "method.fedavg.cpu_policy=min_energy"], seed=7)
+    assert (sc.rounds, sc.channel.bandwidth_hz, sc.method.settings_of().cpu_policy, sc.seed) == (5, 2e6, "min_energy", 7)
 
 
 def test_resolved_toml_round_trips():
@@ -124,11 +124,52 @@ def test_random_text_raises_only_scenario_error(text, tmp_path_factory):
         pass
 
 
-def test_scenario_method_names_are_the_registry():
-    """scenario.py lists method names without importing the methods; the list must equal the registry."""
-    from typing import get_args
+def test_method_names_and_tables_come_from_the_registry():
+    """A method registered at run time is a valid ``method.name`` and its table is checked by its own settings."""
+    from pydantic import Field
 
-    from edgefl.algorithms import METHODS
-    from edgefl.scenario import MethodName
+    from edgefl.algorithms import METHODS, register_method
+    from edgefl.algorithms.fedavg import FedAvg, FedAvgSettings
 
-    assert set(get_args(MethodName)) == set(METHODS)
+    class _Settings(FedAvgSettings):
+        knob: float = Field(0.5, gt=0, le=1)
+
+    class _Probe(FedAvg):
+        name = "probe_method"
+        Settings = _Settings
+
+    with pytest.raises(ScenarioError, match=r"method.name='probe_method': not implemented"):
+        load_scenario("quickstart", ["method.name=probe_method"])
+    register_method(_Probe)
+    try:
+        sc = load_scenario("quickstart", ["method.name=probe_method", "method.probe_method.knob=0.25"])
+        assert sc.method.settings_of().knob == 0.25 and sc.method.settings_of("fedavg").cpu_policy == "max"
+        with pytest.raises(ScenarioError, match=r"method.probe_method.knob=2: Input should be less than or equal to 1"):
+            load_scenario("quickstart", ["method.name=probe_method", "method.probe_method.knob=2"])
+    finally:
+        del METHODS["probe_method"]
+
+
+@pytest.mark.parametrize(
+    "override, new_key",
+    [("method.alpha_min=0.3", "method.anycostfl.alpha_min"), ("method.beta_max=0.1", "method.anycostfl.beta_max"),
+     ("method.cpu_policy='min_energy'", "method.fedavg.cpu_policy")],
+)  # fmt: skip
+def test_a_moved_method_key_names_its_new_place(override, new_key):
+    data = tomllib.loads(scenario_to_toml(load_scenario("quickstart")))
+    del data["method"]["fedavg"]
+    path, value = override.split("=")
+    data["method"][path.split(".")[1]] = tomllib.loads(f"v = {value}")["v"]
+    with pytest.raises(ScenarioError, match=rf"{path}=.*moved: set {new_key} instead") as info:
+        scenario_from_dict(data)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("method", ["anycostfl", "stc", "qsgd", "fedhq"])
+def test_a_method_refuses_a_cost_mode_it_cannot_plan_in(method):
+    sets = [f"method.name={method}", "round.policy=deadline", "round.deadline_s=5", "fleet.budget.kind=fixed",
+            "fleet.step_costs.kind=normal"]  # fmt: skip
+    with pytest.raises(ScenarioError, match=rf"method.name='{method}' with fleet.step_costs.kind='normal': {method} "
+                                            r"plans only under the physical cost model") as info:  # fmt: skip
+        load_scenario("quickstart", sets)
+    assert "\n" not in str(info.value)

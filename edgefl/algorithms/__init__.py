@@ -1,9 +1,17 @@
-"""FL methods: one module each, registered by name. Adding a method is one file plus an entry in METHODS."""
+"""FL methods: one module each, registered by name.
+
+A method is one class (see :class:`~edgefl.algorithms.base.Method`: its settings model, needs and extra
+columns are class attributes) plus :func:`register_method`. Scenario validation, the runner and the CLI read
+everything else from this registry, so a method defined outside edgefl (``examples/custom_method.py``) runs
+like a shipped one once registered.
+"""
 
 from __future__ import annotations
 
 from edgefl.algorithms.anycostfl import AnycostFL
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
+from edgefl.algorithms.base import (
+    ClientUpdate, DenseUpdate, DeviceJob, JobTable, Method, MethodSetup, Needs, RoundContext, RoundPlan,
+)  # fmt: skip
 from edgefl.algorithms.ccfedavg import CCFedAvg
 from edgefl.algorithms.fedavg import FedAvg
 from edgefl.algorithms.fedavg_dropout import FedAvgDropout
@@ -13,17 +21,43 @@ from edgefl.algorithms.heterofl import HeteroFL
 from edgefl.algorithms.qsgd import QSGD
 from edgefl.algorithms.stc import STC
 
-__all__ = ["METHODS", "make_method", "Method", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "ClientUpdate"]
+__all__ = [
+    "METHODS", "register_method", "make_method", "Method", "MethodSetup", "Needs", "RoundContext", "DeviceJob",
+    "JobTable", "RoundPlan", "ClientUpdate", "DenseUpdate",
+]  # fmt: skip
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ)}
+METHODS: dict[str, type[Method]] = {}
+"""The registry: method name -> class. Read it; add to it with :func:`register_method`."""
+
+_RESERVED = ("name", "clients_per_round", "luo")  # the other keys of the [method] table
 
 
-def make_method(name: str, **kwargs) -> Method:
-    """Instantiate a registered method with keyword arguments (``scenario=..., workload=...``)."""
+def register_method(cls: type[Method]) -> type[Method]:
+    """Add ``cls`` to the registry under ``cls.name`` (usable as a class decorator); returns ``cls``.
+
+    Registering the same class again is a no-op; another class under a taken name is a ``ValueError``.
+    """
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"{cls.__name__}.name={name!r}: a method needs a name usable as a TOML key")
+    if name in _RESERVED:
+        raise ValueError(f"{cls.__name__}.name={name!r}: reserved key of the [method] table")
+    if METHODS.get(name, cls) is not cls:
+        raise ValueError(f"method name {name!r} is already registered by {METHODS[name].__qualname__}")
+    METHODS[name] = cls
+    return cls
+
+
+for _cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ):
+    register_method(_cls)
+
+
+def make_method(name: str, *, settings, setup: MethodSetup) -> Method:
+    """Instantiate the registered method ``name`` from its settings and setup."""
     try:
         cls = METHODS[name]
     except KeyError:
         from edgefl.errors import ScenarioError
 
         raise ScenarioError(f"method.name={name!r}: not implemented; available: {', '.join(sorted(METHODS))}") from None
-    return cls(**kwargs)
+    return cls(settings=settings, setup=setup)

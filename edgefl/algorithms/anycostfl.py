@@ -12,18 +12,42 @@ element with the optimal weights p* (all-in-one aggregation, eq. (5) with eq. (1
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
-from edgefl.system import deadline_frequency_hz
+from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
 
-__all__ = ["AnycostFL", "all_in_one"]
+__all__ = ["AnycostFL", "AnycostFLSettings", "SparseUpdate", "all_in_one"]
+
+
+class AnycostFLSettings(Strict):
+    """``[method.anycostfl]``: the bounds of problem P1's knobs.
+
+    ``alpha_min``: smallest model-shrinking factor, constraint (10c); ``beta_max``: largest compression rate,
+    constraint (10d) (Sec. V-A: 1/4 and 1/15).
+    """
+
+    alpha_min: float = Field(0.25, gt=0, le=1)
+    beta_max: float = Field(1 / 15, gt=0, le=1)
+
+
+@dataclass(frozen=True)
+class SparseUpdate:
+    """What the server decodes from an AnycostFL payload: the quantised sparse update of the device's submodel,
+    the mask of elements it carries, and the (alpha, beta) it was planned with (for the weights of eq. (13))."""
+
+    update: Any
+    sent: Any
+    alpha: float
+    beta: float
 
 
 class AnycostFL(Method):
@@ -36,9 +60,11 @@ class AnycostFL(Method):
     """
 
     name = "anycostfl"
+    Settings = AnycostFLSettings
+    needs = Needs(deadline=True, budget=True, surrogate=True, cost_modes=("physical",))
 
-    def __init__(self, *, scenario, workload) -> None:
-        super().__init__(scenario=scenario, workload=workload)
+    def __init__(self, *, settings=None, setup) -> None:
+        super().__init__(settings=settings, setup=setup)
         self._grid: tuple[np.ndarray, np.ndarray] | None = None  # widths and their measured FLOPs (torch)
         self._groups = None  # hidden-layer channel groups of the model (torch)
         self._sorted_for: Any = None  # the global state the sorted copy was made from
@@ -48,9 +74,8 @@ class AnycostFL(Method):
         from optimizers.anycost import AnycostDevices, solve_anycost
 
         dev, fleet, wl = ctx.selected, ctx.fleet, self.workload
-        mcfg = self.scenario.method
-        t_max = float(ctx.t_max_s) - self.scenario.round.downlink_s
-        cycles = wl.flops_per_sample(1.0) * wl.samples_per_round(dev) / fleet.flops_per_cycle[dev]
+        t_max = float(ctx.t_budget_s)
+        cycles = ctx.costs.cycles(dev, wl.flops_per_sample(1.0) * wl.samples_per_round(dev))
         sol = solve_anycost(
             AnycostDevices(
                 samples=cycles,  # with cycles_per_sample = 1: c_i = tau D_i W in cycles
@@ -64,10 +89,10 @@ class AnycostFL(Method):
             t_max_s=t_max,
             cycles_per_sample=1.0,
             update_bits=float(wl.update_bits),
-            alpha_min=mcfg.alpha_min,
-            beta_max=mcfg.beta_max,
+            alpha_min=self.settings.alpha_min,
+            beta_max=self.settings.beta_max,
         )
-        if self.scenario.learning == "torch":
+        if self.workload.trains:
             return self._plan_measured(ctx, sol, t_max)
         ok = sol.feasible
         alpha, beta = sol.alpha[ok], sol.beta[ok]
@@ -83,7 +108,7 @@ class AnycostFL(Method):
     def _width_grid(self) -> tuple[np.ndarray, np.ndarray]:
         """Widths from sqrt(alpha_min) to 1 (64 steps) and the measured training FLOPs/sample of each submodel."""
         if self._grid is None:
-            w = np.linspace(np.sqrt(self.scenario.method.alpha_min), 1.0, 64)
+            w = np.linspace(np.sqrt(self.settings.alpha_min), 1.0, 64)
             self._grid = (w, np.array([self.workload.flops_per_sample(float(x)) for x in w]))
         return self._grid
 
@@ -93,8 +118,9 @@ class AnycostFL(Method):
         last layers do not shrink like that). Width: the largest grid width <= sqrt(alpha) whose measured
         compute, at the lowest frequency meeting T_max, and planned upload fit T_max and E_max; the recorded
         alpha is that width squared. A device no width fits sits out."""
-        dev, fleet, wl = ctx.selected, ctx.fleet, self.workload
+        dev, costs, wl = ctx.selected, ctx.costs, self.workload
         grid_w, grid_f = self._width_grid()
+        steps = steps_per_round(wl.train_config, wl.n_samples[dev])
         samples = wl.samples_per_round(dev)
         s_bits = float(wl.update_bits)
         n = dev.size
@@ -106,17 +132,16 @@ class AnycostFL(Method):
                 continue
             i = np.flatnonzero(todo)
             d = dev[i]
-            c = grid_f[g] * samples[i] / fleet.flops_per_cycle[d]
+            c = costs.cycles(d, grid_f[g] * samples[i])
             b = grid_w[g] ** 2 * sol.beta[i] * s_bits
-            tc = b / ctx.rate_bps[d]
+            tc, ecom = costs.upload(d, bits=b, rate_bps=ctx.rate_bps[d])
             slack = t_max - tc
-            f, _ = deadline_frequency_hz(c, slack, fleet.f_min_hz[d], fleet.f_max_hz[d])
-            ec = fleet.energy_coeff[d] * f**2 * c
-            ecom = fleet.tx_power_w[d] * tc
-            fits = (slack > 0) & (c / f <= slack * (1 + 1e-12)) & (ec + ecom <= ctx.e_max_j[d])
+            f, _ = costs.deadline_frequency_hz(d, c, slack)
+            tcmp, ec = costs.compute(d, cycles=c, steps=steps[i], f_hz=f)
+            fits = (slack > 0) & (tcmp <= slack * (1 + 1e-12)) & (ec + ecom <= ctx.e_max_j[d])
             k = i[fits]
             chosen[k] = g
-            f_out[k], t_cmp[k], t_com[k] = f[fits], (c / f)[fits], tc[fits]
+            f_out[k], t_cmp[k], t_com[k] = f[fits], tcmp[fits], tc[fits]
             e_cmp[k], e_com[k], bits[k] = ec[fits], ecom[fits], b[fits]
         ok = chosen >= 0
         width = grid_w[np.maximum(chosen, 0)][ok]
@@ -142,16 +167,12 @@ class AnycostFL(Method):
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         from edgefl.compression import BudgetError, compress, encode_fixed
-        from edgefl.learning.slicing import slice_state, submodel_shapes
+        from edgefl.learning.slicing import slice_state
 
-        wl, m = self.workload, self.scenario.model
-        shapes = submodel_shapes(
-            m.name, input_shape=wl.dataset.input_shape, n_classes=wl.dataset.n_classes, width=job.width,
-            hidden=m.hidden,
-        )  # fmt: skip
-        sub = slice_state(self._sorted(global_state), shapes)
+        wl = self.workload
+        sub = slice_state(self._sorted(global_state), wl.submodel_shapes(job.width))
         res = wl.train(job.device, sub, round_index=round_index, width=job.width)
-        rng = wl.streams.numpy("quantization", round_index, job.device)
+        rng = self.streams.numpy("quantization", round_index, job.device)
         try:
             packed = compress(res.update, budget_bits=job.bits_planned, rng=rng)
         except BudgetError:  # the budget cannot even hold the header: send an empty update
@@ -159,7 +180,7 @@ class AnycostFL(Method):
         return ClientUpdate(
             device=job.device,
             # what the server decodes from the payload: the quantised sparse update and the elements it carries
-            payload={"update": packed.update, "sent": packed.sent, "alpha": job.alpha, "beta": job.beta},
+            payload=SparseUpdate(packed.update, packed.sent, job.alpha, job.beta),
             weight=1.0,
             bits=float(packed.bits),  # the real encoded size, charged by the simulator
             flops=res.flops,
@@ -174,9 +195,15 @@ class AnycostFL(Method):
         if not updates:
             return base
         p = aggregation_weights(
-            np.array([u.payload["alpha"] for u in updates]), np.array([u.payload["beta"] for u in updates])
+            np.array([u.payload.alpha for u in updates]), np.array([u.payload.beta for u in updates])
         )
-        return all_in_one(base, [u.payload["update"] for u in updates], [u.payload["sent"] for u in updates], p)
+        return all_in_one(base, [u.payload.update for u in updates], [u.payload.sent for u in updates], p)
+
+    def learning_gain(self, jobs: JobTable, n_selected: int) -> float:
+        """Global learning gain g_t = sum_i alpha_i^4 beta_i / I (Definition 3) over the kept jobs."""
+        from edgefl.learning.surrogate import learning_gain
+
+        return learning_gain(jobs.alpha, jobs.beta, n_selected)
 
 
 def all_in_one(state: State, updates: Sequence[State], sent: Sequence[State], weights: Sequence[float]) -> State:

@@ -1,8 +1,9 @@
 """The small protocol every FL method implements: plan a round, produce one device's update, aggregate.
 
-The simulator (edgefl.sim) only sees :class:`DeviceJob` and :class:`ClientUpdate`; it never knows which
-method produced them. Plans carry the paper's *planned* costs; the simulator charges the *measured* ones
-(FLOPs of what trained, bits of what was built) and both are recorded side by side.
+The runner only sees :class:`DeviceJob` and :class:`ClientUpdate`; it never knows which method produced them.
+A method plans each job's costs with the run's cost model (:mod:`edgefl.costs`); the runner charges what was
+really done (FLOPs of what trained, bits of what was built, SGD steps) with the same model, and both are
+recorded side by side: a job that ran as planned is charged exactly its plan.
 """
 
 from __future__ import annotations
@@ -11,16 +12,58 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from edgefl.method_settings import Strict
+
 if TYPE_CHECKING:
-    from edgefl.learning.workload import State, Workload
-    from edgefl.scenario import Scenario
+    from pydantic import BaseModel
+
+    from edgefl.costs import CostModel
+    from edgefl.learning.workload import State
+    from edgefl.seeding import Streams
     from edgefl.system import Fleet
 
-__all__ = ["RoundContext", "DeviceJob", "JobTable", "RoundPlan", "ClientUpdate", "Method"]
+__all__ = [
+    "Needs", "MethodSetup", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "ClientUpdate", "DenseUpdate",
+    "NoSettings", "Method",
+]  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Needs:
+    """What a method requires of a scenario; checked when the scenario loads (one line naming method and need).
+
+    ``deadline``: plans for a round deadline T_max (``round.policy = "deadline"``); ``budget``: plans for a
+    per-round energy budget E_max (``fleet.budget.kind`` not ``"none"``); ``surrogate``: its plan needs no real
+    model, so ``learning = "surrogate"`` can stand in for training; ``cost_modes``: the cost modes of
+    :class:`edgefl.costs.CostModel` it can plan in (``"physical"``, ``"per_step"``).
+    """
+
+    deadline: bool = False
+    budget: bool = False
+    surrogate: bool = False
+    cost_modes: tuple[str, ...] = ("physical", "per_step")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodSetup:
+    """What a method is built with besides its own settings (it never sees the scenario).
+
+    ``workload``: the learning workload (torch or surrogate: sizes, FLOPs, the trainer); ``costs``: the cost model;
+    ``streams``: the run's random streams (a method draws only from streams named for it); ``n_devices`` N,
+    ``clients_per_round`` K, ``rounds`` T; ``width``: the global model's width.
+    """
+
+    workload: Any
+    costs: CostModel
+    streams: Streams
+    n_devices: int
+    clients_per_round: int
+    rounds: int
+    width: float = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,16 +72,23 @@ class RoundContext:
 
     ``selected``: device ids chosen by the server, shape (k,). ``rate_bps``, ``e_max_j``: this round's uplink
     rate [bit/s] (assuming every selected device transmits) and energy budget [J] (inf = none), shape (n,).
-    ``t_max_s``: the round deadline [s] or None.
+    ``t_budget_s``: the time a device has for compute and upload, the round deadline net of the downlink [s],
+    or None without a deadline. ``costs``: the cost model (``costs.fleet`` the devices); ``rng``: this round's
+    stream for the method.
     """
 
     round_index: int
     selected: np.ndarray
-    fleet: Fleet
     rate_bps: np.ndarray
     e_max_j: np.ndarray
-    t_max_s: float | None
+    t_budget_s: float | None
+    costs: CostModel
     rng: np.random.Generator
+
+    @property
+    def fleet(self) -> Fleet:
+        """The devices (the cost model's fleet)."""
+        return self.costs.fleet
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,15 +199,21 @@ class RoundPlan:
         )
 
 
+@dataclass(frozen=True)
+class DenseUpdate:
+    """Payload of a full uncompressed update: ``update`` = w_after - w_before, float32 tensors by name."""
+
+    update: State
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientUpdate:
-    """What a device built: the payload, its aggregation weight, and what it cost (measured).
-
-    ``bits``: encoded payload size [bits]; ``flops``: training FLOPs actually computed.
+    """What a device built: the payload (a small frozen dataclass of its method), its aggregation weight, and
+    what it cost (measured). ``bits``: encoded payload size [bits]; ``flops``: training FLOPs actually computed.
     """
 
     device: int
-    payload: State
+    payload: Any
     weight: float
     bits: float
     flops: float
@@ -165,18 +221,39 @@ class ClientUpdate:
     train_loss: float
 
 
+class NoSettings(Strict):
+    """A method without settings of its own: its ``[method.<name>]`` table must be empty."""
+
+
 class Method(ABC):
-    """An FL method. Subclasses are constructed with keyword arguments only."""
+    """An FL method: plans a round, produces one device's update, aggregates.
+
+    A subclass declares, as class attributes, everything the rest of edgefl needs to know about it:
+
+    - ``name``: its registry name and the ``[method.<name>]`` table of its settings;
+    - ``Settings``: the pydantic model of that table, every default defined there once;
+    - ``needs``: :class:`Needs` (deadline, budget, surrogate learning, cost modes), checked at load;
+    - ``device_columns``: extra ``device_rounds`` columns it fills through :meth:`device_values`.
+
+    It is constructed with keyword arguments only: its settings and a :class:`MethodSetup`.
+    """
 
     name: ClassVar[str]
+    Settings: ClassVar[type[BaseModel]] = NoSettings
+    needs: ClassVar[Needs] = Needs()
+    device_columns: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, *, scenario: Scenario, workload: Workload) -> None:
-        self.scenario = scenario
-        self.workload = workload
+    def __init__(self, *, settings: BaseModel | None = None, setup: MethodSetup) -> None:
+        self.settings = type(self).Settings() if settings is None else settings
+        self.setup = setup
+        self.workload = setup.workload
+        self.costs = setup.costs
+        self.streams = setup.streams
 
     @abstractmethod
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
-        """Choose which selected devices train and with which knobs."""
+        """Choose which selected devices train and with which knobs, and what each job will cost
+        (:attr:`costs`): the runner charges the work done with the same model."""
 
     @abstractmethod
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
@@ -184,8 +261,8 @@ class Method(ABC):
 
     def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
         """Every job's :meth:`client_update` of a round computed together (vectorised), in job order, or None
-        (the default): the simulator then calls :meth:`client_update` at each device's start. Only for a
-        method whose devices' local work depends on nothing but the global state, the job and the round."""
+        (the default): the workload then calls :meth:`client_update` job by job. Only for a method whose
+        devices' local work depends on nothing but the global state, the job and the round."""
         return None
 
     @abstractmethod
@@ -196,6 +273,16 @@ class Method(ABC):
         """(test accuracy in [0, 1], mean test loss) of the global model; a method with its own inference
         rule (HeteroFL's static batch norm) overrides this."""
         return self.workload.evaluate(global_state)
+
+    def learning_gain(self, jobs: JobTable, n_selected: int) -> float:
+        """The round's global learning gain (AnycostFL Definition 3) over the kept ``jobs``; NaN (empty in
+        ``rounds.csv``) for a method without (alpha, beta)."""
+        return math.nan
+
+    def device_values(self, jobs: JobTable, updates: Sequence[ClientUpdate | None]) -> dict[str, np.ndarray]:
+        """Values of :attr:`device_columns` for each job (shape (m,) each); ``updates[i]`` is job i's update,
+        None under surrogate learning. Skipped devices get NaN."""
+        return {}
 
     def state_dict(self) -> dict:
         """What the method remembers between rounds, for checkpoints; none by default.

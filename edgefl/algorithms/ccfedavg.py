@@ -21,36 +21,65 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, RoundContext, RoundPlan
-from edgefl.algorithms.ccfedavg_schedule import SkipPlanner
+from edgefl.algorithms.base import ClientUpdate, DenseUpdate, DeviceJob, JobTable, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import SkipPlanner, TrainingProbabilitySettings
 from edgefl.algorithms.fedavg import FedAvg
-from edgefl.system import upload_energy_j, upload_time_s
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
 
-__all__ = ["CCFedAvg", "SKIP_SIGNAL_BITS"]
+__all__ = ["CCFedAvg", "CCFedAvgSettings", "SkipSignal", "SKIP_SIGNAL_BITS"]
 
 SKIP_SIGNAL_BITS = 1.0
 """Upload of a skipping client whose history the server keeps (Algorithm 2 line 16) [bits]."""
+
+
+@dataclass(frozen=True)
+class SkipSignal:
+    """Payload of a skipping client whose history the server keeps: nothing but the signal itself."""
+
+
+class CCFedAvgSettings(TrainingProbabilitySettings):
+    """``[method.ccfedavg]``: CC-FedAvg (Zhang et al.) and its Strategies; p_i settings as its baselines'.
+
+    - ``strategy``: what a skipping client contributes (Sec. III-B): 1 = nothing (left out of aggregation),
+      2 = its last local model, 3 = its last computed update however old (CC-FedAvg, Algorithm 1),
+      ``"c"`` = CC-FedAvg(c), eq. (4): Strategy 3 in rounds ``< tau``, Strategy 2 from round ``tau`` on.
+    - ``tau``: the switch round of CC-FedAvg(c) (1-based round index, like ``rounds``).
+    - ``backup``: where the history lives: ``"client"`` (Algorithm 1: the estimate is uploaded, full update
+      bits), ``"server"`` (Algorithm 2: a 1-bit skip signal, the server keeps every client's history) or
+      ``"mixed"`` (Algorithm 3: a seeded ``server_backup_fraction`` of the devices back up on the server).
+    - ``schedule``: ``"adhoc"`` (train with probability p_i each time selected) or ``"round_robin"`` (train
+      once, then skip 1/p_i - 1 participations), from :mod:`optimizers.ccfedavg`.
+    """
+
+    strategy: Literal[1, 2, 3, "c"] = 3
+    tau: int = Field(100, ge=1, le=10_000_000)
+    backup: Literal["client", "server", "mixed"] = "client"
+    server_backup_fraction: float = Field(0.5, ge=0, le=1)
+    schedule: Literal["adhoc", "round_robin"] = "adhoc"
 
 
 class CCFedAvg(FedAvg):
     """CC-FedAvg and Strategies 1/2/3/c with client, server or mixed backup (``[method.ccfedavg]``)."""
 
     name = "ccfedavg"
+    needs = Needs()  # its estimates or step counts need a real model: no surrogate learning
+    Settings = CCFedAvgSettings
 
-    def __init__(self, *, scenario, workload) -> None:
-        super().__init__(scenario=scenario, workload=workload)
-        cfg = scenario.method.ccfedavg
+    def __init__(self, *, settings=None, setup) -> None:
+        super().__init__(settings=settings, setup=setup)
+        cfg = self.settings
         self.strategy = cfg.strategy
         self.tau = cfg.tau
-        self.planner = SkipPlanner(scenario, workload)
-        n = scenario.fleet.n_devices
+        self.planner = SkipPlanner(cfg, setup)
+        n = setup.n_devices
         if cfg.backup == "client":
             self.server_backup = np.zeros(n, dtype=bool)
         elif cfg.backup == "server":
@@ -58,7 +87,7 @@ class CCFedAvg(FedAvg):
         else:  # Algorithm 3: a seeded share of the devices leaves its history on the server
             m = int(round(cfg.server_backup_fraction * n))
             self.server_backup = np.zeros(n, dtype=bool)
-            self.server_backup[workload.streams.numpy("ccfedavg_backup").permutation(n)[:m]] = True
+            self.server_backup[setup.streams.numpy("ccfedavg_backup").permutation(n)[:m]] = True
         # history per device id: "update" = last computed Delta^i, "model" = last local model x^i_K
         self.client_store: dict[int, dict[str, State]] = {}
         self.server_store: dict[int, dict[str, State]] = {}
@@ -99,7 +128,7 @@ class CCFedAvg(FedAvg):
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         self._round = ctx.round_index
         sel = ctx.selected
-        train = self.planner.decide(sel, ctx.round_index, ctx.fleet)
+        train = self.planner.decide(sel, ctx.round_index, deadline=ctx.t_budget_s is not None)
         if self.strategy == 1:
             base = super().plan_round(dataclasses.replace(ctx, selected=sel[train]))
             p = self.planner.p[sel[~train]]
@@ -109,11 +138,10 @@ class CCFedAvg(FedAvg):
         base = super().plan_round(dataclasses.replace(ctx, selected=sel[train]))
         est = sel[~train]
         bits = np.where(self.server_backup[est], SKIP_SIGNAL_BITS, float(self.workload.update_bits))
-        t_com = upload_time_s(bits, ctx.rate_bps[est])
-        e_com = upload_energy_j(ctx.fleet.tx_power_w[est], t_com)
+        t_com, e_com = ctx.costs.upload(est, bits=bits, rate_bps=ctx.rate_bps[est])
         ok = e_com <= ctx.e_max_j[est]
         est_jobs = JobTable.build(
-            est[ok], cpu_hz=ctx.fleet.f_max_hz[est[ok]], width=self.scenario.model.width, local_steps=0,
+            est[ok], cpu_hz=ctx.fleet.f_max_hz[est[ok]], width=self.setup.width, local_steps=0,
             bits_planned=bits[ok], t_cmp_planned_s=0.0, t_com_planned_s=t_com[ok], e_cmp_planned_j=0.0,
             e_com_planned_j=e_com[ok],
         )  # fmt: skip
@@ -127,13 +155,13 @@ class CCFedAvg(FedAvg):
         if job.local_steps > 0:  # local training (Algorithm 1 lines 8-12)
             upd = super().client_update(job, global_state, round_index)
             if not self.server_backup[d]:
-                self._remember(self.client_store, d, global_state, upd.payload)
+                self._remember(self.client_store, d, global_state, upd.payload.update)
             return upd
         if self.server_backup[d]:  # Algorithm 2 line 16: a skip signal; the server estimates in aggregate()
-            payload: State = {}
+            payload: SkipSignal | DenseUpdate = SkipSignal()
             bits = SKIP_SIGNAL_BITS
         else:  # Algorithm 1 line 15: the client estimates and uploads the full update
-            payload = self._estimate(self.client_store[d], global_state, round_index)
+            payload = DenseUpdate(self._estimate(self.client_store[d], global_state, round_index))
             bits = float(self.workload.update_bits)
         return ClientUpdate(device=d, payload=payload, weight=weight, bits=bits, flops=0.0, steps=0,
                             train_loss=math.nan)  # fmt: skip
@@ -142,11 +170,11 @@ class CCFedAvg(FedAvg):
         resolved = []
         for u in updates:
             if self.server_backup[u.device]:
-                if u.payload:  # a trained update reached the server: it becomes the device's history
-                    self._remember(self.server_store, u.device, global_state, u.payload)
-                else:  # skip signal: Algorithm 2 line 21
+                if isinstance(u.payload, SkipSignal):  # Algorithm 2 line 21: the server estimates
                     est = self._estimate(self.server_store[u.device], global_state, self._round)
-                    u = dataclasses.replace(u, payload=est)
+                    u = dataclasses.replace(u, payload=DenseUpdate(est))
+                else:  # a trained update reached the server: it becomes the device's history
+                    self._remember(self.server_store, u.device, global_state, u.payload.update)
             resolved.append(u)
         # sum in device order, not arrival order: a 1-bit skip signal arrives earlier than an uploaded estimate,
         # and the same contributions must give the same model bit for bit whichever backup is used

@@ -1,7 +1,7 @@
 """Who trains and who skips: CC-FedAvg's training probabilities p_i and train/skip schedules per participation.
 
-Shared by ``ccfedavg``, ``fedavg_dropout`` and ``fednova`` (they read the same ``[method.ccfedavg]`` settings).
-The maths lives in :mod:`optimizers.ccfedavg`; this module ties it to a scenario's fleet and seed.
+Shared by ``ccfedavg``, ``fedavg_dropout`` and ``fednova`` (each has the settings in its own table).
+The maths lives in :mod:`optimizers.ccfedavg`; this module ties it to a run's fleet, cost model and seed.
 
 A schedule runs over each device's own participations (the rounds in which the server selected it), not over
 global rounds: with every device selected every round (cross-silo) the two are the same; in cross-device
@@ -13,10 +13,14 @@ the counts are method state (:meth:`SkipPlanner.state_dict`), so a resumed run d
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from pydantic import Field, field_validator, model_validator
 
+from edgefl.algorithms.fedavg import FedAvgSettings
+from edgefl.learning.config import steps_per_round
+from edgefl.method_settings._base import check_range
 from optimizers.ccfedavg import (
     budget_probabilities,
     level_probabilities,
@@ -24,81 +28,111 @@ from optimizers.ccfedavg import (
     round_robin_phases,
 )
 
-from edgefl.algorithms.fedavg import cpu_hz_without_deadline
-from edgefl.system import compute_energy_j
-
 if TYPE_CHECKING:
-    from edgefl.learning.workload import Workload
-    from edgefl.scenario import Scenario
-    from edgefl.system import Fleet
+    from edgefl.algorithms.base import MethodSetup
 
-__all__ = ["SkipPlanner", "training_probabilities"]
+__all__ = ["TrainingProbabilitySettings", "SkipPlanner", "training_probabilities", "expected_participations"]
 
 
-def training_probabilities(scenario: Scenario, workload: Workload, fleet: Fleet) -> np.ndarray:
-    """p_i of every device, shape (n_devices,), from the scenario's ``[method.ccfedavg]`` settings.
+class TrainingProbabilitySettings(FedAvgSettings):
+    """How much each device may train: CC-FedAvg's p_i, shared by ``ccfedavg``, ``fedavg_dropout`` and
+    ``fednova`` (each reads them from its own ``[method.<name>]`` table; give them the same values to compare
+    the three on the same devices).
+
+    - ``p_source``: ``"levels"`` (p_i = (1/2)^floor(beta i / N), Sec. VI-A; ``p_order="shuffled"`` gives the
+      levels to devices in a seeded random order, as Table II assigns budgets at random) or ``"battery"``
+      (p_i = min(1, B_i / (T_sel e_i)): ``battery_j`` B_i [J] is the energy the device can spend on local
+      training over the whole run, e_i [J] the compute energy of one training under the cost model, T_sel =
+      rounds * K / N its expected participations).
+    """
+
+    p_source: Literal["levels", "battery"] = "levels"
+    beta: int = Field(4, ge=1, le=1_000_000)
+    p_order: Literal["index", "shuffled"] = "index"
+    battery_j: float | tuple[float, float] | None = None
+
+    @field_validator("battery_j")
+    @classmethod
+    def _battery(cls, v: float | tuple[float, float] | None) -> float | tuple[float, float] | None:
+        if v is None:
+            return v
+        values = v if isinstance(v, tuple) else (v,)
+        for x in values:
+            if not (math.isfinite(x) and x >= 0):
+                raise ValueError("must be >= 0 [J] and finite, or [low, high] of such")
+        return check_range(v)
+
+    @model_validator(mode="after")
+    def _battery_given(self) -> TrainingProbabilitySettings:
+        if self.p_source == "battery" and self.battery_j is None:
+            raise ValueError("p_source='battery' needs battery_j [J] (a number or [low, high])")
+        return self
+
+
+def training_probabilities(settings: TrainingProbabilitySettings, setup: MethodSetup, *, deadline: bool) -> np.ndarray:
+    """p_i of every device, shape (n_devices,).
 
     ``levels``: CC-FedAvg Sec. VI-A, p_i = (1/2)^floor(beta i / N) (shuffled over devices with a seeded
     permutation when ``p_order = "shuffled"``). ``battery``: p_i = min(1, B_i / (T_sel e_i)) with e_i [J] the
-    compute energy eps f^2 cycles of one local training at the frequency FedAvg would use (f_max, or f_min for
-    ``cpu_policy = "min_energy"`` without a deadline) and T_sel = rounds K / N expected participations.
+    compute energy of one local training under the cost model at the frequency FedAvg would use (f_max with a
+    ``deadline``, else by ``cpu_policy``) and T_sel = rounds K / N expected participations.
     """
-    cfg = scenario.method.ccfedavg
-    n = scenario.fleet.n_devices
-    streams = workload.streams
-    if cfg.p_source == "levels":
-        p = level_probabilities(n, cfg.beta)
-        if cfg.p_order == "shuffled":
+    n = setup.n_devices
+    streams = setup.streams
+    if settings.p_source == "levels":
+        p = level_probabilities(n, settings.beta)
+        if settings.p_order == "shuffled":
             p = p[streams.numpy("ccfedavg_p_order").permutation(n)]
         return p
-    battery = cfg.battery_j
+    battery = settings.battery_j
     if isinstance(battery, tuple):
         budget = streams.numpy("ccfedavg_battery").uniform(battery[0], battery[1], size=n)
     else:
         budget = np.full(n, float(battery))
     dev = np.arange(n)
-    cycles = workload.flops_per_sample() * workload.samples_per_round(dev) / fleet.flops_per_cycle
-    deadline = scenario.round.policy == "deadline"
-    f = fleet.f_max_hz if deadline else cpu_hz_without_deadline(scenario.method.cpu_policy, fleet)
-    e_train = compute_energy_j(cycles, f, fleet.energy_coeff)
-    t_sel = max(1, math.ceil(expected_participations(scenario)))
+    wl, costs = setup.workload, setup.costs
+    cycles = costs.cycles(dev, wl.flops_per_sample() * wl.samples_per_round(dev))
+    f = costs.free_frequency_hz(dev, "max" if deadline else settings.cpu_policy)
+    steps = steps_per_round(wl.train_config, wl.n_samples)
+    e_train = costs.compute(dev, cycles=cycles, steps=steps, f_hz=f)[1]
+    t_sel = max(1, math.ceil(expected_participations(setup)))
     return budget_probabilities(budget, e_train, t_sel)
 
 
-def expected_participations(scenario: Scenario) -> float:
+def expected_participations(setup: MethodSetup) -> float:
     """Rounds in which a device is expected to be selected: T K / N."""
-    return scenario.rounds * scenario.method.clients_per_round / scenario.fleet.n_devices
+    return setup.rounds * setup.clients_per_round / setup.n_devices
 
 
 class SkipPlanner:
-    """Train/skip decisions of the scenario's schedule; ``p`` is set on first use (it needs the fleet)."""
+    """Train/skip decisions of CC-FedAvg's schedule; ``p`` is set on first use (the deadline is known then)."""
 
-    def __init__(self, scenario: Scenario, workload: Workload) -> None:
-        self.scenario = scenario
-        self.workload = workload
+    def __init__(self, settings, setup: MethodSetup) -> None:
+        self.settings = settings
+        self.setup = setup
         self.p: np.ndarray | None = None
         self._phases: np.ndarray | None = None
-        self.participations = np.zeros(scenario.fleet.n_devices, dtype=np.int64)
+        self.participations = np.zeros(setup.n_devices, dtype=np.int64)
 
-    def probabilities(self, fleet: Fleet) -> np.ndarray:
+    def probabilities(self, *, deadline: bool) -> np.ndarray:
         """p_i, shape (n_devices,)."""
         if self.p is None:
-            self.p = training_probabilities(self.scenario, self.workload, fleet)
-            if self.scenario.method.ccfedavg.schedule == "round_robin":
-                self._phases = round_robin_phases(self.p, self.workload.streams.numpy("ccfedavg_phases"))
+            self.p = training_probabilities(self.settings, self.setup, deadline=deadline)
+            if self.settings.schedule == "round_robin":
+                self._phases = round_robin_phases(self.p, self.setup.streams.numpy("ccfedavg_phases"))
         return self.p
 
-    def decide(self, selected: np.ndarray, round_index: int, fleet: Fleet) -> np.ndarray:
+    def decide(self, selected: np.ndarray, round_index: int, *, deadline: bool) -> np.ndarray:
         """Whether each selected device trains in round ``round_index`` (1-based); bool, shape (k,).
 
         Counts the participation of every selected device (call once per round).
         """
-        p = self.probabilities(fleet)
+        p = self.probabilities(deadline=deadline)
         sel = np.asarray(selected, dtype=np.int64)
-        if self.scenario.method.ccfedavg.schedule == "adhoc":
+        if self.settings.schedule == "adhoc":
             # one uniform per device per round from the (seed, "skip", round) stream: a device's decision does
             # not depend on who else was selected
-            u = self.workload.streams.numpy("skip", round_index).random(p.size)
+            u = self.setup.streams.numpy("skip", round_index).random(p.size)
             train = u[sel] < p[sel]
         else:
             counts = self.participations[sel]

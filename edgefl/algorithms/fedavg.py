@@ -3,36 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
+from edgefl.algorithms.base import (
+    ClientUpdate, DenseUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan,
+)  # fmt: skip
 from edgefl.learning.config import steps_per_round
-from edgefl.system import compute_energy_j, compute_time_s, deadline_frequency_hz, upload_energy_j, upload_time_s
+from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["FedAvg", "cpu_hz_without_deadline"]
+__all__ = ["FedAvg", "FedAvgSettings"]
 
 
-def _uncompressed(device: int, res: TrainResult) -> ClientUpdate:
+class FedAvgSettings(Strict):
+    """``[method.fedavg]`` (and the base of its family's tables).
+
+    ``cpu_policy``: ``"max"`` runs the CPU at f_max; ``"min_energy"`` at the lowest frequency that still meets
+    the deadline (f_min without a deadline).
+    """
+
+    cpu_policy: Literal["max", "min_energy"] = "max"
+
+
+def dense_update(device: int, res: TrainResult) -> ClientUpdate:
     """Device ``device``'s trained update sent as float32, weighted by |D_i|."""
     from edgefl.learning.workload import state_bits
 
     return ClientUpdate(
-        device=device, payload=res.update, weight=float(res.n_samples), bits=float(state_bits(res.update)),
-        flops=res.flops, steps=res.steps, train_loss=res.train_loss,
+        device=device, payload=DenseUpdate(res.update), weight=float(res.n_samples),
+        bits=float(state_bits(res.update)), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
     )  # fmt: skip
-
-
-def cpu_hz_without_deadline(cpu_policy: str, fleet) -> np.ndarray:
-    """FedAvg's CPU frequency per device [Hz] when no deadline binds, shape (N,): ``f_min`` under
-    ``cpu_policy = "min_energy"``, else ``f_max``. (With a deadline, min_energy takes per round the lowest
-    frequency that meets it; planners that cost FedAvg ahead of time, such as CC-FedAvg's battery
-    probabilities and Luo's measured step costs, use ``f_max`` then.)"""
-    return fleet.f_min_hz if cpu_policy == "min_energy" else fleet.f_max_hz
 
 
 class FedAvg(Method):
@@ -44,29 +48,29 @@ class FedAvg(Method):
     """
 
     name = "fedavg"
+    Settings = FedAvgSettings
+    needs = Needs(surrogate=True)
+
+    def local_work(self, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(SGD steps, samples processed) of each device's local training in a round, by the trainer's rule
+        (the scenario's epochs or steps); shapes of ``dev``. A method that changes the local work overrides it."""
+        wl = self.workload
+        return steps_per_round(wl.train_config, wl.n_samples[dev]), wl.samples_per_round(dev)
 
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
-        dev = ctx.selected
-        fleet = ctx.fleet
+        dev, costs = ctx.selected, ctx.costs
         wl = self.workload
-        width = self.scenario.model.width
-        cycles = wl.flops_per_sample(width) * wl.samples_per_round(dev) / fleet.flops_per_cycle[dev]
+        width = self.setup.width
+        steps, samples = self.local_work(dev)
+        cycles = costs.cycles(dev, wl.flops_per_sample(width) * samples)
         bits = float(wl.update_bits)
-        t_com = upload_time_s(bits, ctx.rate_bps[dev])
-        policy = self.scenario.method.cpu_policy
-        if policy == "min_energy" and ctx.t_max_s is not None:
-            slack = ctx.t_max_s - self.scenario.round.downlink_s - t_com
-            f, _ = deadline_frequency_hz(cycles, slack, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
+        t_com, e_com = costs.upload(dev, bits=bits, rate_bps=ctx.rate_bps[dev])
+        policy = self.settings.cpu_policy
+        if policy == "min_energy" and ctx.t_budget_s is not None:
+            f, _ = costs.deadline_frequency_hz(dev, cycles, ctx.t_budget_s - t_com)
         else:
-            f = cpu_hz_without_deadline(policy, fleet)[dev]
-        steps = steps_per_round(wl.train_config, wl.n_samples[dev])
-        if fleet.has_step_costs:  # Luo et al.'s setups: costs per SGD step and per upload are given
-            t_cmp, e_cmp = steps * fleet.step_time_s[dev], steps * fleet.step_energy_j[dev]
-            t_com, e_com = fleet.comm_time_s[dev], fleet.comm_energy_j[dev]
-        else:
-            t_cmp = compute_time_s(cycles, f)
-            e_cmp = compute_energy_j(cycles, f, fleet.energy_coeff[dev])
-            e_com = upload_energy_j(fleet.tx_power_w[dev], t_com)
+            f = costs.free_frequency_hz(dev, policy)
+        t_cmp, e_cmp = costs.compute(dev, cycles=cycles, steps=steps, f_hz=f)
         e_total = e_cmp + e_com
         ok = e_total <= ctx.e_max_j[dev]
         jobs = JobTable.build(
@@ -83,21 +87,21 @@ class FedAvg(Method):
         """All jobs trained at once when the workload can vectorise them (full width, fixed SGD steps; see
         :meth:`~edgefl.learning.workload.Workload.train_many`). Subclasses that change the local work (their
         own :meth:`client_update`) train one by one."""
-        if type(self).client_update is not FedAvg.client_update or np.any(jobs.width != self.scenario.model.width):
+        if type(self).client_update is not FedAvg.client_update or np.any(jobs.width != self.setup.width):
             return None
         results = self.workload.train_many(jobs.device, global_state, round_index=round_index)
         if results is None:
             return None
-        return [_uncompressed(int(d), res) for d, res in zip(jobs.device, results)]
+        return [dense_update(int(d), res) for d, res in zip(jobs.device, results)]
 
     def train_update(
         self, job: DeviceJob, global_state: State, round_index: int, *, steps: int | None = None
     ) -> ClientUpdate:
         """Train the job for real (``steps`` SGD steps if given, else the scenario's epochs/steps)."""
         res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width, steps=steps)
-        return _uncompressed(job.device, res)
+        return dense_update(job.device, res)
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import fedavg_step
 
-        return fedavg_step(global_state, [u.payload for u in updates], [u.weight for u in updates])
+        return fedavg_step(global_state, [u.payload.update for u in updates], [u.weight for u in updates])

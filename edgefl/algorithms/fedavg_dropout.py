@@ -2,8 +2,9 @@
 
 Each device trains with FedAvg whenever it is selected until it has used its quota of trained rounds,
 ceil(p_i T_sel) with T_sel = T K / N its expected participations (T in cross-silo, where K = N); then it drops
-out for the rest of the run (its row says so). p_i comes from the ``[method.ccfedavg]`` settings
-(levels or battery), so the quota is the same computation CC-FedAvg's schedule allows on average.
+out for the rest of the run (its row says so). p_i comes from the ``[method.fedavg_dropout]`` settings (levels
+or battery, the same fields as CC-FedAvg's), so with the same values the quota is the computation CC-FedAvg's
+schedule allows on average.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, RoundContext, RoundPlan
-from edgefl.algorithms.ccfedavg_schedule import expected_participations, training_probabilities
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import (
+    TrainingProbabilitySettings, expected_participations, training_probabilities,
+)  # fmt: skip
 from edgefl.algorithms.fedavg import FedAvg
 
 if TYPE_CHECKING:
@@ -32,16 +35,18 @@ class FedAvgDropout(FedAvg):
     """FedAvg where device i stops for good after ``dropout_quota`` trained rounds."""
 
     name = "fedavg_dropout"
+    needs = Needs()  # its estimates or step counts need a real model: no surrogate learning
+    Settings = TrainingProbabilitySettings
 
-    def __init__(self, *, scenario, workload) -> None:
-        super().__init__(scenario=scenario, workload=workload)
+    def __init__(self, *, settings=None, setup) -> None:
+        super().__init__(settings=settings, setup=setup)
         self.quota: np.ndarray | None = None
-        self.trained = np.zeros(scenario.fleet.n_devices, dtype=np.int64)
+        self.trained = np.zeros(setup.n_devices, dtype=np.int64)
 
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         if self.quota is None:
-            p = training_probabilities(self.scenario, self.workload, ctx.fleet)
-            self.quota = dropout_quota(p, expected_participations(self.scenario))
+            p = training_probabilities(self.settings, self.setup, deadline=ctx.t_budget_s is not None)
+            self.quota = dropout_quota(p, expected_participations(self.setup))
         sel = ctx.selected
         out = self.trained[sel] >= self.quota[sel]
         base = super().plan_round(dataclasses.replace(ctx, selected=sel[~out]))

@@ -12,18 +12,29 @@ Delta^2 / 4, :func:`edgefl.compression.quantize.expected_error`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, Needs
 from edgefl.algorithms.budgeted import BudgetedMethod
 from edgefl.learning.config import BITS_PER_PARAMETER
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
 
-__all__ = ["FedHQ", "error_variance", "inverse_variance_weights"]
+__all__ = ["FedHQ", "QuantizedUpdate", "error_variance", "inverse_variance_weights"]
+
+@dataclass(frozen=True)
+class QuantizedUpdate:
+    """What the server decodes from a FedHQ payload: the quantised update, its L intervals (0: nothing fit) and
+    its quantisation error variance bound (None when nothing was sent)."""
+
+    update: Any
+    levels: int
+    variance: float | None
+
 
 _VAR_FLOOR = 1e-30  # a zero-range update has zero variance: give it the weight of a tiny one, not infinity
 
@@ -43,6 +54,7 @@ class FedHQ(BudgetedMethod):
     """Full update, L intervals per device from its bit budget; inverse-error-variance aggregation."""
 
     name = "fedhq"
+    needs = Needs(surrogate=True, cost_modes=("physical",))  # its plan needs no real model
 
     def min_payload_bits(self) -> float:
         """One sign bit per parameter at least (FedHQ sends every element)."""
@@ -53,7 +65,7 @@ class FedHQ(BudgetedMethod):
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
         res = self.workload.train(job.device, global_state, round_index=round_index)
-        rng = self.workload.streams.numpy("quantization", round_index, job.device)
+        rng = self.streams.numpy("quantization", round_index, job.device)
         sizer = TopkQuantSizer(res.update, rng)
         n = sizer.n
         levels = largest_fitting(lambda L: sizer.bits(n, L), 1, MAX_LEVELS, job.bits_planned)
@@ -62,7 +74,7 @@ class FedHQ(BudgetedMethod):
         var = error_variance(n, levels, float(np.float32(mags.min())), float(np.float32(mags.max()))) if levels else None
         return ClientUpdate(
             device=job.device,
-            payload={"update": packed.update, "levels": levels or 0, "variance": var},
+            payload=QuantizedUpdate(packed.update, levels or 0, var),
             weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
             train_loss=res.train_loss,
         )  # fmt: skip
@@ -70,8 +82,8 @@ class FedHQ(BudgetedMethod):
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import apply_update, weighted_mean_update
 
-        sent = [u for u in updates if u.payload["variance"] is not None]
+        sent = [u for u in updates if u.payload.variance is not None]
         if not sent:
             return global_state
-        p = inverse_variance_weights([u.payload["variance"] for u in sent])
-        return apply_update(global_state, weighted_mean_update([u.payload["update"] for u in sent], p))
+        p = inverse_variance_weights([u.payload.variance for u in sent])
+        return apply_update(global_state, weighted_mean_update([u.payload.update for u in sent], p))

@@ -2,7 +2,8 @@
 NeurIPS 2020) with local steps reduced in proportion to p_i: CC-FedAvg's comparison (Zhang et al., Sec. VI-D).
 
 Device i runs tau_i = max(1, round(p_i K_i)) SGD steps, K_i being FedAvg's steps per round (p_i from the
-``[method.ccfedavg]`` settings). The server normalises each update by its step count before averaging
+``[method.fednova]`` settings, the same fields as CC-FedAvg's). The plan costs those tau_i steps (their samples
+by the trainer's rule), so a device is charged what was planned. The server normalises each update by its step count before averaging
 (FedNova eq. (6)-(7) with w_i = |D_i| / sum_j |D_j| over the kept updates):
 
     x_{t+1} = x_t + tau_eff * sum_i w_i Delta_i / ||a_i||_1,    tau_eff = sum_i w_i ||a_i||_1,
@@ -19,10 +20,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, RoundContext, RoundPlan
-from edgefl.algorithms.ccfedavg_schedule import training_probabilities
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import TrainingProbabilitySettings, training_probabilities
 from edgefl.algorithms.fedavg import FedAvg
-from edgefl.learning.config import steps_per_round
+from edgefl.learning.config import samples_per_round, steps_per_round
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
@@ -67,24 +68,28 @@ class FedNova(FedAvg):
     """FedAvg planning with tau_i local steps and FedNova's normalised averaging."""
 
     name = "fednova"
+    needs = Needs()  # its estimates or step counts need a real model: no surrogate learning
+    Settings = TrainingProbabilitySettings
 
-    def __init__(self, *, scenario, workload) -> None:
-        super().__init__(scenario=scenario, workload=workload)
+    def __init__(self, *, settings=None, setup) -> None:
+        super().__init__(settings=settings, setup=setup)
         self.steps: np.ndarray | None = None  # tau_i, shape (n_devices,)
-        self.full_steps = steps_per_round(workload.train_config, workload.n_samples)
+        self.full_steps = steps_per_round(self.workload.train_config, self.workload.n_samples)
+
+    def local_work(self, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """tau_i steps and their samples: a full FedAvg round where tau_i = K_i, else tau_i fixed steps."""
+        full_steps, full_samples = super().local_work(dev)
+        tau = self.steps[dev]
+        cfg = dataclasses.replace(self.workload.train_config, steps=1, epochs=1)
+        reduced = tau * samples_per_round(cfg, self.workload.n_samples[dev])  # tau x min(batch, n_i)
+        full = tau >= full_steps
+        return np.where(full, full_steps, tau), np.where(full, full_samples, reduced)
 
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         if self.steps is None:
-            p = training_probabilities(self.scenario, self.workload, ctx.fleet)
+            p = training_probabilities(self.settings, self.setup, deadline=ctx.t_budget_s is not None)
             self.steps = reduced_steps(p, self.full_steps)
-        base = super().plan_round(ctx)  # FedAvg's plan and E_max check for a full round (conservative)
-        jobs = base.jobs
-        frac = self.steps[jobs.device] / self.full_steps[jobs.device]
-        jobs = dataclasses.replace(
-            jobs, local_steps=self.steps[jobs.device], t_cmp_planned_s=jobs.t_cmp_planned_s * frac,
-            e_cmp_planned_j=jobs.e_cmp_planned_j * frac,
-        )  # fmt: skip
-        return dataclasses.replace(base, jobs=jobs)
+        return super().plan_round(ctx)  # FedAvg's plan of the local work above
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         d = job.device
@@ -99,5 +104,5 @@ class FedNova(FedAvg):
             return global_state
         rho = self.workload.train_config.momentum
         norms = [a_norm(u.steps, rho) for u in updates]
-        mean = fednova_update([u.payload for u in updates], [u.weight for u in updates], norms)
+        mean = fednova_update([u.payload.update for u in updates], [u.weight for u in updates], norms)
         return apply_update(global_state, mean)

@@ -11,23 +11,75 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
-from edgefl.system import compute_energy_j, compute_time_s, deadline_frequency_hz, upload_energy_j, upload_time_s
+from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
     import torch
 
     from edgefl.learning.workload import State
 
-__all__ = ["HeteroFL", "NestedPayload", "LABEL_SKEWED"]
+__all__ = ["HeteroFL", "HeteroFLSettings", "NestedPayload", "LEVEL_WIDTHS"]
 
-LABEL_SKEWED = ("shards", "dirichlet", "gamma_mix")
-"""Partitions for which masked cross-entropy is on by default."""
+LEVEL_WIDTHS = {"a": 1.0, "b": 0.5, "c": 0.25, "d": 0.125, "e": 0.0625}
+"""Width (hidden-channel) rate of HeteroFL's complexity levels a..e (Sec. 4: shrinkage ratio r = 0.5)."""
+
+Level = Literal["a", "b", "c", "d", "e"]
+
+
+class HeteroFLSettings(Strict):
+    """``[method.heterofl]``: which submodel each client trains.
+
+    ``levels``: the complexity levels in play (``["a", "e"]`` is the paper's "a-e"). ``assignment``:
+
+    - ``fix``: each device gets one level for the whole run, drawn once with ``proportions`` (default equal);
+    - ``dynamic``: every selected device draws its level each round with ``proportions`` (the paper's tables);
+    - ``capability``: each round, the largest level in ``levels`` whose compute time and energy (at the lowest
+      CPU frequency meeting the deadline) and upload fit the round's deadline T_max and the device's E_max
+      under the cost model; a device that fits none sits the round out.
+
+    ``masked_loss``: HeteroFL's masked cross-entropy (absent classes' logits set to 0, their output rows not
+    aggregated from that client); default on for label-skewed partitions (shards, dirichlet, gamma_mix).
+    ``bn_clients``: how many clients the server queries, in turn, for the static batch-norm statistics
+    before each evaluation (0 = all).
+    """
+
+    levels: tuple[Level, ...] = ("a",)
+    proportions: tuple[float, ...] | None = None
+    assignment: Literal["fix", "dynamic", "capability"] = "dynamic"
+    masked_loss: bool | None = None
+    bn_clients: int = Field(0, ge=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> HeteroFLSettings:
+        if not self.levels:
+            raise ValueError("levels: give at least one of a, b, c, d, e")
+        if len(set(self.levels)) != len(self.levels):
+            raise ValueError(f"levels={list(self.levels)}: each level at most once")
+        if self.proportions is not None:
+            if len(self.proportions) != len(self.levels):
+                raise ValueError(
+                    f"proportions={list(self.proportions)}: need one per level ({len(self.levels)} levels)"
+                )
+            if any(p < 0 for p in self.proportions) or sum(self.proportions) <= 0:
+                raise ValueError(f"proportions={list(self.proportions)}: must be >= 0 with a positive sum")
+        return self
+
+    def widths(self) -> tuple[float, ...]:
+        """Width rates of ``levels``, in order."""
+        return tuple(LEVEL_WIDTHS[level] for level in self.levels)
+
+    def probabilities(self) -> tuple[float, ...]:
+        """Normalised ``proportions`` (equal when not given)."""
+        p = self.proportions or (1.0,) * len(self.levels)
+        total = float(sum(p))
+        return tuple(float(x) / total for x in p)
 
 
 @dataclass(frozen=True)
@@ -43,34 +95,35 @@ class HeteroFL(Method):
     """Width levels a..e (1, 1/2, 1/4, 1/8, 1/16) assigned fixed, dynamically or by capability."""
 
     name = "heterofl"
+    Settings = HeteroFLSettings
 
-    def __init__(self, *, scenario, workload) -> None:
-        super().__init__(scenario=scenario, workload=workload)
-        cfg = scenario.method.heterofl
-        self.settings = cfg
+    def __init__(self, *, settings=None, setup) -> None:
+        super().__init__(settings=settings, setup=setup)
+        cfg = self.settings
         self.widths = np.array(cfg.widths())
         self.probs = np.array(cfg.probabilities())
         masked = cfg.masked_loss
-        self.masked = scenario.data.partition in LABEL_SKEWED if masked is None else masked
-        n = scenario.fleet.n_devices
+        self.masked = bool(getattr(self.workload, "labels_skewed", False)) if masked is None else masked
         # Fix: one level per device for the whole run, from its own stream
-        self.fixed = workload.streams.numpy("heterofl_levels").choice(len(self.widths), size=n, p=self.probs)
+        self.fixed = setup.streams.numpy("heterofl_levels").choice(len(self.widths), size=setup.n_devices, p=self.probs)
 
     # ------------------------------------------------------------------ planning
     def _costs(self, ctx: RoundContext, dev: np.ndarray, width: float, f: np.ndarray | None):
-        """Per device: cycles, bits, frequency, planned times [s] and energies [J] at ``width``."""
-        fleet, wl = ctx.fleet, self.workload
-        cycles = wl.flops_per_sample(width) * wl.samples_per_round(dev) / fleet.flops_per_cycle[dev]
+        """Per device: bits, frequency, planned times [s] and energies [J] at ``width``, and whether they fit."""
+        costs, wl = ctx.costs, self.workload
+        steps = steps_per_round(wl.train_config, wl.n_samples[dev])
+        cycles = costs.cycles(dev, wl.flops_per_sample(width) * wl.samples_per_round(dev))
         bits = float(wl.update_bits_at(width))
-        t_com = upload_time_s(bits, ctx.rate_bps[dev])
-        if f is None:  # capability: the lowest frequency that meets the deadline, within [f_min, f_max]
-            slack = (np.inf if ctx.t_max_s is None else ctx.t_max_s - self.scenario.round.downlink_s) - t_com
-            f, fits_time = deadline_frequency_hz(cycles, slack, fleet.f_min_hz[dev], fleet.f_max_hz[dev])
+        t_com, e_com = costs.upload(dev, bits=bits, rate_bps=ctx.rate_bps[dev])
+        capability = f is None
+        if capability:  # the lowest frequency that meets the deadline, within [f_min, f_max]
+            slack = (np.inf if ctx.t_budget_s is None else ctx.t_budget_s) - t_com
+            f, fits_time = costs.deadline_frequency_hz(dev, cycles, slack)
         else:
             fits_time = np.ones(dev.shape, dtype=bool)
-        t_cmp = compute_time_s(cycles, f)
-        e_cmp = compute_energy_j(cycles, f, fleet.energy_coeff[dev])
-        e_com = upload_energy_j(fleet.tx_power_w[dev], t_com)
+        t_cmp, e_cmp = costs.compute(dev, cycles=cycles, steps=steps, f_hz=f)
+        if capability and costs.mode == "per_step" and ctx.t_budget_s is not None:
+            fits_time = t_cmp + t_com <= ctx.t_budget_s  # per-step time does not depend on the frequency
         fits = fits_time & (e_cmp + e_com <= ctx.e_max_j[dev])
         return bits, f, t_cmp, t_com, e_cmp, e_com, fits
 
@@ -87,7 +140,7 @@ class HeteroFL(Method):
         elif self.settings.assignment == "fix":
             level = self.fixed[dev]
         else:
-            rng = self.workload.streams.numpy("heterofl_levels", ctx.round_index)
+            rng = self.streams.numpy("heterofl_levels", ctx.round_index)
             level = rng.choice(k, size=dev.size, p=self.probs)
         cols = {name: np.full(dev.shape, np.nan) for name in ("bits", "f", "t_cmp", "t_com", "e_cmp", "e_com")}
         ok = np.zeros(dev.shape, dtype=bool)
@@ -116,10 +169,7 @@ class HeteroFL(Method):
 
     # ------------------------------------------------------------------ learning
     def _shapes(self, width: float):
-        from edgefl.learning.slicing import submodel_shapes
-
-        m, ds = self.scenario.model, self.workload.dataset
-        return submodel_shapes(m.name, input_shape=ds.input_shape, n_classes=ds.n_classes, width=width, hidden=m.hidden)
+        return self.workload.submodel_shapes(width)
 
     def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
         from edgefl.learning.losses import label_mask
@@ -146,16 +196,15 @@ class HeteroFL(Method):
 
     def evaluate(self, global_state: State) -> tuple[float, float]:
         """Static BN (Diao et al. Sec. 3.2): statistics from the clients' data, the first ``bn_clients`` (0 = all)."""
-        return self.workload.evaluate(global_state, bn_clients=self.scenario.method.heterofl.bn_clients)
+        return self.workload.evaluate(global_state, bn_clients=self.settings.bn_clients)
 
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
-        from edgefl.learning.models import output_layer
         from edgefl.learning.slicing import aggregate_nested
 
         if not updates:
             return global_state
         payloads = [u.payload for u in updates]
-        head = output_layer(self.scenario.model.name, hidden=self.scenario.model.hidden) if self.masked else ()
+        head = self.workload.output_layer() if self.masked else ()
         return aggregate_nested(
             global_state,
             [p.params for p in payloads],

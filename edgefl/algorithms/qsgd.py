@@ -45,7 +45,7 @@ class QSGD(BudgetedMethod):
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
         res = self.workload.train(job.device, global_state, round_index=round_index)
-        rng = self.workload.streams.numpy("quantization", round_index, job.device)
+        rng = self.streams.numpy("quantization", round_index, job.device)
         sizer = TopkQuantSizer(res.update, rng)
         k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.bits_planned)
         packed = sizer.encode(0 if k is None else k, self.levels)

@@ -30,8 +30,8 @@ class STC(BudgetedMethod):
 
     name = "stc"
 
-    def __init__(self, *, scenario, workload) -> None:
-        super().__init__(scenario=scenario, workload=workload)
+    def __init__(self, *, settings=None, setup) -> None:
+        super().__init__(settings=settings, setup=setup)
         self.residual: dict[int, State] = {}
 
     def min_payload_bits(self) -> float:

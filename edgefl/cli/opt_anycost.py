@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from edgefl.algorithms.anycostfl import AnycostFLSettings
 from edgefl.cli._common import fail, option_names, read_numeric_csv
 from optimizers.anycost_model import AnycostDevices  # numpy only; the solvers load on first use
 
@@ -34,6 +35,7 @@ _OPTIONS = {
     "epochs": "--epochs", "alpha_min": "--alpha-min", "beta_max": "--beta-max",
 }  # fmt: skip
 _DEVICES_HELP = f"CSV with columns {', '.join(CSV_COLUMNS)}; one device per row."
+_DEFAULTS = AnycostFLSettings()  # the [method.anycostfl] defaults, defined once there
 _INDEXED = re.compile(r"^(\w+)\[(\d+)\]=(.*)$", re.DOTALL)
 
 
@@ -83,10 +85,12 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
             float, typer.Option("--update-bits", help="Size of the full (uncompressed) update S, in bits.")
         ],
         epochs: Annotated[float, typer.Option("--epochs", help="Local epochs tau.")] = 1,
-        alpha_min: Annotated[float, typer.Option("--alpha-min", help="Smallest shrinking factor, in (0, 1].")] = 0.25,
+        alpha_min: Annotated[
+            float, typer.Option("--alpha-min", help="Smallest shrinking factor, in (0, 1].")
+        ] = _DEFAULTS.alpha_min,
         beta_max: Annotated[
             float, typer.Option("--beta-max", help="Largest compression rate, in (0, 1].", show_default="1/15 = 0.0667")
-        ] = 1 / 15,
+        ] = _DEFAULTS.beta_max,
         as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per device.")] = False,
     ) -> None:
         """Per-device model shrinking alpha, compression beta and CPU frequency maximising alpha^4 beta

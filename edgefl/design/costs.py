@@ -5,7 +5,7 @@ one round of communication, each an array of shape (N,).
 Two sources, matching how the simulator charges a round:
 
 - ``fleet.step_costs.kind = "normal"`` (the paper's simulation setups): the fleet's drawn per-device constants.
-- the physical cost model (``kind = "none"``, the formulas of :mod:`edgefl.system`): one step of batch B on
+- the physical cost model (``kind = "none"``, :class:`edgefl.costs.CostModel`): one step of batch B on
   device k computes ``FLOPs/sample x min(B, n_k)`` FLOPs, i.e. ``cycles = that / flops_per_cycle`` at the
   FedAvg CPU frequency f (``f_max``; ``f_min`` with ``cpu_policy = "min_energy"`` and no deadline), so
   ``t_p = cycles / f`` and ``e_p = eps f^2 cycles`` (AnycostFL eqs. 6-7); one upload of the float32 update
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.system import compute_energy_j, compute_time_s, upload_energy_j, upload_time_s
 from optimizers.cost_effective import LuoCostParams, expected_total_energy_j, expected_total_time_s
 
 if TYPE_CHECKING:
@@ -87,23 +86,22 @@ def measure_device_costs(sim: Simulation, *, rate_rounds: int = 20) -> DeviceCos
         )
     if rate_rounds < 1:
         raise ValueError(f"rate_rounds={rate_rounds}: must be >= 1")
-    from edgefl.algorithms.fedavg import cpu_hz_without_deadline
     from edgefl.radio import Radio
 
-    sc, wl = sim.scenario, sim.workload
+    sc, wl, costs = sim.scenario, sim.workload, sim.costs
     n = fleet.n_devices
-    f_hz = fleet.f_max_hz if sim.t_max is not None else cpu_hz_without_deadline(sc.method.cpu_policy, fleet)
+    dev = np.arange(n)
+    policy = "max" if sim.t_max is not None else getattr(sim.method.settings, "cpu_policy", "max")
+    f_hz = costs.free_frequency_hz(dev, policy)
     batch = np.minimum(sc.train.batch_size, wl.n_samples)  # samples of one SGD step, shape (N,)
-    cycles = float(wl.flops_per_sample(sc.model.width)) * batch / fleet.flops_per_cycle
-    t_p = compute_time_s(cycles, f_hz)  # AnycostFL eq. (6)
-    e_p = compute_energy_j(cycles, f_hz, fleet.energy_coeff)  # AnycostFL eq. (7)
+    cycles = costs.cycles(dev, float(wl.flops_per_sample(sc.model.width)) * batch)
+    t_p, e_p = costs.compute(dev, cycles=cycles, steps=1, f_hz=f_hz)  # AnycostFL eqs. (6)-(7)
     radio = Radio(sc.channel, n, sim.streams)
     everyone = np.ones(n, dtype=bool)
-    t_m = np.zeros(n)
+    t_m, e_m = np.zeros(n), np.zeros(n)
     for r in range(1, rate_rounds + 1):
         _, gain = radio.round_state(r)
-        t_m += upload_time_s(wl.update_bits, radio.rates_bps(gain, fleet.tx_power_w, everyone))  # eq. (9)
-    t_m /= rate_rounds  # bits x mean(1/rate) [s]
-    return DeviceCosts(
-        t_p_s=t_p, t_m_s=t_m, e_p_j=e_p, e_m_j=upload_energy_j(fleet.tx_power_w, t_m), source="cost_model"
-    )
+        t, e = costs.upload(dev, bits=wl.update_bits, rate_bps=radio.rates_bps(gain, fleet.tx_power_w, everyone))
+        t_m, e_m = t_m + t, e_m + e  # eq. (9) each round
+    t_m, e_m = t_m / rate_rounds, e_m / rate_rounds  # bits x mean(1/rate) [s], P_tx t_m [J]
+    return DeviceCosts(t_p_s=t_p, t_m_s=t_m, e_p_j=e_p, e_m_j=e_m, source="cost_model")

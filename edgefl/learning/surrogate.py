@@ -18,12 +18,14 @@ Bounds (constants in the scenario, see :class:`edgefl.scenario.SurrogateConfig`)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
-from edgefl.scenario import Scenario
+from edgefl.learning.protocol import Assessment, RoundWork
 from edgefl.seeding import Streams
 
 __all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "learning_gain", "luo_round_progress"]
@@ -61,9 +63,12 @@ def luo_round_progress(k: int, e: float, n: int, a0: float, b0: float) -> float:
 
 
 class SurrogateWorkload:
-    """Sizes and loss dynamics of a run whose learning is replaced by a convergence bound."""
+    """Sizes and loss dynamics of a run whose learning is replaced by a convergence bound
+    (the :class:`~edgefl.learning.protocol.Learning` protocol: the round's work is what was planned)."""
 
-    def __init__(self, scenario: Scenario, streams: Streams) -> None:
+    trains = False
+
+    def __init__(self, scenario: Any, streams: Streams) -> None:
         self.scenario = scenario
         cfg = scenario.surrogate
         n = scenario.fleet.n_devices
@@ -97,7 +102,32 @@ class SurrogateWorkload:
         """Global training loss F(w_t) = loss_floor + gap."""
         return self.scenario.surrogate.loss_floor + state.gap
 
+    # ------------------------------------------------------------------ the learning protocol
+    def work(self, method: Any, jobs: Any, state: SurrogateState, round_index: int) -> RoundWork:
+        """The planned work of each job: FLOPs of its width-w submodel, its planned bits (the full update when
+        the method planned none) and its planned steps; nothing trains."""
+        dev = jobs.device
+        flops = self.flops_per_sample(jobs.width) * self.samples_per_round(dev)
+        bits = np.where(np.isnan(jobs.bits_planned), float(self.update_bits), jobs.bits_planned)
+        return RoundWork(flops=flops, bits=bits, steps=jobs.local_steps, losses=np.full(len(jobs), math.nan),
+                         updates=[None] * len(jobs))  # fmt: skip
+
     def advance(
+        self, method: Any, state: SurrogateState, jobs: Any, work: RoundWork, kept: np.ndarray,
+        n_selected: int,
+    ) -> SurrogateState:  # fmt: skip
+        """The bound's next state from the kept jobs' knobs (:meth:`bound_step`)."""
+        return self.bound_step(
+            state, n_selected=n_selected, alpha=jobs.alpha[kept], beta=jobs.beta[kept], local_steps=work.steps[kept]
+        )
+
+    def assess(
+        self, method: Any, state: SurrogateState, work: RoundWork, *, evaluate: bool, global_loss: bool
+    ) -> Assessment:
+        """No test set: the training loss is the bound's loss."""
+        return Assessment(math.nan, math.nan, self.loss(state), math.nan)
+
+    def bound_step(
         self,
         state: SurrogateState,
         *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -49,11 +50,15 @@ def local_train(
     generator: torch.Generator,
     *,
     class_mask: torch.Tensor | None = None,
+    penalty: Callable[[nn.Module], torch.Tensor] | None = None,
 ) -> LocalTrainStats:
     """Train ``model`` in place on (x, y) with SGD; batch order drawn from ``generator``.
 
     ``class_mask`` (bool, shape (n_classes,)): HeteroFL's masked cross-entropy, the logits of classes outside
     the mask are set to 0 before the loss (:func:`edgefl.learning.losses.masked_cross_entropy`).
+    ``penalty(model)``: a scalar term added to every batch's loss before the backward pass (a method's local
+    regulariser, e.g. a proximal term); the recorded mean loss is the data loss alone, and the FLOPs charged are
+    those of the data loss (a penalty's cost is not measured).
     """
     if x.shape[0] == 0:
         raise ValueError("local_train: the device has no training samples")
@@ -65,7 +70,7 @@ def local_train(
         opt.zero_grad(set_to_none=True)
         logits = model(x[idx])
         loss = F.cross_entropy(logits, y[idx]) if class_mask is None else masked_cross_entropy(logits, y[idx], class_mask)
-        loss.backward()
+        (loss if penalty is None else loss + penalty(model)).backward()
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()

@@ -6,8 +6,11 @@ state and get back the update ``u = w_after - w_before`` plus what was computed 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,8 +24,9 @@ from edgefl.learning.datasets import (
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.config import BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round
+from edgefl.learning.protocol import Assessment, RoundWork
 from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
-from edgefl.scenario import DataConfig, Scenario
+from edgefl.config import DataConfig
 from edgefl.seeding import Streams
 
 __all__ = ["Workload", "State", "TrainResult", "state_bits"]
@@ -50,10 +54,18 @@ class TrainResult:
     train_loss: float
 
 
-class Workload:
-    """Dataset split over devices + model factory + the shared trainer, built from a scenario."""
+LABEL_SKEWED = ("shards", "dirichlet", "gamma_mix")
+"""Partitions whose devices hold only some of the classes."""
 
-    def __init__(self, scenario: Scenario, streams: Streams) -> None:
+
+class Workload:
+    """Dataset split over devices + model factory + the shared trainer, built from a scenario
+    (an :class:`edgefl.scenario.Scenario`; the :class:`~edgefl.learning.protocol.Learning` protocol with real
+    torch training)."""
+
+    trains = True
+
+    def __init__(self, scenario: Any, streams: Streams) -> None:
         self.scenario = scenario
         self.streams = streams
         d = scenario.data
@@ -129,6 +141,56 @@ class Workload:
         """Size of an uncompressed float32 update of the full model [bits]."""
         return self.update_bits_at(self.scenario.model.width)
 
+    @property
+    def labels_skewed(self) -> bool:
+        """Whether the partition gives devices only some classes (shards, dirichlet, gamma_mix)."""
+        return self.scenario.data.partition in LABEL_SKEWED
+
+    def submodel_shapes(self, width: float):
+        """Parameter shapes of the width-``width`` submodel (:func:`edgefl.learning.slicing.submodel_shapes`)."""
+        from edgefl.learning.slicing import submodel_shapes
+
+        m = self.scenario.model
+        return submodel_shapes(
+            m.name, input_shape=self.dataset.input_shape, n_classes=self.dataset.n_classes, width=width,
+            hidden=m.hidden,
+        )  # fmt: skip
+
+    def output_layer(self):
+        """Names of the model's output layer parameters (:func:`edgefl.learning.models.output_layer`)."""
+        from edgefl.learning.models import output_layer
+
+        return output_layer(self.scenario.model.name, hidden=self.scenario.model.hidden)
+
+    # ------------------------------------------------------------------ the learning protocol
+    def work(self, method: Any, jobs: Any, state: State, round_index: int) -> RoundWork:
+        """Train every job for real, in job order (all together when the method can vectorise them)."""
+        updates = method.client_updates(jobs, state, round_index)
+        if updates is None:
+            updates = [method.client_update(jobs[i], state, round_index) for i in range(len(jobs))]
+        return RoundWork(
+            flops=np.array([u.flops for u in updates], dtype=float),
+            bits=np.array([u.bits for u in updates], dtype=float),
+            steps=np.array([u.steps for u in updates], dtype=np.int64),
+            losses=np.array([u.train_loss for u in updates], dtype=float),
+            updates=updates,
+        )
+
+    def advance(
+        self, method: Any, state: State, jobs: Any, work: RoundWork, kept: np.ndarray, n_selected: int
+    ) -> State:
+        """The method's aggregation of the kept updates (arrival order)."""
+        return method.aggregate(state, [work.updates[i] for i in kept])
+
+    def assess(self, method: Any, state: State, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
+        """Test accuracy and loss (by the method's inference rule) when ``evaluate``, the jobs' mean training loss,
+        and F(w) over every device's data when ``evaluate`` and ``global_loss``."""
+        acc, test_loss = method.evaluate(state) if evaluate else (math.nan, math.nan)
+        losses = work.losses
+        train_loss = float(np.mean(losses[losses == losses])) if np.any(losses == losses) else math.nan
+        f_w = self.global_train_loss(state) if evaluate and global_loss else math.nan
+        return Assessment(acc, test_loss, train_loss, f_w)
+
     # ------------------------------------------------------------------ train / evaluate
     def train(
         self,
@@ -139,12 +201,14 @@ class Workload:
         width: float | None = None,
         class_mask: torch.Tensor | None = None,
         steps: int | None = None,
+        penalty: Callable[[nn.Module], torch.Tensor] | None = None,
     ) -> TrainResult:
         """Train a copy of ``global_state`` on ``device``'s data; batches from stream (torch_batches, round, device).
 
         ``width`` defaults to the scenario's model width (the full global model); for a narrower submodel
         ``global_state`` holds its (sliced) parameters. ``class_mask``: masked cross-entropy (HeteroFL).
         ``steps``: run exactly that many SGD steps instead of the scenario's epochs/steps (FedNova's tau_i).
+        ``penalty``: a term added to each batch's loss (see :func:`~edgefl.learning.train.local_train`).
         """
         width = self.scenario.model.width if width is None else width
         model = self._loaded(global_state, width)
@@ -152,8 +216,9 @@ class Workload:
         cfg = self.train_config if steps is None else replace(self.train_config, steps=int(steps), epochs=1)
         cfg = self._scheduled(cfg, round_index)
         stats = local_train(
-            model, x, y, cfg, self.streams.torch("torch_batches", round_index, device), class_mask=class_mask
-        )
+            model, x, y, cfg, self.streams.torch("torch_batches", round_index, device), class_mask=class_mask,
+            penalty=penalty,
+        )  # fmt: skip
         with torch.no_grad():
             update = {name: p.detach() - global_state[name] for name, p in model.named_parameters()}
         return TrainResult(

@@ -1,14 +1,13 @@
-"""Per-method scenario settings, one module per method (``[method.<name>]`` tables of a scenario).
+"""Scenario settings shared outside the methods: ``Strict``, the base of every scenario section (and of each
+method's own settings model, defined in its module under :mod:`edgefl.algorithms`), and the ``[method.luo]``
+table of ``edgefl design ke``.
 
-Pydantic only (no torch): :mod:`edgefl.scenario` composes them into ``MethodConfig``. ``Strict`` is the base of
-every scenario section: unknown keys are rejected, instances are frozen, defaults are validated.
+Pydantic only (no torch).
 """
 
 from __future__ import annotations
 
-from edgefl.method_settings._base import Strict
-from edgefl.method_settings.ccfedavg import CCFedAvgSettings
-from edgefl.method_settings.heterofl import HeteroFLSettings
+from edgefl.method_settings._base import Strict, check_range
 from edgefl.method_settings.luo import LuoSettings
 
-__all__ = ["Strict", "HeteroFLSettings", "CCFedAvgSettings", "LuoSettings"]
+__all__ = ["Strict", "check_range", "LuoSettings"]

@@ -1,0 +1,304 @@
+"""The sections of a scenario: pydantic models of ``[data]``, ``[model]``, ``[train]``, ``[round]``, ``[fleet]``,
+``[channel]`` and ``[surrogate]`` (the ``[method]`` section and the whole :class:`~edgefl.scenario.Scenario`,
+which check the methods' own tables, are in :mod:`edgefl.scenario`, which re-exports these).
+
+Physical quantities are SI with a unit suffix (``_hz``, ``_w``, ``_m``, ``_s``, ``_j``). Scenario files may also
+use the units engineers use (``bandwidth_mhz``, ``tx_power_dbm``, ``noise_psd_dbm_per_mhz``, ``f_max_ghz``);
+they are converted once, here, at load, and the resolved scenario written next to the results is all SI.
+
+A quantity that differs between devices is either a number (every device the same) or ``[low, high]``
+(each device draws uniformly from that range with the fleet's seeded stream).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from edgefl.method_settings import Strict as _Strict
+from edgefl.method_settings._base import check_range
+
+__all__ = [
+    "DataConfig", "ModelConfig", "ModelName", "TrainConfig", "RoundConfig", "FleetConfig", "BudgetConfig",
+    "StepCostsConfig", "ChannelConfig", "SurrogateConfig", "UNIT_ALIASES",
+]  # fmt: skip
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Range = tuple[PositiveFloat, PositiveFloat]
+
+
+def _convert(data: Any, table: dict[str, tuple[str, Any]]) -> Any:
+    """Replace engineer-unit keys by their SI key (``{"bandwidth_mhz": 1}`` -> ``{"bandwidth_hz": 1e6}``)."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for key, (si_key, fn) in table.items():
+        if key in data:
+            if si_key in data:
+                raise ValueError(f"give either {key} or {si_key}, not both")
+            value = data.pop(key)
+            try:
+                data[si_key] = [fn(float(v)) for v in value] if isinstance(value, list) else fn(float(value))
+            except (TypeError, ValueError):
+                raise ValueError(f"{key}={value!r}: must be a number or [low, high]") from None
+    return data
+
+
+# engineer-unit key -> (SI key, conversion); applied once at load
+_FLEET_UNITS: dict[str, tuple[str, Any]] = {}
+_CHANNEL_UNITS: dict[str, tuple[str, Any]] = {}
+
+
+def _dbm_to_w(dbm: float) -> float:
+    return 10.0 ** ((dbm - 30.0) / 10.0)  # dBm -> W: P[W] = 10^((P[dBm] - 30)/10)
+
+
+def _dbm_per_mhz_to_w_per_hz(dbm_per_mhz: float) -> float:
+    return _dbm_to_w(dbm_per_mhz) / 1e6  # per MHz -> per Hz
+
+
+_FLEET_UNITS.update(
+    f_min_ghz=("f_min_hz", lambda v: v * 1e9),
+    f_max_ghz=("f_max_hz", lambda v: v * 1e9),
+    tx_power_dbm=("tx_power_w", _dbm_to_w),
+)
+_CHANNEL_UNITS.update(
+    bandwidth_mhz=("bandwidth_hz", lambda v: v * 1e6),
+    noise_psd_dbm_per_mhz=("noise_psd_w_per_hz", _dbm_per_mhz_to_w_per_hz),
+    carrier_ghz=("carrier_hz", lambda v: v * 1e9),
+)
+UNIT_ALIASES = {section: {k: si for k, (si, _) in table.items()} for section, table in
+                 (("fleet", _FLEET_UNITS), ("channel", _CHANNEL_UNITS))}  # fmt: skip
+
+
+class DataConfig(_Strict):
+    """Dataset and its split over devices.
+
+    Datasets: ``digits`` (scikit-learn, embedded), ``synthetic`` (FedProx's Synthetic(alpha, beta), per device),
+    ``fmnist`` (Debian's dataset-fashion-mnist, or the data dir), ``mnist`` and ``cifar10`` (files in the data
+    dir). The data dir is ``data_dir``, else ``$EDGEFL_DATA``; nothing is ever downloaded. Image datasets use
+    their official test split (``test_fraction`` applies to digits and synthetic) and, with ``normalize``,
+    per-channel standardisation by the training set's mean and std.
+
+    Partitions: ``iid``; ``shards`` (exactly ``classes_per_device`` classes each); ``dirichlet``
+    (Dir(``dirichlet_alpha``) per class); ``gamma_mix`` (CC-FedAvg: an IID share ``gamma`` of each device's data,
+    the rest label-sorted, or ``classes_per_device`` shards when ``gamma_shards``); ``power_law`` (Luo setup 3:
+    unbalanced sizes of mean ``mean_size`` (default all samples / N) and std ``std_size`` (default 362/245 of
+    the mean)).
+    """
+
+    dataset: Literal["digits", "synthetic", "fmnist", "mnist", "cifar10"] = "digits"
+    data_dir: str | None = None
+    normalize: bool = True
+    partition: Literal["iid", "shards", "dirichlet", "gamma_mix", "power_law"] = "iid"
+    classes_per_device: int = Field(2, ge=1, le=1000)
+    dirichlet_alpha: PositiveFloat = 0.5
+    gamma: float = Field(0.5, ge=0, le=1)
+    gamma_shards: bool = False
+    mean_size: PositiveFloat | None = None
+    std_size: NonNegFloat | None = None
+    test_fraction: float = Field(0.2, gt=0, lt=1)
+    max_train_samples: int | None = Field(None, ge=1)  # laptop scale: a random subset of the training set
+    max_test_samples: int | None = Field(None, ge=1)  # and of the test set
+    synthetic_alpha: NonNegFloat = 1.0
+    synthetic_beta: NonNegFloat = 1.0
+    synthetic_samples_mean: int = Field(245, ge=4, le=1_000_000)
+
+
+ModelName = Literal[
+    "mlp", "logreg", "cnn_mcmahan", "vgg9", "ccfedavg_mlp", "ccfedavg_cnn", "lenet5", "heterofl_conv", "preresnet18"
+]
+"""Names of edgefl.learning.models' registry (a test keeps the two lists equal; this module imports no torch)."""
+
+
+_TAKES_HIDDEN = ("mlp", "heterofl_conv", "preresnet18")
+
+
+class ModelConfig(_Strict):
+    """Model architecture by registry name (``edgefl models`` lists them with sizes and FLOPs).
+
+    ``hidden`` sets the hidden layer sizes of ``mlp`` (default (64,)) and the channels of ``heterofl_conv`` and
+    ``preresnet18`` (default [64, 128, 256, 512]); other models have their papers' fixed architecture. ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer.
+    """
+
+    name: ModelName = "mlp"
+    hidden: tuple[Annotated[int, Field(ge=1, le=65536)], ...] | None = None
+    width: float = Field(1.0, gt=0, le=1)
+    init: Literal["default", "zeros"] = "default"  # zeros: w_0 = 0, as Luo et al.'s Algorithm 1
+
+    @model_validator(mode="after")
+    def _hidden_only_for_mlp(self) -> ModelConfig:
+        if self.hidden is not None and self.name not in _TAKES_HIDDEN:
+            raise ValueError(
+                f"hidden={list(self.hidden)}: only models {', '.join(_TAKES_HIDDEN)} take hidden sizes, not {self.name!r}"
+            )
+        return self
+
+
+class TrainConfig(_Strict):
+    """Local training shared by every method: SGD on the device's data."""
+
+    local_epochs: int = Field(1, ge=1, le=10_000)
+    local_steps: int = Field(0, ge=0, le=10_000_000)  # > 0: fixed number of SGD steps instead of epochs
+    batch_size: int = Field(32, ge=1, le=1_000_000)
+    lr: PositiveFloat = 0.05
+    momentum: float = Field(0.0, ge=0, lt=1)
+    weight_decay: NonNegFloat = 0.0
+    grad_clip: NonNegFloat = 0.0  # 0 = no clipping
+    lr_schedule: Literal["constant", "inverse_round"] = "constant"  # inverse_round: lr / r in round r (Luo Alg. 1)
+    eval_every: int = Field(1, ge=1, le=1_000_000)
+    global_loss: bool = False  # also record the global model's loss on all devices' training data
+
+
+class RoundConfig(_Strict):
+    """How a round ends.
+
+    ``wait_all``: the straggler sets the round time. ``deadline``: updates arriving after ``deadline_s``
+    (measured from the round start, downlink included) are dropped, their energy still charged.
+    ``over_select``: ``ceil(K * (1 + over_select_fraction))`` devices start, the first K arrivals are kept.
+    """
+
+    policy: Literal["wait_all", "deadline", "over_select"] = "wait_all"
+    deadline_s: PositiveFloat | None = None
+    over_select_fraction: float = Field(0.3, gt=0, le=10)
+    downlink_s: NonNegFloat = 0.0
+
+    @model_validator(mode="after")
+    def _deadline_given(self) -> RoundConfig:
+        if self.policy == "deadline" and self.deadline_s is None:
+            raise ValueError("policy='deadline' needs deadline_s > 0 [s]")
+        return self
+
+
+class BudgetConfig(_Strict):
+    """Per-round energy budget E_max [J]: none, fixed per device, or drawn each round from U[low, high]."""
+
+    kind: Literal["none", "fixed", "uniform"] = "none"
+    value_j: float | Range = Field(default=1.0)
+    low_j: PositiveFloat = 1.0
+    high_j: PositiveFloat = 1.0
+
+    @field_validator("value_j")
+    @classmethod
+    def _v(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        if not isinstance(v, tuple) and not (v > 0 and math.isfinite(v)):
+            raise ValueError("must be > 0 [J]")
+        return check_range(v)
+
+    @model_validator(mode="after")
+    def _order(self) -> BudgetConfig:
+        if self.low_j > self.high_j:
+            raise ValueError(f"low_j={self.low_j} > high_j={self.high_j}: need low_j <= high_j")
+        return self
+
+
+class StepCostsConfig(_Strict):
+    """Per-device costs given directly instead of derived from FLOPs, frequency and the radio (Luo et al.
+    Sec. VI-A simulation setups): one local SGD step takes ``step_time_s`` [s] and ``step_energy_j`` [J], one
+    round of communication ``comm_time_s`` [s] and ``comm_energy_j`` [J]. ``kind = "normal"``: each device
+    draws each once from N(mean, (std_ratio * mean)^2), clipped below at 1% of the mean (no cost <= 0).
+    """
+
+    kind: Literal["none", "normal"] = "none"
+    step_time_s: PositiveFloat = 0.1
+    comm_time_s: PositiveFloat = 2.0
+    step_energy_j: PositiveFloat = 1e-3
+    comm_energy_j: PositiveFloat = 2e-2
+    std_ratio: NonNegFloat = 1 / 3
+
+
+class FleetConfig(_Strict):
+    """Device population. Each quantity: a number, or [low, high] drawn per device (uniform)."""
+
+    n_devices: int = Field(20, ge=1, le=10_000_000)
+    f_min_hz: PositiveFloat | Range = 0.1e9
+    f_max_hz: PositiveFloat | Range = 1.0e9
+    energy_coeff: PositiveFloat | Range = 1e-28  # eps [J/(cycle*Hz^2)], AnycostFL eq. (7)
+    flops_per_cycle: PositiveFloat | Range = 8.0
+    tx_power_w: PositiveFloat | Range = 0.1
+    budget: BudgetConfig = BudgetConfig()
+    step_costs: StepCostsConfig = StepCostsConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _units(cls, data: Any) -> Any:
+        return _convert(data, _FLEET_UNITS)
+
+    @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
+    @classmethod
+    def _ranges(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        return check_range(v)
+
+    @model_validator(mode="after")
+    def _freq_order(self) -> FleetConfig:
+        lo = self.f_min_hz[1] if isinstance(self.f_min_hz, tuple) else self.f_min_hz
+        hi = self.f_max_hz[0] if isinstance(self.f_max_hz, tuple) else self.f_max_hz
+        if lo > hi:
+            raise ValueError(f"f_min_hz (up to {lo}) exceeds f_max_hz (from {hi}): need f_min_hz <= f_max_hz")
+        return self
+
+
+class ChannelConfig(_Strict):
+    """Uplink radio: path loss, fading, FDMA sub-bands, placement and mobility."""
+
+    pathloss: Literal["3gpp_macro", "log_distance", "free_space"] = "3gpp_macro"
+    exponent: PositiveFloat = 3.76  # log_distance only
+    ref_distance_m: PositiveFloat = 1.0  # log_distance only
+    ref_loss_db: float = Field(30.0, allow_inf_nan=False)  # log_distance only
+    carrier_hz: PositiveFloat = 2.4e9  # free_space only
+    shadowing_db: NonNegFloat = 0.0  # log-normal shadowing std [dB]; 0 = off
+    rayleigh: bool = False  # Rayleigh block fading, one draw per device per round
+    noise_psd_w_per_hz: PositiveFloat = _dbm_per_mhz_to_w_per_hz(-114.0)
+    bandwidth_hz: PositiveFloat = 1e6
+    bandwidth_mode: Literal["fixed", "split"] = "fixed"
+    cell_radius_m: PositiveFloat = 550.0
+    min_distance_m: NonNegFloat = 10.0
+    mobility: Literal["static", "redraw", "random_walk"] = "static"
+    walk_step_m: PositiveFloat = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _units(cls, data: Any) -> Any:
+        return _convert(data, _CHANNEL_UNITS)
+
+    @model_validator(mode="after")
+    def _cell(self) -> ChannelConfig:
+        if self.cell_radius_m <= self.min_distance_m:
+            raise ValueError(
+                f"cell_radius_m={self.cell_radius_m} must be > min_distance_m={self.min_distance_m} [m]"
+            )
+        return self
+
+
+class SurrogateConfig(_Strict):
+    """``learning = "surrogate"``: no training; the loss follows a paper's convergence bound round by round.
+
+    ``bound = "anycostfl"``: AnycostFL Theorem 2, eqs. (18)/(45): the optimality gap contracts each round by
+    Z_t = 1 - nu_over_lambda * (1 - epsilon * (1 - g_t)), with the round's global learning gain g_t (Def. 3)
+    over the selected devices (a device whose update does not arrive contributes 0).
+    ``bound = "luo"``: Luo et al. bound (15), gap <= (A0 + B0 (1 + (N-K)/(K(N-1))) E^2) / (E R), accumulated
+    round by round with the round's arrived K and mean local steps E.
+    The loss is ``loss_floor + gap`` (starting at ``initial_loss``). Workload sizes replace the model and data:
+    ``samples_per_device`` (number or [low, high], drawn per device), ``train_flops_per_sample`` of the full
+    model (a width-w submodel costs w^2 times that) and ``model_parameters`` (32-bit update = 32 x that).
+    Defaults are McMahan's CNN on Fashion-MNIST (1,663,370 parameters) with 1,000 samples per device.
+    """
+
+    bound: Literal["anycostfl", "luo"] = "anycostfl"
+    initial_loss: PositiveFloat = 2.302585  # ln(10): cross-entropy of a uniform 10-class guess
+    loss_floor: NonNegFloat = 0.0
+    nu_over_lambda: float = Field(0.05, gt=0, le=1)  # anycostfl: strong convexity / smoothness
+    epsilon: float = Field(0.5, ge=0, le=1)  # anycostfl: compression-error constant of Assumption 4
+    a0: PositiveFloat = 100.0  # luo: A0 of bound (15)
+    b0: PositiveFloat = 1.0  # luo: B0 of bound (15)
+    samples_per_device: PositiveFloat | Range = 1000.0
+    train_flops_per_sample: PositiveFloat = 72_384_512.0  # McMahan CNN, measured (`edgefl models`)
+    model_parameters: int = Field(1_663_370, ge=1, le=10**12)
+
+    @field_validator("samples_per_device")
+    @classmethod
+    def _samples(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        return check_range(v)
