@@ -54,7 +54,7 @@ def test_partition_errors_name_the_limit():
         partition_shards(np.array([0, 0, 0, 0, 1, 1]), 6, 1, np.random.default_rng(0))
 
 
-def test_synthetic_matches_fedprox_shapes_and_labels():
+def test_synthetic_matches_the_papers_shapes_and_labels():
     d = make_synthetic(n_devices=5, alpha=1.0, beta=1.0, samples_mean=100, test_fraction=0.2,
                        rng=np.random.default_rng(3))  # fmt: skip
     assert d.x_train.shape[1] == 60 and d.n_classes == 10
