@@ -126,9 +126,19 @@ def _diff(name: str, before: Path, after: Path) -> tuple[str, bool]:
     if len(a) != len(b):
         return (f"rows differ: {len(a)} before, {len(b)} after", False)
     changed = {c: int((a[c] != b[c]).sum()) for c in a.columns if not a[c].equals(b[c])}
-    text = ", ".join(f"{c} ({n} rows)" for c, n in changed.items())
+    text = ", ".join(f"{c} ({n} rows{_max_rel(a[c], b[c])})" for c, n in changed.items())
     ok = set(changed) <= allowed
     return (("allowed: " if ok else "DIFFERS: ") + text, ok)
+
+
+def _max_rel(a: pd.Series, b: pd.Series) -> str:
+    """", max relative difference X" of two text columns that hold numbers (empty when they do not)."""
+    x, y = pd.to_numeric(a, errors="coerce"), pd.to_numeric(b, errors="coerce")
+    both = x.notna() & y.notna() & (x != y)
+    if not both.any():
+        return ""
+    rel = ((x[both] - y[both]).abs() / np.maximum(x[both].abs(), y[both].abs())).max()
+    return f", max relative difference {rel:.2g}"
 
 
 def compare(before: Path, after: Path) -> int:
