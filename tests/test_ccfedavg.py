@@ -108,8 +108,8 @@ def _round(method, strategy_backup_store, round_index, est_device=0):
 
 @pytest.mark.parametrize(
     ("strategy", "round_index", "expected_estimate"),
-    [(3, 5, [1.0, 2.0]), (2, 5, [2.0, 2.0]), ("c", 2, [1.0, 2.0]), ("c", 3, [2.0, 2.0])],
-    ids=["strategy3-last-update", "strategy2-last-model", "c-before-tau", "c-from-tau"],
+    [(3, 5, [1.0, 2.0]), (2, 5, [2.0, 2.0]), ("c", 3, [1.0, 2.0]), ("c", 4, [2.0, 2.0])],
+    ids=["strategy3-last-update", "strategy2-last-model", "c-at-t-below-tau", "c-from-t-equal-tau"],
 )
 def test_estimates_and_aggregate_by_hand(strategy, round_index, expected_estimate):
     sim, m = _method(strategy, tau=3)
@@ -119,6 +119,17 @@ def test_estimates_and_aggregate_by_hand(strategy, round_index, expected_estimat
     np.testing.assert_allclose(est.payload.update["w"].numpy(), expected_estimate)
     mean = (n0 * np.array(expected_estimate) + n1 * np.array([4.0, 0.0])) / (n0 + n1)
     np.testing.assert_allclose(new["w"].numpy(), 1.0 + mean, rtol=1e-6)
+
+
+def test_ccfedavg_c_switches_at_the_papers_tau():
+    """Eq. (4) with Algorithm 1's t = 0..T-1: tau = 3 means t = 0, 1, 2 use Strategy 3 and t = 3, 4, ... use
+    Strategy 2. edgefl's rounds are 1-based (t = round - 1), so rounds 1-3 estimate with the last update and
+    rounds 4-6 with the last model, written out by hand."""
+    _, m = _method("c", tau=3)
+    by_hand = ["update", "update", "update", "model", "model", "model"]  # rounds 1..6
+    assert [m._estimate_kind(r) for r in range(1, 7)] == by_hand
+    _, m0 = _method("c", tau=0)  # t >= 0 always: Strategy 2 from the first round
+    assert [m0._estimate_kind(r) for r in range(1, 4)] == ["model"] * 3
 
 
 @pytest.mark.parametrize("strategy", [3, 2, "c"])

@@ -7,7 +7,9 @@ contributes an estimate that costs no training computation (Sec. III-B):
 - Strategy 2: its last local model x^i_{last,K}, i.e. the update x^i_{last,K} - x_t;
 - Strategy 3 (CC-FedAvg, Algorithm 1 line 15): its last computed update Delta^i, however old (the official
   code refreshes it only when the client trains; see papers/README.md errata);
-- "c" (CC-FedAvg(c), eq. (4)): Strategy 3 in rounds r < tau, Strategy 2 from round tau on.
+- "c" (CC-FedAvg(c), eq. (4)): Strategy 3 while the paper's round counter t < tau, Strategy 2 once t >= tau.
+  Algorithm 1 counts t = 0..T-1 and edgefl's ``round_index`` counts 1..T, so t = round_index - 1: Strategy 2
+  starts at ``round_index == tau + 1``.
 
 A client with no history yet trains (Strategies 2, 3, c). Where the history lives (``backup``):
 ``client`` (Algorithm 1) uploads the estimate (full update bits, no compute); ``server`` (Algorithm 2)
@@ -50,8 +52,10 @@ class CCFedAvgSettings(TrainingProbabilitySettings):
 
     - ``strategy``: what a skipping client contributes (Sec. III-B): 1 = nothing (left out of aggregation),
       2 = its last local model, 3 = its last computed update however old (CC-FedAvg, Algorithm 1),
-      ``"c"`` = CC-FedAvg(c), eq. (4): Strategy 3 in rounds ``< tau``, Strategy 2 from round ``tau`` on.
-    - ``tau``: the switch round of CC-FedAvg(c) (1-based round index, like ``rounds``).
+      ``"c"`` = CC-FedAvg(c), eq. (4): Strategy 3 while t < ``tau``, Strategy 2 once t >= ``tau``.
+    - ``tau``: the threshold of CC-FedAvg(c), eq. (4), in the paper's 0-based round counter t (Algorithm 1
+      counts t = 0..T-1; the paper uses tau = 100). With edgefl's 1-based ``round_index`` = t + 1, rounds
+      1..tau use Strategy 3 and rounds tau+1.. use Strategy 2; tau = 0 means Strategy 2 throughout.
     - ``backup``: where the history lives: ``"client"`` (Algorithm 1: the estimate is uploaded, full update
       bits), ``"server"`` (Algorithm 2: a 1-bit skip signal, the server keeps every client's history) or
       ``"mixed"`` (Algorithm 3: a seeded ``server_backup_fraction`` of the devices back up on the server).
@@ -60,7 +64,7 @@ class CCFedAvgSettings(TrainingProbabilitySettings):
     """
 
     strategy: Literal[1, 2, 3, "c"] = 3
-    tau: int = Field(100, ge=1, le=10_000_000)
+    tau: int = Field(100, ge=0, le=10_000_000)
     backup: Literal["client", "server", "mixed"] = "client"
     server_backup_fraction: float = Field(0.5, ge=0, le=1)
     schedule: Literal["adhoc", "round_robin"] = "adhoc"
@@ -95,8 +99,12 @@ class CCFedAvg(FedAvg):
 
     # ------------------------------------------------------------------ what a skipping client needs
     def _estimate_kind(self, round_index: int) -> str:
-        """"update" (Strategy 3) or "model" (Strategy 2) for a skip in round ``round_index``."""
-        if self.strategy == 3 or (self.strategy == "c" and round_index < self.tau):
+        """"update" (Strategy 3) or "model" (Strategy 2) for a skip in 1-based round ``round_index``.
+
+        CC-FedAvg(c), eq. (4): Strategy 3 while t < tau with the paper's t = round_index - 1 (Algorithm 1).
+        """
+        t = round_index - 1
+        if self.strategy == 3 or (self.strategy == "c" and t < self.tau):
             return "update"
         return "model"
 
