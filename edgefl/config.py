@@ -148,9 +148,25 @@ class TrainConfig(_Strict):
     momentum: float = Field(0.0, ge=0, lt=1)
     weight_decay: NonNegFloat = 0.0
     grad_clip: NonNegFloat = 0.0  # 0 = no clipping
-    lr_schedule: Literal["constant", "inverse_round"] = "constant"  # inverse_round: lr / r in round r (Luo Alg. 1)
+    # the learning rate of round r = 1, 2, ...: "constant" = lr; "inverse_round" = lr / r (Luo Alg. 1);
+    # "step" = lr * lr_factor ** (number of lr_milestones m < r), HeteroFL Table 6's decay schedule (x0.1 at
+    # milestones given in rounds; PyTorch MultiStepLR stepped once per round: milestone 100 = rounds 101.. decay)
+    lr_schedule: Literal["constant", "inverse_round", "step"] = "constant"
+    lr_milestones: tuple[int, ...] = ()  # [rounds], strictly increasing, used by lr_schedule = "step"
+    lr_factor: float = Field(0.1, gt=0, le=1)  # multiplies the lr at each milestone (HeteroFL: 0.1)
     eval_every: int = Field(1, ge=1, le=1_000_000)
     global_loss: bool = False  # also record the global model's loss on all devices' training data
+
+    @model_validator(mode="after")
+    def _milestones(self) -> TrainConfig:
+        ms = list(self.lr_milestones)
+        if any(m < 1 for m in ms) or any(b <= a for a, b in zip(ms, ms[1:])):
+            raise ValueError(f"lr_milestones={ms}: must be strictly increasing round numbers >= 1")
+        if self.lr_schedule == "step" and not ms:
+            raise ValueError("lr_schedule='step' needs lr_milestones (rounds), e.g. [100]")
+        if ms and self.lr_schedule != "step":
+            raise ValueError(f"lr_milestones={ms}: only used by lr_schedule='step', not {self.lr_schedule!r}")
+        return self
 
 
 class RoundConfig(_Strict):

@@ -8,7 +8,10 @@ accuracy (the global model on the whole test set, static BN from the clients' da
 global model on each client's test classes, absent classes' logits set to 0, averaged over clients), both
 mean +- std over seeds, and the simulated time and energy of the run.
 
-    .venv/bin/python examples/heterofl_levels.py                 # about 15-25 min on 2 cores
+    .venv/bin/python examples/heterofl_levels.py                 # 15-25 min on 2 cores, measured at 1 local epoch
+
+The preset now trains Table 6's 5 local epochs per round (before: 1), so expect about 5x the wall time quoted
+above until it is measured again.
     .venv/bin/python examples/heterofl_levels.py --rounds 10 --seeds 0   # a quick look
 """
 

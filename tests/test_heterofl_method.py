@@ -11,8 +11,12 @@ import torch
 
 from edgefl.algorithms import RoundContext
 from edgefl.algorithms.heterofl import HeteroFL
+from edgefl.errors import ScenarioError
+from edgefl.learning.config import scheduled_lr
+from edgefl.learning.workload import Workload
 from edgefl.runner import Simulation, run_scenario
 from edgefl.scenario import load_scenario
+from edgefl.seeding import Streams
 
 BASE = ["method.name=heterofl", "fleet.n_devices=12", "method.clients_per_round=6", "rounds=3",
         "train.local_epochs=1", "train.batch_size=16"]  # fmt: skip
@@ -153,3 +157,50 @@ def test_bad_settings_name_the_field(bad, match):
 
     with pytest.raises(ScenarioError, match=match):
         _sc(bad)
+
+
+# ---------------------------------------------------------------------------------------------- step decay
+STEP = ["train.lr_schedule=step", "train.lr_milestones=[2, 4]", "train.lr_factor=0.5", "train.lr=0.2"]
+
+
+def test_step_learning_rate_per_round_by_hand():
+    """HeteroFL Table 6's decay: x lr_factor after each milestone round. Milestones [2, 4], factor 0.5,
+    eta_0 = 0.2: rounds 1-2 at 0.2, rounds 3-4 at 0.1, rounds 5-6 at 0.05 (MultiStepLR stepped per round)."""
+    train = _sc(*STEP).train
+    by_hand = [0.2, 0.2, 0.1, 0.1, 0.05, 0.05]
+    np.testing.assert_allclose([scheduled_lr(train, train.lr, r) for r in range(1, 7)], by_hand, rtol=1e-15)
+
+
+def test_step_learning_rate_reaches_the_trainer():
+    """Round 3 under the schedule trains exactly as a constant-lr run at 0.1 on the same batches; round 2 as 0.2."""
+    base = ["model.name=logreg", "train.local_steps=3"]
+    wl = Workload(sc := _sc(*base, *STEP), Streams(sc.seed))
+    w0 = wl.initial_state()
+    for round_index, lr in ((3, 0.1), (2, 0.2)):
+        const = _sc(*base, f"train.lr={lr}")
+        ref = Workload(const, Streams(const.seed)).train(2, w0, round_index=round_index).update
+        got = wl.train(2, w0, round_index=round_index).update
+        for k in ref:
+            torch.testing.assert_close(got[k], ref[k], rtol=0, atol=0)
+
+
+def test_heterofl_fmnist_preset_uses_the_papers_recipe():
+    """HeteroFL Table 6, MNIST column, non-IID: E = 5 local epochs, B = 10, lr 0.01, 400 rounds, x0.1 at 200."""
+    t = load_scenario("heterofl_fmnist").train
+    assert (t.local_epochs, t.batch_size, t.lr) == (5, 10, 0.01)
+    assert (t.lr_schedule, t.lr_milestones, t.lr_factor) == ("step", (200,), 0.1)
+    assert load_scenario("heterofl_fmnist").rounds == 400
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["train.lr_schedule=step"], "lr_schedule='step' needs lr_milestones"),
+        (["train.lr_schedule=step", "train.lr_milestones=[4, 2]"], r"lr_milestones=\[4, 2\]: must be strictly"),
+        (["train.lr_milestones=[4]"], r"lr_milestones=\[4\]: only used by lr_schedule='step'"),
+        (["train.lr_factor=1.5"], r"lr_factor=1\.5: Input should be less than or equal to 1"),
+    ],
+)
+def test_step_schedule_errors_name_the_field(extra, match):
+    with pytest.raises(ScenarioError, match=match):
+        _sc(*extra)

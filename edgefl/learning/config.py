@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BITS_PER_PARAMETER", "LocalTrainConfig", "local_train_config", "samples_per_round", "steps_per_round"]
+__all__ = [
+    "BITS_PER_PARAMETER", "LocalTrainConfig", "local_train_config", "scheduled_lr", "samples_per_round",
+    "steps_per_round",
+]
 
 BITS_PER_PARAMETER = 32
 """Bits of one parameter in an uncompressed update (float32), as in AnycostFL Sec. V-A's update sizes."""
@@ -36,6 +39,22 @@ def local_train_config(train) -> LocalTrainConfig:
         weight_decay=train.weight_decay,
         grad_clip=train.grad_clip,
     )
+
+
+def scheduled_lr(train, lr: float, round_index: int) -> float:
+    """Learning rate eta_r of 1-based round ``round_index`` from the base rate ``lr`` = eta_0 (``train.lr_schedule``).
+
+    - ``"constant"``: eta_0;
+    - ``"inverse_round"``: eta_r = eta_0 / r, Luo et al.'s Algorithm 1 (eta_0 / (1 + (r - 1)));
+    - ``"step"``: eta_0 * ``lr_factor`` ** #{m in ``lr_milestones`` : m < r}, HeteroFL Table 6's decay (x0.1 at milestones
+      counted in rounds), i.e. PyTorch ``MultiStepLR`` stepped once after each round: with milestones [100],
+      rounds 1-100 use eta_0 and rounds 101.. use 0.1 eta_0.
+    """
+    if train.lr_schedule == "inverse_round":
+        return lr / round_index
+    if train.lr_schedule == "step":
+        return lr * float(train.lr_factor) ** sum(1 for m in train.lr_milestones if m < round_index)
+    return lr
 
 
 def samples_per_round(cfg: LocalTrainConfig, n_samples: np.ndarray) -> np.ndarray:

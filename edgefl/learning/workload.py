@@ -23,7 +23,9 @@ from edgefl.learning.datasets import (
 )  # fmt: skip
 from edgefl.learning.flops import measure_train_flops_per_sample
 from edgefl.learning.models import build_model, init_parameters
-from edgefl.learning.config import BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round
+from edgefl.learning.config import (
+    BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round, scheduled_lr,
+)
 from edgefl.learning.protocol import Assessment, RoundWork
 from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
 from edgefl.config import DataConfig
@@ -231,10 +233,8 @@ class Workload:
         )
 
     def _scheduled(self, cfg: LocalTrainConfig, round_index: int) -> LocalTrainConfig:
-        """``cfg`` with round ``round_index``'s learning rate (``train.lr_schedule``)."""
-        if self.scenario.train.lr_schedule == "inverse_round":  # eta_r = eta_0 / (1 + (r - 1)), Luo Alg. 1
-            return replace(cfg, lr=cfg.lr / round_index)
-        return cfg
+        """``cfg`` with round ``round_index``'s learning rate (``train.lr_schedule``); rounds are 1-based."""
+        return replace(cfg, lr=scheduled_lr(self.scenario.train, cfg.lr, round_index))
 
     def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
         """:meth:`train` for several devices at once (full width, the scenario's SGD settings), vectorised over
