@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from edgefl.algorithms.base import DeviceJob
-from edgefl.algorithms.fedhq import error_variance, inverse_variance_weights
+from edgefl.algorithms.fedhq import error_variance, inverse_variance_weights, smallest_full_payload_bits
 from edgefl.algorithms.qsgd import LEVELS
 from edgefl.compression import MAX_LEVELS, encode_fixed, encoded_bits
 from edgefl.compression.stc import encode_ternary
@@ -103,6 +103,40 @@ def test_fedhq_levels_are_the_largest_that_fit():
     grid = [*range(1, 1025), *range(1025, MAX_LEVELS + 1, 61), MAX_LEVELS]
     best = _largest([(L, size(L)) for L in grid], budget)
     assert 1 < best < MAX_LEVELS and upd.payload.levels == best and upd.bits == size(best)
+
+
+def test_fedhq_floor_is_the_codecs_smallest_full_payload():
+    """The planning floor is the real size of every element at L = 1 for an incompressible update: at least the
+    sign bit and one level bit per parameter (Shannon: fair coins code to >= 1 bit each), at most that plus the
+    header, mask, range and a Huffman table of up to 256 symbols (a fixed cost: 1% of 2 bits per parameter on
+    a 1.66M-parameter layer, under 1 bit per parameter on the 1,210-parameter MLP). The real trained update at
+    L = 1 fits it, so a job planned with the floor sends all its elements."""
+    big = 1_663_370  # AnycostFL's FMNIST CNN
+    assert 2 * big * (1 - 0.002) <= smallest_full_payload_bits({"w": (big,)}) <= 2 * big * 1.01
+    sim, _, raw = _one_update("fedhq", 0.0)
+    n = sum(v.numel() for v in raw.values())
+    floor = sim.method.min_payload_bits()
+    assert 2 * n * (1 - 0.03) <= floor <= 3 * n  # 3% slack below: the fair-coin sample's entropy is random
+    rng = sim.workload.streams.numpy("quantization", 1, 0)
+    assert encoded_bits(raw, kept_kernels=n, levels=1, rng=rng, kernel_wise=False, score="l2") <= floor
+    _, upd, _ = _one_update("fedhq", floor)
+    assert upd.payload.levels >= 1 and n < upd.bits <= floor
+
+
+def test_fedhq_no_arrived_update_is_header_only():
+    """Under binding budgets (1.25-6.5 bits per parameter planned), every trained FedHQ device sends every
+    element (more than 1 bit per parameter: the sign bits alone are n); devices whose budget is below the
+    codec's floor sit out with a reason instead of training and sending a header. With the old 1-bit floor
+    one of these 17 jobs sent 0.06 bits per parameter."""
+    sc = load_scenario("quickstart", ["method.name=fedhq", *BINDING])
+    sim = Simulation(sc)
+    n = sim.workload.update_bits // 32
+    floor = sim.method.min_payload_bits()
+    d = run_scenario(sc).device_rounds
+    t = d[d["trained"] & d["arrived"]]
+    assert len(t) >= 10 and (t["bits"] > n).all() and (t["bits_planned"] >= floor).all()
+    low = d[d["selected"] & ~d["trained"]]
+    assert low["reason"].str.contains("below the smallest useful payload").any()
 
 
 def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
