@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
-from edgefl.algorithms.anycostfl import all_in_one
-from edgefl.runner import run_scenario
+from edgefl.algorithms.anycostfl import SparseUpdate, all_in_one, plain_average
+from edgefl.runner import Simulation, run_scenario
 from edgefl.scenario import load_scenario
 
 RTOL = 1e-9  # floating-point slack on constraints that the plan makes tight
@@ -62,3 +64,88 @@ def test_all_in_one_aggregation_by_hand():
     expect_b = torch.tensor([(0.25 * 1 + 0.75 * 2) / 1.0, 2.0, 0.0])
     torch.testing.assert_close(out["a"], expect_a)
     torch.testing.assert_close(out["b"], expect_b)
+
+
+# ---------------------------------------------------------------------------------------------- ablations (Fig. 5a)
+# digits + MLP(64, 32) (6,570 parameters, 210 kbit uncompressed): T_max = 30 ms and E_max ~ U[3, 8] mJ bind
+ABLATION_BASE = [
+    "method.name=anycostfl", "round.policy=deadline", "round.deadline_s=0.03", "fleet.budget.kind=uniform",
+    "fleet.budget.low_j=0.003", "fleet.budget.high_j=0.008", "fleet.f_min_hz=1e7", "rounds=2",
+    "model.hidden=[64, 32]",
+]  # fmt: skip
+
+
+def _ablation(name: str, *extra: str):
+    sc = load_scenario("quickstart", [*ABLATION_BASE, f'method.anycostfl.ablation="{name}"', *extra])
+    sim = Simulation(sc)
+    for r in (1, 2):
+        sim.step(r)
+    d = sim.result().device_rounds
+    return sc, sim, d, d[d["trained"]]
+
+
+def test_without_ems_the_full_model_trains_with_the_largest_beta_the_budgets_leave():
+    # beta_max = 1 so that T_max or E_max, not the cap, sets beta
+    sc, sim, d, t = _ablation("no_ems", "method.anycostfl.beta_max=1.0")
+    s_bits = sim.workload.update_bits
+    assert len(t) >= 8 and (t["alpha"] == 1.0).all() and (t["width"] == 1.0).all()
+    np.testing.assert_allclose(t["beta"], t["bits_planned"] / s_bits, rtol=1e-12)
+    assert (t["beta"] < 1).all() and (t["bits"] <= t["bits_planned"]).all()
+    # the largest beta: at the planned frequency the time or the energy budget is tight (1 bit lost to flooring)
+    t_max = sc.round.deadline_s - sc.round.downlink_s
+    tight_t = np.isclose(t["t_cmp_planned_s"] + t["t_com_planned_s"], t_max, rtol=1e-4)
+    tight_e = np.isclose(t["e_cmp_planned_j"] + t["e_com_planned_j"], t["e_max_j"], rtol=1e-4)
+    assert (tight_t | tight_e).all()
+    # with the paper's beta_max = 1/15 the cap holds
+    _, _, _, capped = _ablation("no_ems")
+    assert len(capped) >= 8 and (capped["beta"] <= 1 / 15 + 1e-12).all() and (capped["alpha"] == 1.0).all()
+
+
+def test_without_fgc_the_widest_uncompressed_submodel_that_fits_trains():
+    sc, sim, d, t = _ablation("no_fgc")
+    assert len(t) >= 8 and (t["beta"] == 1.0).all() and (t["width"] < 1).all()  # the budgets shrink every job
+    # uncompressed float32 update of the submodel: h1 = ceil(64 w), h2 = ceil(32 w) hidden units of 64-h1-h2-10
+    h1, h2 = np.ceil(64 * t["width"] - 1e-9), np.ceil(32 * t["width"] - 1e-9)
+    dense = 32 * (64 * h1 + h1 + h1 * h2 + h2 + 10 * h2 + 10)
+    np.testing.assert_array_equal(t["bits"], dense)
+    np.testing.assert_array_equal(t["bits_planned"], dense)
+    # the next wider grid width (64 widths from sqrt(alpha_min) = 0.5 to 1) breaks T_max or E_max, by eqs. (6)-(9)
+    fl, wl = sim.fleet, sim.workload
+    t_max = sc.round.deadline_s - sc.round.downlink_s
+    for _, row in t.iterrows():
+        dev, w = int(row["device"]), row["width"] + 0.5 / 63
+        rate = row["bits_planned"] / row["t_com_planned_s"]
+        u1, u2 = np.ceil(64 * w - 1e-9), np.ceil(32 * w - 1e-9)
+        t_com = 32 * (64 * u1 + u1 + u1 * u2 + u2 + 10 * u2 + 10) / rate
+        cycles = wl.flops_per_sample(w) * wl.samples_per_round(np.array([dev]))[0] / fl.flops_per_cycle[dev]
+        f = max(cycles / (t_max - t_com), fl.f_min_hz[dev]) if t_max > t_com else np.inf
+        energy = fl.energy_coeff[dev] * f**2 * cycles + fl.tx_power_w[dev] * t_com
+        fits = f <= fl.f_max_hz[dev] and energy <= row["e_max_j"]
+        assert not fits, (dev, row["width"])
+
+
+def test_without_aio_updates_are_averaged_zero_padded_with_the_eq13_weights():
+    w = {"a": torch.zeros(3, 2)}
+    u1 = {"a": torch.tensor([[1.0, 2.0], [3.0, 4.0]])}  # a 2x2 submodel
+    u2 = {"a": torch.tensor([[5.0, 6.0], [7.0, 8.0], [9.0, 10.0]])}  # the full 3x2 model
+    out = plain_average(w, [u1, u2], [0.25, 0.75])
+    expect = torch.tensor([
+        [0.25 * 1 + 0.75 * 5, 0.25 * 2 + 0.75 * 6],
+        [0.25 * 3 + 0.75 * 7, 0.25 * 4 + 0.75 * 8],
+        [0.75 * 9, 0.75 * 10],  # row 2: client 1 counts as a 0, not left out as in eq. (5)
+    ])  # fmt: skip
+    torch.testing.assert_close(out["a"], expect)
+    # the method uses it: alpha = (1, 1/4), beta = (1/4, 1/4): d_i = 1 - alpha_i (2 - alpha_i) sqrt(beta_i)
+    # = (1/2, 1 - 7/32) = (16/32, 25/32); eq. (13): p_i = d_i^-2 / sum_k d_k^-2 = (4, 1.6384) / 5.6384
+    sim = Simulation(load_scenario("quickstart", [*ABLATION_BASE, 'method.anycostfl.ablation="no_aio"']))
+    m, g = sim.method, sim.state.model
+    base = m._sorted(g)
+    ups = [{k: torch.full_like(v, 1.0) for k, v in base.items()}, {k: torch.full_like(v, 3.0) for k, v in base.items()}]
+    sent = [{k: torch.ones_like(v, dtype=torch.bool) for k, v in base.items()} for _ in ups]
+    mk = [SimpleNamespace(device=i, payload=SparseUpdate(u, s, a, 0.25)) for i, (u, s, a) in
+          enumerate(zip(ups, sent, (1.0, 0.25)))]  # fmt: skip
+    q1, q2 = (32 / 16) ** 2, (32 / 25) ** 2
+    p1 = q1 / (q1 + q2)
+    got = m.aggregate(g, mk)
+    for k in base:
+        torch.testing.assert_close(got[k], base[k] + p1 * 1.0 + (1 - p1) * 3.0)

@@ -85,3 +85,19 @@ def test_planned_equals_charged_under_surrogate_learning(method):
             "fleet.budget.low_j=20", "fleet.budget.high_j=40"]  # fmt: skip
     rows = run_scenario(load_scenario("anycostfl_surrogate_10k", sets)).device_rounds
     _check(rows)
+
+
+ABLATIONS = ["no_ems", "no_fgc", "no_aio"]  # AnycostFL's Fig. 5(a) ablations plan with the same cost model
+
+
+@pytest.mark.parametrize("ablation", ABLATIONS)
+def test_planned_equals_charged_for_anycostfl_ablations(ablation):
+    sets = [*_overrides("anycostfl", "physical", "deadline"), f'method.anycostfl.ablation="{ablation}"']
+    _check(run_scenario(load_scenario("quickstart", sets)).device_rounds)
+
+
+@pytest.mark.parametrize("ablation", ABLATIONS)
+def test_planned_equals_charged_for_anycostfl_ablations_under_surrogate_learning(ablation):
+    sets = ["rounds=2", "fleet.n_devices=40", "method.clients_per_round=40", "method.name=anycostfl",
+            "fleet.budget.low_j=20", "fleet.budget.high_j=40", f'method.anycostfl.ablation="{ablation}"']  # fmt: skip
+    _check(run_scenario(load_scenario("anycostfl_surrogate_10k", sets)).device_rounds)

@@ -46,8 +46,8 @@ def scheduled_lr(train, lr: float, round_index: int) -> float:
 
     - ``"constant"``: eta_0;
     - ``"inverse_round"``: eta_r = eta_0 / r, Luo et al.'s Algorithm 1 (eta_0 / (1 + (r - 1)));
-    - ``"step"``: eta_0 * ``lr_factor`` ** #{m in ``lr_milestones`` : m < r}, HeteroFL Table 6's decay (x0.1 at milestones
-      counted in rounds), i.e. PyTorch ``MultiStepLR`` stepped once after each round: with milestones [100],
+    - ``"step"``: eta_0 * ``lr_factor`` ** #{m in ``lr_milestones`` : m < r}, HeteroFL Table 6's decay (x0.1 at
+      milestones counted in rounds), i.e. PyTorch ``MultiStepLR`` stepped once after each round: with milestones [100],
       rounds 1-100 use eta_0 and rounds 101.. use 0.1 eta_0.
     """
     if train.lr_schedule == "inverse_round":
