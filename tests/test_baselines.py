@@ -1,6 +1,7 @@
-"""AnycostFL's compression baselines under the same budgets (STC, QSGD, FedHQ; AnycostFL Sec. V-B): charged costs
-meet T_max and E_max, the knob is the largest whose real encoded size fits, STC's error feedback is exact, FedHQ
-weights are inverse error variances, the QSGD quantiser is unbiased, and an STC run resumes bit-identically."""
+"""AnycostFL's compression baselines under the same budgets (STC, QSGD, FedHQ, UVeQFed; AnycostFL Sec. V-B):
+charged costs meet T_max and E_max, the knob is the largest whose real encoded size fits, STC's error feedback is
+exact, FedHQ weights are inverse error variances, the QSGD quantiser is unbiased, and an STC run resumes
+bit-identically."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ BINDING = [
 SMALL = ["model.hidden=[16]", "rounds=1"]  # 1,210 parameters: cheap brute-force searches over the knob
 
 
-@pytest.fixture(scope="module", params=["stc", "qsgd", "fedhq"])
+@pytest.fixture(scope="module", params=["stc", "qsgd", "fedhq", "uveqfed"])
 def run(request):
     sc = load_scenario("quickstart", [f"method.name={request.param}", *BINDING])
     return sc, run_scenario(sc)

@@ -165,7 +165,7 @@ def test_a_moved_method_key_names_its_new_place(override, new_key):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("method", ["anycostfl", "stc", "qsgd", "fedhq"])
+@pytest.mark.parametrize("method", ["anycostfl", "stc", "qsgd", "fedhq", "uveqfed"])
 def test_a_method_refuses_a_cost_mode_it_cannot_plan_in(method):
     sets = [f"method.name={method}", "round.policy=deadline", "round.deadline_s=5", "fleet.budget.kind=fixed",
             "fleet.step_costs.kind=normal"]  # fmt: skip

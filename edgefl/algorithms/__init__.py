@@ -20,6 +20,7 @@ from edgefl.algorithms.fednova import FedNova
 from edgefl.algorithms.heterofl import HeteroFL
 from edgefl.algorithms.qsgd import QSGD
 from edgefl.algorithms.stc import STC
+from edgefl.algorithms.uveqfed import UVeQFed
 
 __all__ = [
     "METHODS", "register_method", "make_method", "Method", "MethodSetup", "Needs", "RoundContext", "DeviceJob",
@@ -48,7 +49,7 @@ def register_method(cls: type[Method]) -> type[Method]:
     return cls
 
 
-for _cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ):
+for _cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ, UVeQFed):
     register_method(_cls)
 
 

@@ -1,4 +1,5 @@
-"""Shared planning for compression baselines under AnycostFL's budgets (AnycostFL Sec. V-B: STC, QSGD, FedHQ).
+"""Shared planning for compression baselines under AnycostFL's budgets (AnycostFL Sec. V-B: STC, QSGD, FedHQ;
+UVeQFed, a row of its Table I).
 
 Every device trains the full model and spends what T_max and E_max leave on upload bits: the cost model's
 :meth:`~edgefl.costs.CostModel.upload_budget` gives the frequency that leaves the most bits and those bits
