@@ -138,7 +138,7 @@ def test_design_k_is_non_increasing_in_gamma_and_grid_optimum_is_cheapest():
         best = grid_optimum(grid, g)
         assert best.cost(g) == min(o.cost(g) for o in grid)
     d0 = designs[0]
-    assert d0.overhead == pytest.approx(est.iterations / (d0.outcome.rounds * d0.e))
+    assert d0.overhead_iterations == pytest.approx(est.iterations / (d0.outcome.rounds * d0.e))
 
 
 @pytest.fixture()
@@ -188,22 +188,24 @@ def _app() -> typer.Typer:
 def _scenario_file(tmp_path) -> str:
     from edgefl.scenario import scenario_to_toml
 
-    sc = load_scenario("luo_setup3", SURROGATE + ["rounds=400", "fleet.step_costs.kind=normal"])
+    sc = load_scenario("luo_setup3", SURROGATE + ["rounds=400", "fleet.step_costs.kind=normal",
+                                                 "method.luo.measured_samples=[[1, 1], [1, 4], [3, 2], [3, 4], [20, 1], [20, 3]]"])  # fmt: skip
     path = tmp_path / "surrogate.toml"
     path.write_text(scenario_to_toml(sc), encoding="utf-8")
     return str(path)
 
 
 def test_cli_design_ke_json(tmp_path):
-    args = ["design", "ke", _scenario_file(tmp_path), "--gamma", "0.5", "--samples", "2x1,5x4,20x8,10x2",
+    args = ["design", "ke", _scenario_file(tmp_path), "--rule", "paper", "--gamma", "0.5", "--samples", "2x1,5x4,20x8,10x2",
             "--f-a", "0.5", "--f-b", "0.25", "--f-target", "0.2", "--exhaustive", "--grid-k", "1,5,20",
             "--grid-e", "1,4,8", "--tradeoff", str(tmp_path / "trade"), "--json"]  # fmt: skip
     res = CliRunner().invoke(_app(), args)
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    for key in ("K", "E", "a0_over_b0", "overhead", "cost", "K_opt", "E_opt", "cost_opt", "optimality_error",
-                "samples", "grid", "rounds", "time_s", "energy_j"):  # fmt: skip
+    for key in ("rule", "K", "E", "a0_over_b0", "overhead", "overhead_iterations", "cost", "K_opt", "E_opt", "cost_opt",
+                "optimality_error", "samples", "grid", "rounds", "time_s", "energy_j"):  # fmt: skip
         assert key in out
+    assert out["rule"] == "paper"
     assert out["a0_over_b0"] == pytest.approx(20.0, rel=0.05)
     assert out["cost"] == pytest.approx(0.5 * out["time_s"] + 0.5 * out["energy_j"])
     assert out["optimality_error"] == pytest.approx(out["cost"] / out["cost_opt"] - 1.0)
@@ -215,6 +217,8 @@ def test_cli_design_ke_json(tmp_path):
     "extra, fragment",
     [
         (["--samples", "10"], "error: --samples '10'"),
+        (["--rule", "best"], "error: --rule='best'"),
+        (["--refine", "9"], "error: --refine=9"),
         (["--gamma", "1.5"], "error: --gamma=1.5"),
         (["--samples", "5x4,5x4"], "two distinct"),
         (["--samples", "2x1,5x4", "--f-a", "0.1", "--f-b", "0.25"], "F_a > F_b"),

@@ -88,9 +88,9 @@ class Outcome:
 class KEDesign:
     """Algorithm 2's choice for one gamma and what it achieved.
 
-    ``overhead`` is eq. (26)'s left side measured: sum_i R_{i,b} E_i / (R E*), with R the rounds (K*, E*)
-    took to the target; ``overhead_cost`` is the cost of the sampled runs over the cost of the final run
-    (same gamma, eq. 8).
+    ``overhead`` is the cost of the sampled runs over the cost of the final run (same gamma, eq. 8), the
+    measure both design rules report (:mod:`edgefl.design.measured`); ``overhead_iterations`` is eq. (26)'s
+    left side measured: sum_i R_{i,b} E_i / (R E*), with R the rounds (K*, E*) took to the target.
     """
 
     gamma: float
@@ -103,9 +103,10 @@ class KEDesign:
     outcome: Outcome
     cost: float
     overhead: float
-    overhead_cost: float
+    overhead_iterations: float
     predicted_time_s: float
     predicted_energy_j: float
+    rule: str = "paper"
 
 
 def seed_costs(base, seeds: Sequence[int], *, rate_rounds: int = 20) -> list[DeviceCosts]:
@@ -212,8 +213,8 @@ def _run_design(
     return KEDesign(
         gamma=gamma, k=sol.k, e=sol.e, k_cont=sol.k_cont, e_cont=sol.e_cont, a0_over_b0=estimate.a0_over_b0,
         p3_objective=sol.objective, outcome=out, cost=cost,
-        overhead=estimate.iterations / (out.rounds * sol.e) if out.reached else float("nan"),
-        overhead_cost=sample_cost / cost if np.isfinite(cost) and cost > 0 else float("nan"),
+        overhead=sample_cost / cost if np.isfinite(cost) and cost > 0 else float("nan"),
+        overhead_iterations=estimate.iterations / (out.rounds * sol.e) if out.reached else float("nan"),
         predicted_time_s=t_round * out.rounds, predicted_energy_j=e_round * out.rounds,
     )  # fmt: skip
 

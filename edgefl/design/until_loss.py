@@ -8,10 +8,13 @@ A run stops at the first round whose loss is at or below the lowest target, or a
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -121,10 +124,22 @@ class RunCache:
     final design, the exhaustive grid, every gamma) reads the same trajectory; a run is repeated only when
     a lower target is asked of it than it was run to. ``progress`` gets a line per simulated run.
 
+    ``store`` (a folder, optional) makes the cache resumable: every finished run is written there as one JSON
+    file (atomically), and runs already there for the same scenario and ``max_rounds`` are read back at start
+    instead of simulated again. A run's file name carries a hash of the resolved scenario and the round limit,
+    so runs of another scenario or limit in the same folder are never mixed in.
+
     Every run trains with one torch thread (small models: one thread is faster than contended many), in a
     worker process of :meth:`prefetch` or, for :meth:`get`, here with the caller's setting restored after."""
 
-    def __init__(self, base: Scenario, *, max_rounds: int, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        base: Scenario,
+        *,
+        max_rounds: int,
+        progress: Callable[[str], None] | None = None,
+        store: str | Path | None = None,
+    ) -> None:
         _loss_column(base)
         self.base = base
         self.max_rounds = int(max_rounds)
@@ -132,6 +147,36 @@ class RunCache:
         self.runs: dict[tuple[int, int, int], LossRun] = {}
         self.simulated = 0
         self.wall_s = 0.0
+        self.store = None if store is None else Path(store)
+        self.loaded = 0
+        if self.store is not None:
+            self._load_store()
+
+    def _store_tag(self) -> str:
+        text = json.dumps([self.base.model_dump(mode="json", exclude={"seed", "rounds", "name", "description"}),
+                           self.max_rounds], sort_keys=True, default=str)  # fmt: skip
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def _store_path(self, key: tuple[int, int, int]) -> Path:
+        k, e, seed = key
+        return self.store / f"run-{self._store_tag()}-K{k}-E{e}-s{seed}.json"
+
+    def _load_store(self) -> None:
+        self.store.mkdir(parents=True, exist_ok=True)
+        for path in sorted(self.store.glob(f"run-{self._store_tag()}-*.json")):
+            d = json.loads(path.read_text())
+            run = LossRun(k=int(d["k"]), e=int(d["e"]), seed=int(d["seed"]), loss=np.array(d["loss"], dtype=float),
+                          time_s=np.array(d["time_s"], dtype=float), energy_j=np.array(d["energy_j"], dtype=float),
+                          wall_s=float(d["wall_s"]))  # fmt: skip
+            self.runs[(run.k, run.e, run.seed)] = run
+            self.loaded += 1
+
+    def _save(self, key: tuple[int, int, int], run: LossRun) -> None:
+        from edgefl.io import atomic_write_text
+
+        d = {"k": run.k, "e": run.e, "seed": run.seed, "loss": run.loss.tolist(), "time_s": run.time_s.tolist(),
+             "energy_j": run.energy_j.tolist(), "wall_s": run.wall_s}  # fmt: skip
+        atomic_write_text(self._store_path(key), json.dumps(d))
 
     def prefetch(self, designs: Iterable[tuple[int, int, int]], targets: Iterable[float], *, jobs: int = 1) -> None:
         """Simulate the missing (K, E, seed) runs to ``targets``, ``jobs`` processes at a time (torch at one
@@ -151,20 +196,24 @@ class RunCache:
             for (k, e, s), goals in todo:
                 self.get(k, e, s, goals)
             return
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as pool:
-            futures = [
+            futures = {
                 pool.submit(run_until_loss, design_scenario(self.base, k=k, e=e, seed=s, rounds=self.max_rounds), goals,
-                            max_rounds=self.max_rounds)  # fmt: skip
-                for (k, e, s), goals in todo
-            ]
-            for (key, goals), fut in zip(todo, futures):
+                            max_rounds=self.max_rounds): (key, goals)  # fmt: skip
+                for key, goals in todo
+                for k, e, s in [key]
+            }
+            for fut in as_completed(futures):  # recorded (and stored) as each finishes
+                key, goals = futures[fut]
                 self._record(key, fut.result(), goals)
 
     def _record(self, key: tuple[int, int, int], run: LossRun, goals: list[float]) -> None:
         k, e, seed = key
         self.runs[key] = run
+        if self.store is not None:
+            self._save(key, run)
         self.simulated += 1
         self.wall_s += run.wall_s
         if self.progress is not None:
