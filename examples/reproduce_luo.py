@@ -1,17 +1,23 @@
-"""Acceptance study of issue #8: Luo et al.'s Algorithm 2 against the exhaustive (K, E) grid on luo_setup3.
+"""Acceptance study of issues #8 and #15: both design rules for K and E against the exhaustive (K, E) grid.
 
-    .venv/bin/python examples/reproduce_luo.py [--seeds 5] [--jobs 2] [--out runs/reproduce-luo] [--set KEY=VALUE]
+    .venv/bin/python examples/reproduce_luo.py [--scenario luo_setup3] [--seeds 5] [--jobs 2]
+        [--gammas 0,0.25,0.5,0.75,1] [--refine 0] [--out runs/reproduce-luo] [--set KEY=VALUE ...]
 
-For gamma in {0, 0.5, 1}: Algorithm 2 (sampled designs -> A0/B0 -> alternate search -> (K*, E*) trained to the
-target loss) and the grid optimum, both averaged over the seeds; prints the optimality error
-cost(K*, E*) / cost(grid best) - 1, the estimation overhead (eq. 26), whether K* is non-increasing in gamma,
-and writes the Fig. 5e trade-off curve (gamma 0, 0.1, ..., 1) as tradeoff.csv and tradeoff.html.
+For each gamma: Luo et al.'s Algorithm 2 (``rule paper``: sampled designs run to F_b -> A0/B0 -> alternate
+search), the measured rule (``rule measured``: its sampled designs run to the target -> model M
+ln R = a + b/E + c K^-p -> least straggler-aware cost, :mod:`edgefl.design.measured`) and the grid optimum,
+all averaged over the seeds. Prints per rule the choice, its cost to the target, the optimality error
+cost / cost(grid best) - 1 and the overhead (cost of the rule's sampled and confirmation runs over the cost of
+its choice), the fit of model M with its leave-one-out error, the rounds measured against bound (15) and
+model M, and writes the trade-off (tradeoff.csv, tradeoff.html: both rules and the grid optimum).
 
-Defaults come from the scenario's ``[method.luo]`` table; for luo_setup3 they are the paper's Setup 3:
-F_a = 1.5, F_b = 1.3, target 1.05, the seven sampled designs of its Table I, and a grid K in
-{1, 5, 10, 20, 50, 100} x E in {20, 30, 40, 60, 80} (E = 10 designs need more than 3,000 rounds to reach 1.05
-with eta_r = 0.1 / (1 + r), measured). Every run is simulated once and shared by all gammas; with 5 seeds and
-2 jobs the study took 28 minutes on a 2-core machine (measured).
+Resumable: every run is kept in ``OUT/store`` as it finishes (``--store`` to move it); a rerun reads them and
+simulates only what is missing. Defaults come from the scenario's ``[method.luo]`` table (for luo_setup3 the
+paper's Setup 3 losses and Table I samples, grid K {1,5,10,20,50,100} x E {20,30,40,60,80}).
+
+Measured wall time (shared 2-core machine, ``--jobs 2``): luo_setup3 with 5 seeds, see the README's table
+(about 40 minutes from an empty store; 255 runs); luo_physical with 3 seeds and gammas 0 and 1, about
+15 minutes.
 """
 
 from __future__ import annotations
@@ -26,74 +32,83 @@ def main() -> None:
     ap.add_argument("--scenario", default="luo_setup3")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--gammas", default="0,0.25,0.5,0.75,1", help="comma-separated gammas in [0, 1]")
+    ap.add_argument("--refine", type=int, default=0, help="measured rule: confirmation runs at up to N neighbours")
     ap.add_argument("--out", default="runs/reproduce-luo")
+    ap.add_argument("--store", help="folder of kept runs (default: OUT/store)")
     ap.add_argument("--f-a", type=float, help="higher estimation loss F_a (default: method.luo.f_a)")
     ap.add_argument("--f-b", type=float, help="lower estimation loss F_b (default: method.luo.f_b)")
     ap.add_argument("--f-target", type=float, help="target loss (default: method.luo.f_target)")
     ap.add_argument("--max-rounds", type=int, help="round limit of a run (default: method.luo.max_rounds)")
     ap.add_argument("--grid-k", help="comma-separated K values of the grid (default: method.luo.grid_k)")
     ap.add_argument("--grid-e", help="comma-separated E values of the grid (default: method.luo.grid_e)")
-    ap.add_argument("--samples", help="sampled designs as KxE,KxE,... (default: method.luo.samples)")
+    ap.add_argument("--samples", help="paper rule's sampled designs KxE,... (default: method.luo.samples)")
+    ap.add_argument("--measured-samples", help="measured rule's designs KxE,... (default: method.luo.measured_samples)")
     ap.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
 
-    from edgefl.design import RunCache, estimate_ratio, grid_optimum, grid_table, mean_costs, seed_costs, tradeoff_table
-    from edgefl.design import design_ke, write_tradeoff
+    from pathlib import Path
+
+    from edgefl.design import RunCache, estimate_ratio, fit_measured, grid_table, mean_costs, seed_costs
+    from edgefl.design import tradeoff_table, write_tradeoff
     from edgefl.scenario import load_scenario
 
     wall0 = time.perf_counter()
     base = load_scenario(args.scenario, args.set)
     seeds = list(range(base.seed, base.seed + args.seeds))
     luo = base.method.luo
+    pairs = lambda text: [tuple(int(v) for v in p.split("x")) for p in text.split(",")]  # noqa: E731
     grid_k = [int(x) for x in args.grid_k.split(",")] if args.grid_k else list(luo.grid_k)
     grid_e = [int(x) for x in args.grid_e.split(",")] if args.grid_e else list(luo.grid_e)
-    samples = [tuple(int(v) for v in p.split("x")) for p in args.samples.split(",")] if args.samples else list(luo.samples)
-    args.f_a = luo.f_a if args.f_a is None else args.f_a
-    args.f_b = luo.f_b if args.f_b is None else args.f_b
-    args.f_target = luo.f_target if args.f_target is None else args.f_target
-    args.max_rounds = (luo.max_rounds or base.rounds) if args.max_rounds is None else args.max_rounds
-    cache = RunCache(base, max_rounds=args.max_rounds, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    # sampled designs run only to F_b (Algorithm 2 line 3), grid designs to the target; one process pool
-    cache.prefetch_plan([((k, e, s), (args.f_a, args.f_b)) for k, e in samples for s in seeds]
-                        + [((k, e, s), (args.f_target,)) for k in grid_k for e in grid_e for s in seeds], jobs=args.jobs)  # fmt: skip
-    _save_runs(cache, args.out)  # kept even if a later step fails
+    grid_k = [k for k in grid_k if k <= base.fleet.n_devices]
+    samples = pairs(args.samples) if args.samples else [tuple(p) for p in luo.samples]
+    msamples = pairs(args.measured_samples) if args.measured_samples else [tuple(p) for p in luo.measured_samples]
+    gammas = [float(g) for g in args.gammas.split(",")]
+    fa = luo.f_a if args.f_a is None else args.f_a
+    fb = luo.f_b if args.f_b is None else args.f_b
+    ft = luo.f_target if args.f_target is None else args.f_target
+    limit = (luo.max_rounds or base.rounds) if args.max_rounds is None else args.max_rounds
+    store = Path(args.store) if args.store else Path(args.out) / "store"
+    cache = RunCache(base, max_rounds=limit, progress=lambda line: print(line, file=sys.stderr, flush=True), store=store)
+    print(f"{args.scenario}: {cache.loaded} runs read from {store}", flush=True)
+    # the paper's samples run only to F_b (Algorithm 2 line 3); the measured rule's samples and the grid to the
+    # target; one process pool
+    cache.prefetch_plan([((k, e, s), (ft,)) for k, e in msamples for s in seeds]
+                        + [((k, e, s), (fa, fb)) for k, e in samples for s in seeds]
+                        + [((k, e, s), (ft,)) for k in grid_k for e in grid_e for s in seeds], jobs=args.jobs)  # fmt: skip
     per_seed = seed_costs(base, seeds)
-    costs = mean_costs(base, rows=per_seed)  # P3 inputs; Lemma 1/2 predictions use per_seed
-    est = estimate_ratio(cache, samples, f_a=args.f_a, f_b=args.f_b, seeds=seeds)
-    print(f"A0/B0 = {est.a0_over_b0:.4g} from {est.pairs} pairs; samples (K, E, R_a, R_b): "
+    print("device-mean costs:", {k: round(v, 5) for k, v in mean_costs(base, rows=per_seed).means().items()})
+    est = estimate_ratio(cache, samples, f_a=fa, f_b=fb, seeds=seeds)
+    print(f"paper rule: A0/B0 = {est.a0_over_b0:.4g} from {est.pairs} pairs; samples (K, E, R_a, R_b): "
           + ", ".join(f"({r.k}, {r.e}, {r.r_a:.1f}, {r.r_b:.1f})" for r in est.samples))  # fmt: skip
-    print("device-mean costs:", {k: round(v, 5) for k, v in costs.means().items()})
-    grid = grid_table(cache, grid_k, grid_e, target=args.f_target, seeds=seeds)
-    # every gamma's (K*, E*) run, in parallel; the gammas 0, 0.5, 1 below are among them
-    table = tradeoff_table(cache, per_seed, est, target=args.f_target, seeds=seeds, grid=grid, jobs=args.jobs)
+    fit = fit_measured(cache, msamples, target=ft, seeds=seeds)
+    f = fit.fit
+    print(f"measured rule: ln R = {f.a:.4g} + {f.b:.4g}/E + {f.c:.4g} K^-{f.p:.4g}; rms of ln(R_fit/R) {f.rms_log:.3f}; "
+          f"held-out (leave-one-out) error max {100 * f.holdout_error:.1f}%")  # fmt: skip
+    for s, h in zip(fit.samples, f.holdout_errors):
+        print(f"  sample (K={s.k}, E={s.e}): R = {s.rounds:.1f}, fit {float(f.rounds(s.k, s.e)):.1f}, "
+              f"held out {100 * h:+.1f}%")  # fmt: skip
+    grid = grid_table(cache, grid_k, grid_e, target=ft, seeds=seeds)
+    table = tradeoff_table(cache, per_seed, gammas, target=ft, seeds=seeds, paper=est, measured=fit, grid=grid,
+                           refine=args.refine, jobs=args.jobs)  # fmt: skip
 
-    print(f"\ntarget loss {args.f_target}, {len(seeds)} seeds, grid K={grid_k} x E={grid_e}")
-    print(f"{'gamma':>5} {'K*':>4} {'E*':>4} {'cost(K*,E*)':>12} {'K_opt':>5} {'E_opt':>5} {'cost_opt':>10} "
-          f"{'error':>7} {'overhead':>8} {'ovh_cost':>8} {'R*':>6} {'t pred/sim':>10} {'e pred/sim':>10}")  # fmt: skip
-    ks = []
-    for g in (0.0, 0.5, 1.0):
-        d = design_ke(cache, per_seed, est, gamma=g, target=args.f_target, seeds=seeds)
-        best = grid_optimum(grid, g)
-        err = d.cost / best.cost(g) - 1.0
-        ks.append(d.k)
-        print(f"{g:5.2f} {d.k:4d} {d.e:4d} {d.cost:12.4g} {best.k:5d} {best.e:5d} {best.cost(g):10.4g} "
-              f"{100 * err:6.2f}% {d.overhead:8.3f} {d.overhead_cost:8.3f} {d.outcome.rounds:6.1f} "
-              f"{d.predicted_time_s / d.outcome.time_s:10.3f} {d.predicted_energy_j / d.outcome.energy_j:10.3f}")  # fmt: skip
-    print(f"K* non-increasing in gamma: {all(a >= b for a, b in zip(ks, ks[1:]))} ({ks})")
-    _bound_shape(grid, est.a0_over_b0, base.fleet.n_devices)
-    print("\nFig. 5e trade-off (seed means):")
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(f"\ntarget loss {ft}, {len(seeds)} seeds {seeds}, grid K={grid_k} x E={grid_e}")
+    print(f"{'gamma':>5} {'rule':>8} {'K':>4} {'E':>4} {'cost':>10} {'K_opt':>5} {'E_opt':>5} {'cost_opt':>10} "
+          f"{'error':>8} {'overhead':>8}")  # fmt: skip
+    for row in table.itertuples(index=False):
+        print(f"{row.gamma:5.2f} {row.rule:>8} {row.K:4d} {row.E:4d} {row.cost:10.4g} {row.K_opt:5d} {row.E_opt:5d} "
+              f"{row.cost_opt:10.4g} {100 * row.optimality_error:7.2f}% {row.overhead:8.3f}")  # fmt: skip
+    _rounds_shape(grid, est.a0_over_b0, f, base.fleet.n_devices)
     csv_path, html_path = write_tradeoff(table, args.out, title=f"{args.scenario}: time-energy trade-off")
     runs_path = _save_runs(cache, args.out)
     print(f"\nwrote {csv_path}, {html_path} and {runs_path} (every run's loss trajectory)")
-    print(f"simulated runs: {cache.simulated}, summed run wall time {cache.wall_s:.0f} s, "
-          f"study wall time {time.perf_counter() - wall0:.0f} s")
+    print(f"simulated runs: {cache.simulated} (read from the store: {cache.loaded}), summed run wall time "
+          f"{cache.wall_s:.0f} s, study wall time {time.perf_counter() - wall0:.0f} s")
 
 
-def _bound_shape(grid, a0_over_b0: float, n: int) -> None:
-    """Rounds to the target relative to the grid's largest (K, E), measured (seed means) and as bound (15)
-    predicts with the estimated A0/B0: R ~ (A0/B0 + (1 + (N - K) / (K (N - 1))) E^2) / E (eq. 19). Where the
-    two differ, P3 misjudges K or E whatever the costs are."""
+def _rounds_shape(grid, a0_over_b0: float, fit, n: int) -> None:
+    """Rounds to the target relative to the grid's largest (K, E): measured (seed means) / bound (15) with the
+    estimated A0/B0 (eq. 19) / model M. Where a model differs from the measurement, its rule misjudges K or E."""
     from optimizers.cost_effective import rounds_for_precision
 
     done = [o for o in grid if o.reached == o.seeds]
@@ -102,14 +117,18 @@ def _bound_shape(grid, a0_over_b0: float, n: int) -> None:
     def bound(k: int, e: int) -> float:  # eq. (19) in units of B0 / epsilon: only ratios are printed
         return rounds_for_precision(k, e, n=n, a0=a0_over_b0, b0=1.0, epsilon=1.0)
 
-    print(f"\nrounds to the target relative to (K={ref.k}, E={ref.e}): measured / bound (15) with A0/B0 = {a0_over_b0:.4g}")
+    def model(k: int, e: int) -> float:
+        return float(fit.rounds(k, e))
+
+    print(f"\nrounds to the target relative to (K={ref.k}, E={ref.e}): measured / bound (15) / model M")
     es = sorted({o.e for o in grid})
-    print(f"{'K':>4} " + " ".join(f"{'E=' + str(e):>13}" for e in es))
+    print(f"{'K':>4} " + " ".join(f"{'E=' + str(e):>16}" for e in es))
     for k in sorted({o.k for o in grid}):
         cells = []
         for e in es:
             o = next((x for x in done if x.k == k and x.e == e), None)
-            cells.append(f"{'-':>13}" if o is None else f"{o.rounds / ref.rounds:6.2f}/{bound(k, e) / bound(ref.k, ref.e):<6.2f}")
+            cells.append(f"{'-':>16}" if o is None else
+                         f"{o.rounds / ref.rounds:.2f}/{bound(k, e) / bound(ref.k, ref.e):.2f}/{model(k, e) / model(ref.k, ref.e):.2f}".rjust(16))  # fmt: skip
         print(f"{k:4d} " + " ".join(cells))
 
 
