@@ -210,6 +210,12 @@ def test_cli_design_ke_json(tmp_path):
     assert out["cost"] == pytest.approx(0.5 * out["time_s"] + 0.5 * out["energy_j"])
     assert out["optimality_error"] == pytest.approx(out["cost"] / out["cost_opt"] - 1.0)
     assert (tmp_path / "trade" / "tradeoff.csv").is_file() and (tmp_path / "trade" / "tradeoff.html").is_file()
+    import pandas as pd
+
+    trade = pd.read_csv(tmp_path / "trade" / "tradeoff.csv")  # both rules at every gamma, with the grid optimum
+    assert set(trade["rule"]) == {"paper", "measured"} and len(trade) == 2 * 11 and trade["cost_opt"].notna().all()
+    html = (tmp_path / "trade" / "tradeoff.html").read_text()
+    assert "measured rule" in html and "Algorithm 2 (paper rule)" in html and "grid optimum" in html
     assert res.stderr.count("run K=") == out["simulated_runs"]  # one progress line per simulated run
 
 
