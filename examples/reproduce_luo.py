@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--gammas", default="0,0.25,0.5,0.75,1", help="comma-separated gammas in [0, 1]")
+    ap.add_argument("--rules", default="paper,measured", help="design rules to compare: paper, measured or both")
     ap.add_argument("--refine", type=int, default=0, help="measured rule: confirmation runs at up to N neighbours")
     ap.add_argument("--out", default="runs/reproduce-luo")
     ap.add_argument("--store", help="folder of kept runs (default: OUT/store)")
@@ -64,6 +65,13 @@ def main() -> None:
     samples = pairs(args.samples) if args.samples else [tuple(p) for p in luo.samples]
     msamples = pairs(args.measured_samples) if args.measured_samples else [tuple(p) for p in luo.measured_samples]
     gammas = [float(g) for g in args.gammas.split(",")]
+    rules = {r.strip() for r in args.rules.split(",")}
+    if not rules or not rules <= {"paper", "measured"}:
+        ap.error(f"--rules {args.rules!r}: expected paper, measured or paper,measured")
+    if "paper" not in rules:
+        samples = []
+    if "measured" not in rules:
+        msamples = []
     fa = luo.f_a if args.f_a is None else args.f_a
     fb = luo.f_b if args.f_b is None else args.f_b
     ft = luo.f_target if args.f_target is None else args.f_target
@@ -78,16 +86,19 @@ def main() -> None:
                         + [((k, e, s), (ft,)) for k in grid_k for e in grid_e for s in seeds], jobs=args.jobs)  # fmt: skip
     per_seed = seed_costs(base, seeds)
     print("device-mean costs:", {k: round(v, 5) for k, v in mean_costs(base, rows=per_seed).means().items()})
-    est = estimate_ratio(cache, samples, f_a=fa, f_b=fb, seeds=seeds)
-    print(f"paper rule: A0/B0 = {est.a0_over_b0:.4g} from {est.pairs} pairs; samples (K, E, R_a, R_b): "
-          + ", ".join(f"({r.k}, {r.e}, {r.r_a:.1f}, {r.r_b:.1f})" for r in est.samples))  # fmt: skip
-    fit = fit_measured(cache, msamples, target=ft, seeds=seeds)
-    f = fit.fit
-    print(f"measured rule: ln R = {f.a:.4g} + {f.b:.4g}/E + {f.c:.4g} K^-{f.p:.4g}; rms of ln(R_fit/R) {f.rms_log:.3f}; "
-          f"held-out (leave-one-out) error max {100 * f.holdout_error:.1f}%")  # fmt: skip
-    for s, h in zip(fit.samples, f.holdout_errors):
-        print(f"  sample (K={s.k}, E={s.e}): R = {s.rounds:.1f}, fit {float(f.rounds(s.k, s.e)):.1f}, "
-              f"held out {100 * h:+.1f}%")  # fmt: skip
+    est = fit = None
+    if samples:
+        est = estimate_ratio(cache, samples, f_a=fa, f_b=fb, seeds=seeds)
+        print(f"paper rule: A0/B0 = {est.a0_over_b0:.4g} from {est.pairs} pairs; samples (K, E, R_a, R_b): "
+              + ", ".join(f"({r.k}, {r.e}, {r.r_a:.1f}, {r.r_b:.1f})" for r in est.samples))  # fmt: skip
+    if msamples:
+        fit = fit_measured(cache, msamples, target=ft, seeds=seeds)
+        f = fit.fit
+        print(f"measured rule: ln R = {f.a:.4g} + {f.b:.4g}/E + {f.c:.4g} K^-{f.p:.4g}; rms of ln(R_fit/R) "
+              f"{f.rms_log:.3f}; held-out (leave-one-out) error max {100 * f.holdout_error:.1f}%")  # fmt: skip
+        for s, h in zip(fit.samples, f.holdout_errors):
+            print(f"  sample (K={s.k}, E={s.e}): R = {s.rounds:.1f}, fit {float(f.rounds(s.k, s.e)):.1f}, "
+                  f"held out {100 * h:+.1f}%")  # fmt: skip
     grid = grid_table(cache, grid_k, grid_e, target=ft, seeds=seeds)
     table = tradeoff_table(cache, per_seed, gammas, target=ft, seeds=seeds, paper=est, measured=fit, grid=grid,
                            refine=args.refine, jobs=args.jobs)  # fmt: skip
@@ -98,7 +109,7 @@ def main() -> None:
     for row in table.itertuples(index=False):
         print(f"{row.gamma:5.2f} {row.rule:>8} {row.K:4d} {row.E:4d} {row.cost:10.4g} {row.K_opt:5d} {row.E_opt:5d} "
               f"{row.cost_opt:10.4g} {100 * row.optimality_error:7.2f}% {row.overhead:8.3f}")  # fmt: skip
-    _rounds_shape(grid, est.a0_over_b0, f, base.fleet.n_devices)
+    _rounds_shape(grid, est, fit, base.fleet.n_devices)
     csv_path, html_path = write_tradeoff(table, args.out, title=f"{args.scenario}: time-energy trade-off")
     runs_path = _save_runs(cache, args.out)
     print(f"\nwrote {csv_path}, {html_path} and {runs_path} (every run's loss trajectory)")
@@ -106,19 +117,20 @@ def main() -> None:
           f"{cache.wall_s:.0f} s, study wall time {time.perf_counter() - wall0:.0f} s")
 
 
-def _rounds_shape(grid, a0_over_b0: float, fit, n: int) -> None:
+def _rounds_shape(grid, est, fit, n: int) -> None:
     """Rounds to the target relative to the grid's largest (K, E): measured (seed means) / bound (15) with the
-    estimated A0/B0 (eq. 19) / model M. Where a model differs from the measurement, its rule misjudges K or E."""
+    estimated A0/B0 (eq. 19) / model M (nan for a rule not run). Where a model differs from the measurement,
+    its rule misjudges K or E."""
     from optimizers.cost_effective import rounds_for_precision
 
     done = [o for o in grid if o.reached == o.seeds]
     ref = max(done, key=lambda o: (o.k, o.e))
 
     def bound(k: int, e: int) -> float:  # eq. (19) in units of B0 / epsilon: only ratios are printed
-        return rounds_for_precision(k, e, n=n, a0=a0_over_b0, b0=1.0, epsilon=1.0)
+        return rounds_for_precision(k, e, n=n, a0=est.a0_over_b0, b0=1.0, epsilon=1.0) if est else float("nan")
 
     def model(k: int, e: int) -> float:
-        return float(fit.rounds(k, e))
+        return float(fit.fit.rounds(k, e)) if fit else float("nan")
 
     print(f"\nrounds to the target relative to (K={ref.k}, E={ref.e}): measured / bound (15) / model M")
     es = sorted({o.e for o in grid})
