@@ -17,7 +17,8 @@ paper's Setup 3 losses and Table I samples, grid K {1,5,10,20,50,100} x E {20,30
 
 Measured wall time on a shared 2-core machine (another user's jobs running), ``--jobs 2``, from an empty store:
 luo_setup3, 5 seeds, gammas 0, 0.25, 0.5, 0.75, 1, both rules: 245 runs, 88 minutes (68 for the samples and
-the grid, 20 for the chosen designs). PHYSICAL_WALL
+the grid, 20 for the chosen designs). luo_physical, 2 seeds, gammas 0, 0.5, 1, ``--rules measured
+--grid-k 1,2,5,10,20,50``: 74 runs, 31 minutes.
 """
 
 from __future__ import annotations
