@@ -36,10 +36,7 @@ from optimizers.cost_effective_fit import (
     rounds_model,
 )
 
-SURROGATE = [
-    "learning=surrogate", "surrogate.bound=luo", "surrogate.a0=20", "surrogate.b0=1", "surrogate.initial_loss=10",
-    "surrogate.loss_floor=0", "fleet.n_devices=20", "surrogate.samples_per_device=[30, 100]",
-]  # fmt: skip
+from test_design_ke import SURROGATE  # the same small Luo-bound surrogate fleet as the design-loop tests
 DESIGN = np.array([[1, 40], [1, 80], [4, 25], [4, 60], [16, 30], [16, 80]], dtype=float)  # luo_setup3's samples
 PARAM_RTOL = 1e-6  # noise-free rounds: the fit is exact up to the scalar search's tolerance
 SE_TOL = 3.0  # standard errors
