@@ -118,7 +118,7 @@ class CostModel:
 
     def upload_budget(
         self, dev: np.ndarray, *, cycles: np.ndarray, steps: np.ndarray, e_max_j: np.ndarray, rate_bps: np.ndarray,
-        t_max_s: float, min_bits: float = 1.0, max_bits: float = math.inf,
+        t_max_s: float, min_bits: float = 1.0, max_bits: float = math.inf, frugal: bool = False,
     ) -> UploadBudget:  # fmt: skip
         """Frequency maximising the affordable upload bits after computing ``cycles`` (physical mode):
 
@@ -128,8 +128,11 @@ class CostModel:
         or an end of [f_min, f_max]; it is found by vectorised bisection, and it is also the lowest frequency that
         meets the deadline after uploading those bits. ``t_max_s`` [s] (inf: no deadline), ``e_max_j`` [J] (inf:
         no budget). A device whose best budget is below ``min_bits`` is infeasible, with the reason. Bits are
-        capped at ``max_bits`` (f stays the cap-free optimum's). The costs come from :meth:`compute` and
-        :meth:`upload`, so they are what the runner charges for the planned work.
+        capped at ``max_bits``; f stays the cap-free optimum's, unless ``frugal``: then a device whose cap binds
+        runs at the lowest frequency that computes and uploads the capped bits within ``t_max_s``
+        (:meth:`deadline_frequency_hz`; f_min without a deadline), which spends less energy for the same bits.
+        The costs come from :meth:`compute` and :meth:`upload`, so they are what the runner charges for the
+        planned work.
         """
         fl = self.fleet
         c = _f(cycles)
@@ -152,6 +155,11 @@ class CostModel:
             a, b = np.where(up, mid, a), np.where(up, b, mid)
         f = np.where(at_min, lo, np.where(at_max, hi, b))  # b: the side where energy binds, time is met
         bits = np.floor(np.minimum(time_bits(f), energy_bits(f)))
+        if frugal:
+            capped = bits > max_bits
+            with np.errstate(invalid="ignore"):  # inf - inf where nothing is capped
+                low = self.deadline_frequency_hz(dev, c, t_max_s - max_bits / r)[0]  # f_min without a deadline
+            f = np.where(capped, np.minimum(low, f), f)  # never above the cap-free f: time and energy still met
         bits = np.minimum(bits, max_bits)
         t_cmp, e_cmp = self.compute(dev, cycles=c, steps=steps, f_hz=f)
         e_min = self.compute(dev, cycles=c, steps=steps, f_hz=lo)[1]

@@ -92,3 +92,23 @@ def test_upload_budget_maximises_bits_against_a_grid_search(t_max_s, e_max_j):
         t, e = costs.compute(DEV[i : i + 1], cycles=cycles[i : i + 1], steps=1, f_hz=b.f_hz[i : i + 1])
         assert (b.t_cmp_s[i], b.e_cmp_j[i]) == (t[0], e[0])
         assert b.t_cmp_s[i] + b.t_com_s[i] <= t_max_s * (1 + REL) and b.e_cmp_j[i] + b.e_com_j[i] <= e_max_j * (1 + REL)
+
+
+def test_frugal_upload_budget_sends_the_cap_at_the_deadline_frequency():
+    """The compression baselines' "deadline" protocol: a cap of 1e5 bits binds both devices (T = 2 s, E = 100 J
+    leave millions). By hand: upload 1e5 / 1e6 = 0.1 s and 1e5 / 4e6 = 0.025 s, so the lowest frequencies that
+    compute 1e8 and 2e8 cycles in what is left are 1e8 / 1.9 and 2e8 / 1.975 Hz; the energies are eps f^2 c."""
+    costs = CostModel(_fleet())
+    cycles, rate = np.array([1e8, 2e8]), np.array([1e6, 4e6])
+    kw = dict(cycles=cycles, steps=1, e_max_j=np.full(2, 100.0), rate_bps=rate, t_max_s=2.0, max_bits=1e5)
+    frugal = costs.upload_budget(DEV, frugal=True, **kw)
+    greedy = costs.upload_budget(DEV, **kw)
+    f = np.array([1e8 / 1.9, 2e8 / 1.975])
+    np.testing.assert_allclose(frugal.f_hz, np.maximum(f, 1e8), rtol=REL)  # device 0 would need 5.3e7: f_min
+    np.testing.assert_allclose(frugal.bits, [1e5, 1e5])
+    np.testing.assert_allclose(frugal.e_cmp_j, [1e-27 * 1e16 * 1e8, 2e-27 * f[1] ** 2 * 2e8], rtol=REL)
+    assert np.all(frugal.t_cmp_s + frugal.t_com_s <= 2.0 * (1 + REL))
+    assert np.all(frugal.e_cmp_j < greedy.e_cmp_j) and np.array_equal(greedy.bits, frugal.bits)
+    # without a deadline the lowest frequency is f_min
+    free = costs.upload_budget(DEV, frugal=True, **{**kw, "t_max_s": math.inf})
+    np.testing.assert_allclose(free.f_hz, [1e8, 1e8])

@@ -1,10 +1,25 @@
 """Shared planning for compression baselines under AnycostFL's budgets (AnycostFL Sec. V-B: STC, QSGD, FedHQ;
 UVeQFed, a row of its Table I).
 
-Every device trains the full model and spends what T_max and E_max leave on upload bits: the cost model's
-:meth:`~edgefl.costs.CostModel.upload_budget` gives the frequency that leaves the most bits and those bits
-(AnycostFL eqs. (6)-(9)). The planned bits are the device's budget; the method then picks the largest setting
-of its own knob (sparsity, levels) whose *real encoded size* fits them.
+Every device trains the full model. How it meets T_max and E_max is the ``protocol`` of
+:class:`BudgetedSettings`:
+
+- ``"deadline"`` (the default; what AnycostFL's Table I shows of its baselines): every round lasts T_max for
+  every method (the latency column is #rounds x T_max), the four compression baselines compute the same
+  8.35 GFLOPs per device-round (= the full CNN on every device in every round: 152.71 TFLOPs / 305 / 60 for
+  STC, 141.53 / 283 / 60 for QSGD, 123.67 / 247 / 60 for UVeQFed, 144.36 / 288 / 60 for FedHQ), and they spend
+  0.60-0.80 J per device-round against E_max ~ U[1.5, 4.5] J, so they do not burn their budgets on bits. Here:
+  the payload is at most ``beta_max`` S (the compression cap AnycostFL has, its constraint (10d)), or the
+  method's smallest real payload where that is larger (FedHQ quantises every element: >= ~2 bits each), and the CPU
+  runs at the lowest frequency that computes and uploads it within T_max; where T_max and E_max leave fewer
+  bits than the cap, the device sends what they leave (the ``"budget"`` plan).
+- ``"budget"``: same budgets, most bits: the frequency that leaves the most upload bits under T_max and E_max
+  and all those bits (spends the energy budget).
+
+Either way the cost model's :meth:`~edgefl.costs.CostModel.upload_budget` (AnycostFL eqs. (6)-(9)) gives the
+frequency and the device's bit budget, and a device whose budget is below the method's smallest real payload
+sits out. The method then picks the largest setting of its own knob (sparsity, levels) whose *real encoded
+size* fits the planned bits.
 """
 
 from __future__ import annotations
@@ -13,18 +28,31 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan
 from edgefl.learning.config import steps_per_round
+from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
     from edgefl.compression.codec import Compressed
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["BudgetedMethod", "CompressedUpdate"]
+__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate"]
+
+
+class BudgetedSettings(Strict):
+    """``[method.<baseline>]`` of a compression baseline: ``protocol``, how it meets T_max and E_max
+    (``"deadline"``: at most ``beta_max`` S bits at the lowest frequency that meets T_max, the paper's;
+    ``"budget"``: the most bits T_max and E_max leave; see :mod:`edgefl.algorithms.budgeted`), and ``beta_max``,
+    the payload cap as a fraction of the dense update's S bits under ``"deadline"`` (AnycostFL Sec. V-A: 1/15).
+    """
+
+    protocol: Literal["deadline", "budget"] = "deadline"
+    beta_max: float = Field(1 / 15, gt=0, le=1)
 
 
 @dataclass(frozen=True)
@@ -45,6 +73,8 @@ class BudgetedMethod(Method):
     """
 
     needs = Needs(cost_modes=("physical",))
+    Settings = BudgetedSettings
+    device_columns = ("payload_kept",)
 
     def min_payload_bits(self) -> float:
         """The smallest useful payload [bits] (a device that cannot afford it sits out)."""
@@ -54,6 +84,16 @@ class BudgetedMethod(Method):
     def _min_bits(self) -> float:
         # min_payload_bits depends only on the model's shape: computed once per run
         return float(self.min_payload_bits())
+
+    def payload_kept(self, payload: Any) -> int:
+        """What a payload carries beyond its header: kept kernels or sub-vectors (FedHQ: its L intervals);
+        0 is a header-only update."""
+        return int(payload.kept)
+
+    def device_values(self, jobs: JobTable, updates: Sequence[ClientUpdate | None]) -> dict[str, np.ndarray]:
+        """``payload_kept`` per job (:meth:`payload_kept`; NaN under surrogate learning)."""
+        kept = [math.nan if u is None else float(self.payload_kept(u.payload)) for u in updates]
+        return {"payload_kept": np.asarray(kept, dtype=float)}
 
     def packed_update(self, job: DeviceJob, res: TrainResult, packed: Compressed) -> ClientUpdate:
         """A compressed full-model update: the decoded update the server applies (``packed.update``) and the
@@ -82,9 +122,11 @@ class BudgetedMethod(Method):
         s_bits = float(wl.update_bits)
         steps = steps_per_round(wl.train_config, wl.n_samples[dev])
         cycles = ctx.costs.cycles(dev, wl.flops_per_sample() * wl.samples_per_round(dev))
+        frugal = self.settings.protocol == "deadline"
+        cap = max(math.floor(self.settings.beta_max * s_bits), self._min_bits) if frugal else 2 * s_bits + 65536
         b = ctx.costs.upload_budget(
             dev, cycles=cycles, steps=steps, e_max_j=ctx.e_max_j[dev], rate_bps=ctx.rate_bps[dev], t_max_s=t_max,
-            min_bits=self._min_bits, max_bits=2 * s_bits + 65536,  # more than any payload of the model
+            min_bits=self._min_bits, max_bits=cap, frugal=frugal,
         )  # fmt: skip
         ok = b.feasible
         jobs = JobTable.build(

@@ -87,6 +87,10 @@ class FedHQ(BudgetedMethod):
     name = "fedhq"
     needs = Needs(surrogate=True, cost_modes=("physical",))  # its plan needs no real model
 
+    def payload_kept(self, payload: QuantizedUpdate) -> int:
+        """The payload's L intervals (0: nothing fit, a header-only update)."""
+        return int(payload.levels)
+
     def min_payload_bits(self) -> float:
         """The real encoded size [bits] of FedHQ's smallest full payload, :func:`smallest_full_payload_bits` of
         the model's shapes: every job planned with at least this many bits fits L = 1 and sends every element.

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from edgefl.algorithms.base import ClientUpdate, DeviceJob
-from edgefl.algorithms.budgeted import BudgetedMethod
-from edgefl.method_settings import Strict
+from edgefl.algorithms.budgeted import BudgetedMethod, BudgetedSettings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,8 +33,8 @@ STREAM = "quantization"
 """The run's stream the dither is drawn from, keyed (round, device): the seed both ends share."""
 
 
-class UVeQFedSettings(Strict):
-    """``[method.uveqfed]``: ``step``, the A2 lattice's minimum distance in units of the update's RMS
+class UVeQFedSettings(BudgetedSettings):
+    """``[method.uveqfed]``: the baselines' ``protocol`` and ``beta_max`` (:class:`BudgetedSettings`) and ``step``, the A2 lattice's minimum distance in units of the update's RMS
     ``||h|| / sqrt(n)`` (the scale of step E1). A kept element's error has variance ``5 step^2 / 72`` times the
     update's mean square (0.069 at the default 1.0); a smaller step spends more bits per kept sub-vector, so the
     budget keeps fewer."""
