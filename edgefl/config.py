@@ -234,6 +234,10 @@ class FleetConfig(_Strict):
     f_max_hz: PositiveFloat | Range = 1.0e9
     energy_coeff: PositiveFloat | Range = 1e-28  # eps [J/(cycle*Hz^2)], AnycostFL eq. (7)
     flops_per_cycle: PositiveFloat | Range = 8.0
+    # Laptop scale with the paper's costs: devices hold this fraction s of the paper's samples per device, and
+    # their FLOPs per cycle are multiplied by s, so a device-round's cycles, compute time and energy are the
+    # paper-scale ones (uploads keep the real model's size). 1 = no scaling. The run report states it.
+    flops_per_cycle_scale: float = Field(1.0, gt=0, le=1)
     tx_power_w: PositiveFloat | Range = 0.1
     budget: BudgetConfig = BudgetConfig()
     step_costs: StepCostsConfig = StepCostsConfig()

@@ -24,6 +24,7 @@ import html
 import math
 import numbers
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +121,10 @@ def build_report(
     title: str,
     timeline_round: int | None = None,
     t_max_s: float | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
-    """Return the report as one self-contained HTML page (plotly.js inlined once, no network needed)."""
+    """Return the report as one self-contained HTML page (plotly.js inlined once, no network needed).
+    ``notes``: sentences about the run's setup shown under the title (e.g. its laptop-scale cost scaling)."""
     if not isinstance(title, str):
         raise ReportError(f"title must be a str, got {type(title).__name__} {title!r}")
     figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s)
@@ -129,7 +132,8 @@ def build_report(
     intro = (
         '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
         "(not host time); test accuracy is shown on evaluated rounds only.</p>\n"
-        f"{_summary_table(summary)}"
+        + "".join(f'<p class="note">{html.escape(n)}</p>\n' for n in notes)
+        + f"{_summary_table(summary)}"
     )
     return figures_page(title, {key: figures[key] for key in FIGURE_KEYS}, intro_html=intro)
 
@@ -168,9 +172,12 @@ def write_report(
     title: str,
     timeline_round: int | None = None,
     t_max_s: float | None = None,
+    notes: Sequence[str] = (),
 ) -> Path:
     """Build the report and write it atomically to ``path``; return the path."""
-    page = build_report(rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s)
+    page = build_report(
+        rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s, notes=notes
+    )
     return atomic_write_text(path, page)
 
 

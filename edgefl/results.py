@@ -15,7 +15,7 @@ from edgefl.io import atomic_write_json, atomic_write_text
 from edgefl.scenario import Scenario, scenario_to_toml
 
 __all__ = [
-    "ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "write_run",
+    "ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "setup_notes", "write_run",
     "read_summary", "is_finished",
 ]  # fmt: skip
 
@@ -74,6 +74,19 @@ def default_run_dir(name: str, root: str | Path = "runs") -> Path:
     return path
 
 
+def setup_notes(scenario: Scenario) -> list[str]:
+    """Sentences the report shows about how the run departs from the scale it models."""
+    notes = []
+    s = scenario.fleet.flops_per_cycle_scale
+    if s != 1.0:
+        notes.append(
+            f"Laptop scale: FLOPs per cycle are multiplied by {s:g} (fleet.flops_per_cycle_scale), the fraction "
+            "of the modelled per-device samples each device holds here, so every device-round's compute time "
+            "and energy are those of the modelled scale; uploads are the real model's size."
+        )
+    return notes
+
+
 def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) -> Path:
     """Write scenario.toml, rounds.csv, device_rounds.csv, summary.json (and report.html) into ``out_dir``."""
     out = Path(out_dir)
@@ -91,6 +104,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
             result.device_rounds,
             title=f"{result.scenario.name} ({result.scenario.method.name}, seed {result.scenario.seed})",
             t_max_s=t_max,
+            notes=setup_notes(result.scenario),
         )
     atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run
     return out

@@ -97,7 +97,7 @@ class Fleet:
             f_min_hz=f_min,
             f_max_hz=f_max,
             energy_coeff=draw_per_device(cfg.energy_coeff, n, rng),
-            flops_per_cycle=draw_per_device(cfg.flops_per_cycle, n, rng),
+            flops_per_cycle=draw_per_device(cfg.flops_per_cycle, n, rng) * cfg.flops_per_cycle_scale,
             tx_power_w=draw_per_device(cfg.tx_power_w, n, rng),
             n_samples=np.asarray(n_samples, dtype=np.int64),
             **step,
