@@ -8,7 +8,8 @@ STC/AnycostFL compute ratio. The paper's evidence (Table I, FMNIST IID): 0.60 J 
 for AnycostFL, compute ratio 1.33; the acceptance window is 1.0-1.7 and +-30% on the energies, with every
 full-model baseline training on at least 75% of the device-rounds.
 
-Measured wall time: about 6 minutes with --jobs 2 on 2 cores (one round of 60 x 1,000 CNN images per method).
+Measured wall time: 55 minutes with --jobs 2 on the shared 2-core machine at a load of about 8 (one round of
+60 x 1,000 CNN images per method, six methods).
 
     .venv/bin/python examples/anycostfl_calibration.py [--jobs 2] [--partition iid|shards] [--seed 0]
 """
