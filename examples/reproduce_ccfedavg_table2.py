@@ -9,7 +9,7 @@ client backup) and FedNova, each with the same p_i.
 Resumable: every finished run is one JSON file in ``--out`` (written atomically) and is read back instead of
 rerun; an interrupted study loses at most the runs in flight. Prints Table II's row for 10% (mean +- std of the
 top-1 test accuracy over seeds) beside the paper's, and the local steps and compute energy relative to FedAvg
-(full). Measured wall time: see examples/README.md (about 40 minutes with --jobs 2 on 2 shared cores).
+(full). Measured wall time: see examples/README.md (defaults: 39 minutes with --jobs 2 on the 2 shared cores, 18 runs).
 
     .venv/bin/python examples/reproduce_ccfedavg_table2.py [--out runs/ccfedavg_table2] [--jobs 2]
 """
