@@ -11,8 +11,10 @@ The page has a header with a summary table and five plotly figures:
 Inputs are the two result tables: ``rounds`` (one row per round; ``sim_time_s`` is the simulated clock at the
 end of the round, ``test_accuracy`` is a fraction in [0, 1] and NaN on rounds without evaluation) and
 ``device_rounds`` (one row per selected device per round). For the timeline, ``device_rounds`` may carry
-``t_start_s`` (when the device began computing) and ``t_arrive_s`` (when its upload arrived), both [s] relative
-to the round start; without them a device starts at 0 s and arrives at ``t_start_s + t_cmp_s + t_com_s``.
+``t_start_s`` (when the device began computing) and ``t_arrive_s`` (when its upload arrived), both [s]: absolute
+on the run's clock when the table has ``t_down_s`` (the job's dispatch, the round's start), which the timeline
+subtracts, else relative to the round start; without them a device starts at 0 s and arrives at
+``t_start_s + t_cmp_s + t_com_s``.
 
 plotly.js is inlined once, so the page opens offline. ``build_figures`` returns the figures themselves, so
 that a notebook (or a test) can inspect or restyle them.
@@ -338,9 +340,13 @@ def _phase_times(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     trained = _as_bool(rows["trained"])
     start = _numeric(rows["t_start_s"]) if "t_start_s" in rows.columns else pd.Series(0.0, index=rows.index)
+    arrive = _numeric(rows["t_arrive_s"]) if "t_arrive_s" in rows.columns else pd.Series(math.nan, index=rows.index)
+    if "t_down_s" in rows.columns:  # absolute times: from the round's dispatch
+        offset = _numeric(rows["t_down_s"]).min()
+        offset = 0.0 if pd.isna(offset) else offset
+        start, arrive = start - offset, arrive - offset
     start = start.fillna(0.0)
     cmp_end = start + _numeric(rows["t_cmp_s"])
-    arrive = _numeric(rows["t_arrive_s"]) if "t_arrive_s" in rows.columns else pd.Series(math.nan, index=rows.index)
     arrive = arrive.fillna(cmp_end + _numeric(rows["t_com_s"]))
     rows["_trained"] = trained
     rows["_arrived"] = _as_bool(rows["arrived"]) & trained

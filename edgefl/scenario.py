@@ -180,6 +180,11 @@ class Scenario(_Strict):
                 f"method.name={name!r} with fleet.budget.kind='none': {name} plans for a per-round energy budget "
                 "E_max; set fleet.budget.kind to 'fixed' or 'uniform'"
             )
+        if self.channel.downlink is not None and self.round.downlink_s > 0:
+            raise ValueError(
+                f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
+                "download time or the per-device downlink, not both; set round.downlink_s = 0"
+            )
         mode = cost_mode(self.fleet)
         if mode not in needs.cost_modes:
             raise ValueError(

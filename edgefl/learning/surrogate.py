@@ -94,6 +94,10 @@ class SurrogateWorkload:
         """Size of the full uncompressed float32 update [bits]."""
         return BITS_PER_PARAMETER * self.scenario.surrogate.model_parameters
 
+    def update_bits_at(self, width: float) -> int:
+        """Size of an uncompressed float32 width-``width`` submodel [bits]: the full update x width^2."""
+        return int(round(self.update_bits * width * width))
+
     def initial_state(self) -> SurrogateState:
         cfg = self.scenario.surrogate
         return SurrogateState(gap=max(cfg.initial_loss - cfg.loss_floor, 0.0))
