@@ -1,10 +1,14 @@
-"""SimPy engine: one environment for a whole run, the devices as processes, the server's rounds on its clock.
+"""SimPy engine: one environment for a whole run, device states driven by its events, the server's rounds on it.
 
 A :class:`Clock` holds one ``simpy.Environment`` from the first round to the last; simulated time runs across
 rounds and every recorded time is absolute [s]. Each device is in one of five states (:data:`STATES`):
-offline, idle, downloading, computing, uploading. Whether a device is online is decided by an availability
-process (:mod:`edgefl.availability`; without one every device is always online); what an online device does is
-decided by its job process, one per job: download ``t_dl``, compute ``t_cmp``, upload ``t_com``.
+offline, idle, downloading, computing, uploading. Whether a device is online is decided by its availability
+process (one SimPy process per device, :mod:`edgefl.availability`; without a schedule every device is always
+online). What an online device does is its job: download ``t_dl``, compute ``t_cmp``, upload ``t_com``. A job's
+phases are known when it is dispatched, so its only event is its end (its arrival, or its loss when the device
+goes offline; a cancel happens at the server's cut-off): that event frees the device, and the state between
+dispatch and end is read from the job's times (:meth:`Clock.state`). A SimPy process per job would say the same
+with three more events per job, which costs more than the rest of a 10^4-device round.
 
 A round (:meth:`Clock.play`) is the server's wait under its policy, after it has selected among the devices that
 are online and idle (:meth:`Clock.begin_round`: when none is, it waits for the next one to become so):
@@ -18,8 +22,10 @@ are online and idle (:meth:`Clock.begin_round`: when none is, it waits for the n
            t0 + deadline_s, whichever is first; ``over_select`` until the ``keep``-th arrival (or every job ended).
 
 Arrivals are chained in order of arrival time: only the next one sits in SimPy's queue, as a timeout whose
-callback records it, wakes its device's job process and schedules the one after (one event per job at O(1)
-queue cost keeps rounds of 10^4 devices cheap). Ties arrive in job order.
+callback frees its device and schedules the one after (one event per job at O(1) queue cost keeps rounds of
+10^4 devices cheap); the arrival times are those of the chain, ``t_k = t_{k-1} + max(0, due_k - t_{k-1})``.
+Ties arrive in job order. Before selecting, the server plays every event due at that instant (:meth:`Clock.begin_round`),
+so a job that ends exactly at a round's start frees its device for that round.
 
 Late jobs (``late``): under ``deadline`` and ``over_select`` a job whose update the server no longer waits for
 either finishes (``"finish"``, the default: its energy is charged in full, and until its arrival the device is
@@ -34,7 +40,8 @@ again at the next round's start although it was still uploading; now it is busy 
 next round selects among fewer devices (a different draw of the selection stream) and, in ``split`` mode, each
 new device's sub-band is narrower. Rounds without a straggler carried over are unchanged.
 
-Availability: a device that goes offline during a job loses it at that instant (``status = "offline"``): energy
+A kept update due within the deadline's rounding slack (``DEADLINE_RTOL``) after the cut-off frees its device at
+the cut-off. Availability: a device that goes offline during a job loses it at that instant (``status = "offline"``): energy
 is charged up to there, as for a cancelled job. Its loss counts as the end of its job for ``wait_all``.
 """
 
@@ -160,9 +167,12 @@ class Clock:
         self.env = env = simpy.Environment(initial_time=start_s)
         self.n_devices = n_devices
         self.online = np.ones(n_devices, dtype=bool)
-        self.job_state = np.full(n_devices, IDLE, dtype=np.int8)
         self.availability = availability
-        self._running: dict[int, list[float]] = {}  # device -> [t_start, t_cmp_end, t_end] of its job [s]
+        # the job each device is on: compute start, compute end, job end [s]; NaN when idle
+        self._t_start = np.full(n_devices, np.nan)
+        self._t_cmp_end = np.full(n_devices, np.nan)
+        self._t_end = np.full(n_devices, np.nan)
+        self._busy = np.zeros(n_devices, dtype=bool)
         self._online_s = np.zeros(n_devices)  # time spent online before the current online period [s]
         self._online_since = np.full(n_devices, start_s)
         if availability is not None:
@@ -172,16 +182,25 @@ class Clock:
 
     # ------------------------------------------------------------------ device states
     def state(self) -> np.ndarray:
-        """Every device's state code now (:data:`STATES`), shape (n,)."""
-        return np.where(self.online, self.job_state, OFFLINE).astype(np.int8)
+        """Every device's state code now (:data:`STATES`), shape (n,): a busy device's phase follows from its
+        job's times (downloading before its compute start, computing before its compute end, then uploading)."""
+        now = self.env.now
+        with np.errstate(invalid="ignore"):
+            phase = np.where(now < self._t_start, DOWNLOADING, np.where(now < self._t_cmp_end, COMPUTING, UPLOADING))
+        return np.where(~self.online, OFFLINE, np.where(self._busy, phase, IDLE)).astype(np.int8)
 
     def available(self) -> np.ndarray:
         """Devices the server can select now: online and idle, bool shape (n,)."""
-        return self.online & (self.job_state == IDLE)
+        return self.online & ~self._busy
 
     def n_busy(self) -> int:
         """Devices still working on a job (each holds its uplink sub-band until the job ends)."""
-        return int(np.count_nonzero(self.job_state != IDLE))
+        return int(np.count_nonzero(self._busy))
+
+    def _start_jobs(self, dev: np.ndarray, t_start: np.ndarray, t_cmp_end: np.ndarray, t_end: np.ndarray) -> None:
+        """Devices ``dev`` (shape (m,)) start jobs with these compute starts, compute ends and ends [s]."""
+        self._busy[dev] = True
+        self._t_start[dev], self._t_cmp_end[dev], self._t_end[dev] = t_start, t_cmp_end, t_end
 
     def _presence(self, dev: int):
         """Availability process of device ``dev``: it walks the device's online periods from the schedule."""
@@ -205,40 +224,37 @@ class Clock:
         that end now free their device), and while no device is online and idle the server waits for one.
         Raises :class:`SimulationError` if none ever will be."""
         env = self.env
-        env.run(until=env.timeout(0.0))  # events already due at this instant come first
+        self._finish_instant()  # events due at this instant come first (jobs ending now free their device)
         while not self.available().any():
             if env.peek() == float("inf"):  # nothing left that could free a device
                 raise SimulationError(f"at t={env.now:g} s no device is online and idle, and none ever will be")
             env.step()
-            if self.available().any():
-                env.run(until=env.timeout(0.0))  # the rest of this instant's events
+            self._finish_instant()
         return env.now
+
+    def _finish_instant(self) -> None:
+        """Process every event due at the current time, including those scheduled meanwhile (a chain of
+        arrivals at one instant schedules its links one by one)."""
+        env = self.env
+        while env.peek() == env.now:
+            env.step()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """The clock between rounds: the time [s] and the jobs still in flight (device, compute start, compute
         end and job end [s]), which a resumed run plays out the same way."""
-        jobs = [[dev, *times] for dev, times in sorted(self._running.items())]
+        busy = np.flatnonzero(self._busy)
+        jobs = [[int(d), float(self._t_start[d]), float(self._t_cmp_end[d]), float(self._t_end[d])] for d in busy]
         return {"clock_s": self.env.now, "in_flight": jobs}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict` on a fresh environment (availability restarts from its schedule)."""
         self.__init__(self.n_devices, start_s=float(state["clock_s"]), availability=self.availability)
         for dev, t_start, t_cmp_end, t_end in state["in_flight"]:
-            self._running[int(dev)] = [float(t_start), float(t_cmp_end), float(t_end)]
-            self.env.process(self._resumed_job(int(dev), float(t_start), float(t_cmp_end), float(t_end)))
-
-    def _resumed_job(self, dev: int, t_start: float, t_cmp_end: float, t_end: float):
-        """The rest of a job restored from a checkpoint: its phases up to ``t_end`` (module docstring)."""
-        env = self.env
-        try:
-            for state, until in ((DOWNLOADING, t_start), (COMPUTING, t_cmp_end), (UPLOADING, t_end)):
-                self.job_state[dev] = state
-                if env.now < min(until, t_end):
-                    yield env.timeout(min(until, t_end) - env.now)
-        finally:
-            self._running.pop(dev, None)
-            self.job_state[dev] = IDLE
+            dev = int(dev)
+            self._start_jobs(np.array([dev]), np.array([t_start]), np.array([t_cmp_end]), np.array([t_end]))
+            ends = self.env.timeout(max(0.0, float(t_end) - self.env.now))
+            ends.callbacks.append(lambda _ev, dev=dev: self._busy.__setitem__(dev, False))
 
     # ------------------------------------------------------------------ a round
     def play(
@@ -293,63 +309,44 @@ class Clock:
         chain_start = float(np.min(t_dl)) if n else float(np.max(np.asarray(down_s, dtype=float), initial=0.0))
         t_arrive[order] = _chain(start + chain_start, due[order])
         t_end = np.where(lost, off, t_arrive)
-        done = {"count": 0, "chain_limit": order.size}
+        ended = [False] * n
+        count = {"done": 0, "chain_limit": order.size}
         everyone = env.event()
         enough = env.event()
-        arrived_ev = [env.event() for _ in range(n)]
-        procs: list[Any] = [None] * n
+        dev_list, order_list, due_list, busy_flags = devices.tolist(), order.tolist(), due[order].tolist(), self._busy
 
-        def job_done() -> None:
-            done["count"] += 1
-            if done["count"] == n:
+        def end_job(j: int) -> None:
+            # the job's device is free (it arrived, was lost offline, or stopped at the cut-off)
+            if ended[j]:
+                return
+            ended[j] = True
+            busy_flags[dev_list[j]] = False
+            count["done"] += 1
+            if count["done"] == n:
                 everyone.succeed()
 
         def arrived(ev: simpy.Timeout) -> None:
             k = ev.value
-            arrived_ev[int(order[k])].succeed()
-            if k + 1 < done["chain_limit"]:
+            end_job(order_list[k])
+            if k + 1 < count["chain_limit"]:
                 schedule(k + 1)
-            if policy == "over_select" and k + 1 == keep and not enough.triggered:
+            if k + 1 == keep and policy == "over_select" and not enough.triggered:
                 enough.succeed()
 
         def schedule(k: int) -> None:
             # arrivals are due in a known order: keep only the next one in SimPy's queue
-            env.timeout(max(0.0, due[order[k]] - env.now), value=k).callbacks.append(arrived)
+            env.timeout(max(0.0, due_list[k] - env.now), value=k).callbacks.append(arrived)
 
-        def job(j: int):
-            dev = int(devices[j])
-            try:
-                self.job_state[dev] = DOWNLOADING
-                if lost[j] and off[j] <= t_start[j]:
-                    yield env.timeout(max(0.0, off[j] - env.now))
-                    return
-                yield env.timeout(t_dl[j])
-                self.job_state[dev] = COMPUTING
-                if lost[j] and off[j] <= t_start[j] + t_cmp[j]:
-                    yield env.timeout(max(0.0, off[j] - env.now))
-                    return
-                yield env.timeout(t_cmp[j])
-                self.job_state[dev] = UPLOADING
-                if lost[j]:
-                    yield env.timeout(max(0.0, off[j] - env.now))
-                    return
-                yield arrived_ev[j]
-            except simpy.Interrupt:
-                pass  # cancelled at the round's cut-off
-            finally:
-                self._running.pop(dev, None)
-                self.job_state[dev] = IDLE
-                job_done()
-    
-        def chain_start_cb(_ev: Any) -> None:
+        def chain_begins(_ev: Any) -> None:
             if order.size:
                 schedule(0)
 
         def server():
             first = env.timeout(chain_start)  # the first device starts computing (a common downlink: the broadcast)
-            first.callbacks.append(chain_start_cb)
-            for j in range(n):
-                procs[j] = env.process(job(j))
+            first.callbacks.append(chain_begins)
+            self._start_jobs(devices, t_start, t_start + t_cmp, t_end)
+            for j in np.flatnonzero(lost).tolist():  # the loss frees the device (it is offline then)
+                env.timeout(max(0.0, off[j] - env.now)).callbacks.append(lambda _ev, j=j: end_job(j))
             if n == 0:
                 everyone.succeed()
             yield first
@@ -360,10 +357,7 @@ class Clock:
             else:
                 yield everyone | enough
 
-        for j in range(n):
-            self._running[int(devices[j])] = [float(t_start[j]), float(t_start[j] + t_cmp[j]), float(t_end[j])]
-        finished = env.process(server())
-        env.run(until=finished)
+        env.run(until=env.process(server()))
         end = env.now
 
         if policy == "deadline":
@@ -376,15 +370,17 @@ class Clock:
         else:
             kept = ~lost
         status = np.where(kept, KEPT, np.where(lost, LOST, LATE)).astype(object)
-        if late == "cancel":
-            cut = ~kept & ~lost & (t_end > end)
-            done["chain_limit"] = order.size - int(np.count_nonzero(cut))  # the cancelled jobs end the chain
-            for j in np.flatnonzero(cut):
-                procs[j].interrupt("cancelled")
-                self._running[int(devices[j])][2] = end
-            t_end = np.where(cut, end, t_end)
-            t_arrive = np.where(cut, np.nan, t_arrive)
-            status[cut] = CANCELLED
+        # a kept update due within the deadline's rounding slack after the round end has arrived as far as the
+        # server is concerned: its device is free at the round end (its recorded arrival stays as computed)
+        running = ~np.array(ended, dtype=bool)
+        free_now = kept & running & (t_end > end)
+        cut = ~kept & ~lost & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
+        count["chain_limit"] = order.size - int(np.count_nonzero(cut))  # cancelled jobs end the chain
+        for j in np.flatnonzero(free_now | cut).tolist():
+            end_job(j)
+        t_end = np.where(free_now | cut, end, t_end)
+        t_arrive = np.where(cut, np.nan, t_arrive)
+        status[cut] = CANCELLED
         dl_done = np.clip(t_end - start, 0.0, t_dl)
         cmp_done = np.clip(t_end - t_start, 0.0, t_cmp)
         com_done = np.clip(t_end - (t_start + t_cmp), 0.0, t_com)
