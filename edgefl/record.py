@@ -115,14 +115,21 @@ def device_block(
     e_com: np.ndarray,
     e_down: np.ndarray | None = None,
     extra: dict[str, np.ndarray],
+    per_job: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """One round's device rows as columns (jobs, then skipped devices), sorted by device id. ``extra``: the
-    method's own columns, one value per job (skipped devices get NaN)."""
+    method's own columns, one value per job (skipped devices get NaN). ``distance_m``, ``rate`` and ``e_max``
+    are per device (shape (n,)), or None with ``per_job`` giving ``distance_m`` and ``e_max_j`` per row (jobs,
+    then skipped) and ``rate_bps`` per job (asynchronous updates, whose jobs come from several dispatches)."""
     jobs, skip = plan.jobs, plan.skipped_device
     flops, bits, steps, losses = work.flops, work.bits, work.steps, work.losses
     m, s = len(jobs), skip.size
     nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
     dev = np.concatenate([jobs.device, skip])
+    if per_job is not None:
+        distance_rows, rate_jobs, e_max_rows = per_job["distance_m"], per_job["rate_bps"], per_job["e_max_j"]
+    else:
+        distance_rows, rate_jobs, e_max_rows = distance_m[dev], rate[jobs.device], e_max[dev]
     reason = np.where(outcome.status == "cancelled", "cancelled", np.where(outcome.status == "offline", "offline", ""))
     cols: dict[str, np.ndarray] = {
         "round": np.full(m + s, r, dtype=np.int64),
@@ -132,8 +139,8 @@ def device_block(
         "feasible": np.arange(m + s) < m,
         "reason": np.concatenate([reason.astype(object), plan.skipped_reason.astype(object)]),
         "arrived": np.concatenate([outcome.kept_mask, np.zeros(s, dtype=bool)]),
-        "distance_m": distance_m[dev],
-        "rate_bps": np.concatenate([rate[jobs.device], nan_s]),
+        "distance_m": distance_rows,
+        "rate_bps": np.concatenate([rate_jobs, nan_s]),
         "cpu_hz": np.concatenate([jobs.cpu_hz, nan_s]),
         "width": np.concatenate([jobs.width, nan_s]),
         "alpha": np.concatenate([jobs.alpha, nan_s]),
@@ -146,7 +153,7 @@ def device_block(
         "bits_planned": np.concatenate([jobs.bits_planned, nan_s]),
         "bits": np.concatenate([bits, zero_s]),
         "t_max_s": np.full(m + s, math.nan if t_max is None else t_max),
-        "e_max_j": _budget(e_max[dev]),
+        "e_max_j": _budget(e_max_rows),
         "t_start_s": np.concatenate([outcome.t_start_s, nan_s]),
         "t_arrive_s": np.concatenate([outcome.t_arrive_s, nan_s]),
         "flops": np.concatenate([flops, zero_s]),

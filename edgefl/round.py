@@ -49,7 +49,8 @@ class Run:
 
     ``n_select``: devices the server starts per round (K, or more under ``over_select``); ``t_max_s``: the round
     deadline [s] (None unless ``round.policy = "deadline"``); ``clock``: the run's SimPy clock (device states
-    and jobs in flight, carried from round to round).
+    and jobs in flight, carried from round to round); ``async_server``: the asynchronous server's memory
+    (:class:`edgefl.asynchronous.AsyncServer`) for asynchronous methods, else None.
     """
 
     scenario: Scenario
@@ -62,6 +63,7 @@ class Run:
     n_select: int
     t_max_s: float | None
     clock: Clock
+    async_server: Any = None
 
 
 def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:

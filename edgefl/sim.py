@@ -256,6 +256,48 @@ class Clock:
             ends = self.env.timeout(max(0.0, float(t_end) - self.env.now))
             ends.callbacks.append(lambda _ev, dev=dev: self._busy.__setitem__(dev, False))
 
+    # ------------------------------------------------------------------ asynchronous jobs
+    def dispatch(
+        self, devices: np.ndarray, *, down_s: np.ndarray, t_cmp_s: np.ndarray, t_com_s: np.ndarray,
+        on_end: Callable[[int, bool], None],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Start jobs on ``devices`` (online and idle, shape (m,)) now, without waiting for them (asynchronous
+        FL): download ``down_s``, compute ``t_cmp_s``, upload ``t_com_s`` [s], shape (m,) each. When job j ends
+        (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
+        lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
+        env = self.env
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        n = devices.size
+        if n and not self.available()[devices].all():
+            raise SimulationError("dispatch: every device given a job must be online and idle")
+        start = env.now
+        t_start = start + down_s
+        due = t_start + (t_cmp_s + t_com_s)
+        off = (
+            np.full(n, np.inf)
+            if self.availability is None
+            else np.array([self.availability.next_offline_s(int(d), start) for d in devices], dtype=float)
+        )
+        lost = due > off
+        planned = np.where(lost, off, due)
+        order = np.lexsort((np.arange(n), planned))
+        t_end = np.empty(n)
+        t_end[order] = _chain(start, planned[order])
+        self._start_jobs(devices, t_start, t_start + t_cmp_s, t_end)
+        dev_list, order_list, planned_list, lost_list = devices.tolist(), order.tolist(), planned[order].tolist(), lost.tolist()
+
+        def ends(ev: simpy.Timeout) -> None:
+            k = ev.value
+            j = order_list[k]
+            self._busy[dev_list[j]] = False
+            if k + 1 < n:
+                env.timeout(max(0.0, planned_list[k + 1] - env.now), value=k + 1).callbacks.append(ends)
+            on_end(j, lost_list[j])
+
+        if n:
+            env.timeout(max(0.0, planned_list[0] - env.now), value=0).callbacks.append(ends)
+        return t_end, lost
+
     # ------------------------------------------------------------------ a round
     def play(
         self,
