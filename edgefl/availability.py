@@ -195,13 +195,16 @@ def read_trace(path: str | Path, n_devices: int) -> list[list[tuple[float, float
         try:
             dev, on, off = int(row[0]), float(row[1]), float(row[2])
         except ValueError:
-            raise ScenarioError(f"{path}:{line}: {','.join(row)!r}: device must be an integer, times numbers [s]") from None
+            text = ",".join(row)
+            raise ScenarioError(f"{path}:{line}: {text!r}: device must be an integer, times numbers [s]") from None
         if not 0 <= dev < n_devices:
             raise ScenarioError(f"{path}:{line}: device={dev}: must be in [0, {n_devices - 1}] (fleet.n_devices)")
         if not (math.isfinite(on) and math.isfinite(off) and on >= 0):
             raise ScenarioError(f"{path}:{line}: online_s={on}, offline_s={off}: must be finite, online_s >= 0 [s]")
         if off <= on:
-            raise ScenarioError(f"{path}:{line}: offline_s={off} <= online_s={on}: an interval must have offline_s > online_s")
+            raise ScenarioError(
+                f"{path}:{line}: offline_s={off} <= online_s={on}: an interval must have offline_s > online_s"
+            )
         out[dev].append((on, off))
     for dev, intervals in enumerate(out):
         intervals.sort()

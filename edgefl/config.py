@@ -231,7 +231,8 @@ class StepCostsConfig(_Strict):
     std_ratio: NonNegFloat = 1 / 3
 
 
-Hours = tuple[Annotated[float, Field(ge=0, le=24, allow_inf_nan=False)], Annotated[float, Field(ge=0, le=24, allow_inf_nan=False)]]
+_Hour = Annotated[float, Field(ge=0, le=24, allow_inf_nan=False)]
+Hours = tuple[_Hour, _Hour]
 
 
 class AvailabilityConfig(_Strict):

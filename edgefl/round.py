@@ -87,10 +87,9 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     sel_mask[selected] = True
     down_budget_s = rcfg.downlink_s
     if sc.channel.downlink is not None and selected.size:  # plan for the slowest download of the full model
-        t_down = costs.download(
-            selected, bits=float(wl.update_bits_at(sc.model.width)), rate_bps=radio.downlink_rates_bps(gain, sel_mask)[selected],
-            rx_power_w=sc.channel.downlink.rx_power_w,
-        )[0]  # fmt: skip
+        dl_rate = radio.downlink_rates_bps(gain, sel_mask)[selected]
+        bits = float(wl.update_bits_at(sc.model.width))
+        t_down = costs.download(selected, bits=bits, rate_bps=dl_rate, rx_power_w=sc.channel.downlink.rx_power_w)[0]
         down_budget_s = float(np.max(t_down))
     ctx = RoundContext(
         round_index=r,

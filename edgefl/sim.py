@@ -105,8 +105,8 @@ class RoundOutcome:
     ``t_arrive_s`` (upload end; NaN for a job that never arrives: cancelled or lost offline), ``t_end_s`` (when
     the device is free again: its arrival, or the instant it stopped). Durations [s]: ``t_dl_s``, ``t_cmp_s``,
     ``t_com_s`` as planned from the work; ``dl_done_s``, ``cmp_done_s``, ``com_done_s`` what was actually spent
-    downloading, computing and uploading (equal to the planned durations unless the job stopped early). ``kept``: the update counts;
-    ``status``: kept, late, cancelled or offline; ``arrival_order``: indices of the jobs that arrive, in order
+    downloading, computing and uploading (equal to the planned durations unless the job stopped early).
+    ``kept``: the update counts; ``status``: kept, late, cancelled or offline; ``arrival_order``: indices of the jobs that arrive, in order
     of arrival. Every array has shape (n_jobs,), ``arrival_order`` (n_arriving,).
     """
 
@@ -284,7 +284,8 @@ class Clock:
         t_end = np.empty(n)
         t_end[order] = _chain(start, planned[order])
         self._start_jobs(devices, t_start, t_start + t_cmp_s, t_end)
-        dev_list, order_list, planned_list, lost_list = devices.tolist(), order.tolist(), planned[order].tolist(), lost.tolist()
+        dev_list, order_list, lost_list = devices.tolist(), order.tolist(), lost.tolist()
+        planned_list = planned[order].tolist()
 
         def ends(ev: simpy.Timeout) -> None:
             k = ev.value
