@@ -6,7 +6,10 @@ The page has a header with a summary table and five plotly figures:
 2. test accuracy vs cumulative energy [J],
 3. test accuracy vs round,
 4. one round's device timeline (compute and upload bars, straggler and deadline marked),
-5. per-device total energy (compute and upload stacked) [J].
+5. a multi-round Gantt of device states on the run's absolute clock for the first devices: download, compute
+   and upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``,
+   ``t_start_s``, ``t_end_s``; offline periods themselves are not in the tables),
+6. per-device total energy (compute and upload stacked) [J].
 
 Inputs are the two result tables: ``rounds`` (one row per round; ``sim_time_s`` is the simulated clock at the
 end of the round, ``test_accuracy`` is a fraction in [0, 1] and NaN on rounds without evaluation) and
@@ -50,7 +53,12 @@ __all__ = [
 ]
 
 #: Keys of the dict ``build_figures`` returns, in page order.
-FIGURE_KEYS = ("accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_energy")
+FIGURE_KEYS = (
+    "accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_states", "device_energy",
+)  # fmt: skip
+
+GANTT_DEVICES = 10
+"""Devices (the lowest ids with jobs) in the multi-round Gantt of device states."""
 
 #: Axis title of each rounds.csv column a figure plots: the run report, ``edgefl plot`` and the sweep page.
 AXIS_TITLES = {
@@ -111,6 +119,7 @@ def build_figures(
         "accuracy_vs_energy": _accuracy_figure(evaluated, "energy_cum_j", "Test accuracy vs energy"),
         "accuracy_vs_round": _accuracy_figure(evaluated, "round", "Test accuracy vs round"),
         "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
+        "device_states": _states_figure(device_rounds),
         "device_energy": _device_energy_figure(device_rounds),
     }
 
@@ -534,6 +543,43 @@ def _vline(fig: go.Figure, x: float, name: str, dash: str, text: str, *, top: bo
         x=x, y=1.0 if top else 0.0, xref="x", yref="paper", text=text, showarrow=False,
         yanchor="bottom", xanchor="center" if top else "left", font={"color": colour},
     )
+
+
+def _states_figure(device_rounds: pd.DataFrame) -> go.Figure:
+    """Gantt of the first :data:`GANTT_DEVICES` devices' jobs over the whole run [s, absolute]: download
+    [t_down, t_start), compute [t_start, t_start + t_cmp), upload [.., t_end); idle between jobs."""
+    fig = go.Figure()
+    fig.update_layout(
+        title=f"Device states over the run (first {GANTT_DEVICES} devices)", template=_TEMPLATE,
+        xaxis_title="simulated time [s]", yaxis_title="device", barmode="overlay", legend={"orientation": "h", "y": -0.2},
+    )  # fmt: skip
+    needed = ("t_down_s", "t_start_s", "t_end_s")
+    if device_rounds.empty or any(c not in device_rounds.columns for c in needed):
+        _placeholder(fig, "no absolute job times in this table")
+        return fig
+    rows = device_rounds[_as_bool(device_rounds["feasible"])] if "feasible" in device_rounds.columns else device_rounds
+    dev = _numeric(rows["device"])
+    first = sorted(dev.dropna().unique())[:GANTT_DEVICES]
+    rows = rows[dev.isin(first)]
+    down, start, end = (_numeric(rows[c]) for c in needed)
+    cmp_end = (start + _numeric(rows["t_cmp_s"])).clip(upper=end)
+    labels = [_device_label(d) for d in rows["device"]]
+    for phase, lo, hi, colour in (("download", down, start, "#2ca02c"), ("compute", start, cmp_end, _COLOURS["compute"]),
+                                  ("upload", cmp_end, end, _COLOURS["upload"])):  # fmt: skip
+        fig.add_trace(go.Bar(
+            name=phase, orientation="h", y=labels, base=lo.tolist(), x=(hi - lo).clip(lower=0).tolist(),
+            marker={"color": colour}, hovertext=[f"{lab}: {phase} {a:.4g} s to {b:.4g} s" for lab, a, b in zip(labels, lo, hi)],
+            hoverinfo="text",
+        ))  # fmt: skip
+    if "reason" in rows.columns:
+        lost = rows["reason"].astype(str) == "offline"
+        if lost.any():
+            fig.add_trace(go.Scatter(
+                name="lost (offline)", mode="markers", x=end[lost].tolist(), y=[lab for lab, m in zip(labels, lost) if m],
+                marker={"symbol": "x", "size": 10, "color": "#d62728"},
+            ))  # fmt: skip
+    fig.update_yaxes(categoryorder="array", categoryarray=[_device_label(d) for d in first])
+    return fig
 
 
 def _device_energy_figure(device_rounds: pd.DataFrame) -> go.Figure:
