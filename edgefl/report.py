@@ -9,7 +9,8 @@ The page has a header with a summary table and five plotly figures:
 5. a multi-round Gantt of device states on the run's absolute clock for the first devices: download, compute
    and upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``,
    ``t_start_s``, ``t_end_s``; offline periods themselves are not in the tables),
-6. per-device total energy (compute and upload stacked) [J].
+6. per-device total energy (compute and upload stacked) [J],
+7. for asynchronous runs (a ``staleness`` column), a histogram of the aggregated updates' staleness.
 
 Inputs are the two result tables: ``rounds`` (one row per round; ``sim_time_s`` is the simulated clock at the
 end of the round, ``test_accuracy`` is a fraction in [0, 1] and NaN on rounds without evaluation) and
@@ -99,7 +100,8 @@ def build_figures(
     timeline_round: int | None = None,
     t_max_s: float | None = None,
 ) -> dict[str, go.Figure]:
-    """Build the report's figures, keyed by ``FIGURE_KEYS``.
+    """Build the report's figures, keyed by ``FIGURE_KEYS`` (plus ``"staleness"`` after them when the device
+    table has a ``staleness`` column: an asynchronous run).
 
     ``timeline_round`` picks the round of the device timeline (default: ``default_timeline_round``);
     ``t_max_s`` [s] is the round deadline drawn as a dashed vertical line on the timeline (none if ``None``).
@@ -121,6 +123,7 @@ def build_figures(
         "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
         "device_states": _states_figure(device_rounds),
         "device_energy": _device_energy_figure(device_rounds),
+        **({"staleness": _staleness_figure(device_rounds)} if "staleness" in device_rounds.columns else {}),
     }
 
 
@@ -579,6 +582,20 @@ def _states_figure(device_rounds: pd.DataFrame) -> go.Figure:
                 marker={"symbol": "x", "size": 10, "color": "#d62728"},
             ))  # fmt: skip
     fig.update_yaxes(categoryorder="array", categoryarray=[_device_label(d) for d in first])
+    return fig
+
+
+def _staleness_figure(device_rounds: pd.DataFrame) -> go.Figure:
+    """How many aggregated updates had each staleness (server updates between download and aggregation)."""
+    fig = go.Figure()
+    fig.update_layout(title="Staleness of the aggregated updates", template=_TEMPLATE,
+                      xaxis_title="staleness [server updates]", yaxis_title="updates")  # fmt: skip
+    tau = _numeric(device_rounds["staleness"]).dropna()
+    if tau.empty:
+        _placeholder(fig, "no update aggregated yet")
+        return fig
+    counts = tau.astype(int).value_counts().sort_index()
+    fig.add_trace(go.Bar(name="updates", x=counts.index.tolist(), y=counts.tolist(), marker={"color": _COLOURS["compute"]}))
     return fig
 
 

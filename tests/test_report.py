@@ -390,3 +390,14 @@ def test_device_states_gantt_on_the_absolute_clock():
     assert list(bars["lost (offline)"].x) == [4.5] and list(bars["lost (offline)"].y) == ["device 0"]
     empty = build_figures(rounds, dr.drop(columns=["t_down_s"]))["device_states"]
     assert not empty.data and "no absolute job times" in empty.layout.annotations[0].text
+
+
+def test_staleness_histogram_only_for_async_runs():
+    dr = make_device_rounds()
+    rounds = make_rounds()
+    assert "staleness" not in build_figures(rounds, dr)
+    dr = dr.assign(staleness=[0.0, 1.0, 1.0, NAN, 3.0, 1.0, NAN, 0.0, 1.0])  # 9 rows: two 0s, four 1s, one 3
+    figures = build_figures(rounds, dr)
+    assert tuple(figures) == (*FIGURE_KEYS, "staleness")
+    (bars,) = figures["staleness"].data
+    assert list(bars.x) == [0, 1, 3] and list(bars.y) == [2, 4, 1]
