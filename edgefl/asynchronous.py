@@ -17,6 +17,11 @@ model (:mod:`edgefl.algorithms.asynchronous`) and the update is recorded:
 
 Energy is charged when a job ends (pro rata up to a loss); jobs still in flight when the run ends are not
 charged. Radio gains and mobility advance per server update; a job keeps the rates of its dispatch.
+
+Cost: each refill plans, draws and prices its jobs over the whole fleet, about 2-3 ms per dispatch at 10^4
+devices (measured: FedBuff, surrogate, 10^4 devices, C = 1000, M = 100: about 450 jobs/s on the shared 2-core
+machine). Batching the refills of an instant, and pricing only the dispatched devices, is what the issue's
+30,000 jobs/s will need.
 """
 
 from __future__ import annotations
