@@ -164,10 +164,15 @@ class Clock:
     """
 
     def __init__(self, n_devices: int, *, start_s: float = 0.0, availability: Availability | None = None) -> None:
-        self.env = env = simpy.Environment(initial_time=start_s)
         self.n_devices = n_devices
-        self.online = np.ones(n_devices, dtype=bool)
         self.availability = availability
+        self._start(start_s)
+
+    def _start(self, start_s: float) -> None:
+        """A fresh environment at ``start_s`` [s]: every device idle, online as its schedule says then."""
+        n_devices, availability = self.n_devices, self.availability
+        self.env = env = simpy.Environment(initial_time=start_s)
+        self.online = np.ones(n_devices, dtype=bool)
         # the job each device is on: compute start, compute end, job end [s]; NaN when idle
         self._t_start = np.full(n_devices, np.nan)
         self._t_cmp_end = np.full(n_devices, np.nan)
@@ -249,7 +254,7 @@ class Clock:
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict` on a fresh environment (availability restarts from its schedule)."""
-        self.__init__(self.n_devices, start_s=float(state["clock_s"]), availability=self.availability)
+        self._start(float(state["clock_s"]))
         for dev, t_start, t_cmp_end, t_end in state["in_flight"]:
             dev = int(dev)
             self._start_jobs(np.array([dev]), np.array([t_start]), np.array([t_cmp_end]), np.array([t_end]))
