@@ -39,6 +39,10 @@ STEP_COSTS = [
     "fleet.step_costs.step_energy_j=1e-3", "fleet.step_costs.comm_energy_j=2e-2", "round.deadline_s=30.0",
     "fleet.budget.low_j=0.1", "fleet.budget.high_j=0.5",
 ]  # fmt: skip
+NEW_COLUMNS = ("wanted", "available", "t_down_s", "t_end_s", "e_down_j", "t_dl_s")
+"""Columns added by issue #17 (the run-long clock): a table that has them only after is compared without them."""
+ABSOLUTE = ("t_start_s", "t_arrive_s")
+"""Times that became absolute with issue #17: relative to the round start before (the previous round's end)."""
 PLANNED = ("t_cmp_planned_s", "t_com_planned_s", "e_cmp_planned_j", "e_com_planned_j")
 WITH_ALPHA_BETA = ("anycostfl", "stc", "qsgd", "fedhq")
 
@@ -114,6 +118,9 @@ def _diff(name: str, before: Path, after: Path) -> tuple[str, bool]:
     a = pd.read_csv(io.StringIO(before.read_text()), keep_default_na=False, dtype=str)
     b = pd.read_csv(io.StringIO(after.read_text()), keep_default_na=False, dtype=str)
     a, b = a.drop(columns=["wall_time_s"], errors="ignore"), b.drop(columns=["wall_time_s"], errors="ignore")
+    b = b.drop(columns=[c for c in NEW_COLUMNS if c in b.columns and c not in a.columns])
+    if "t_down_s" not in pd.read_csv(before, nrows=0).columns and "t_down_s" in pd.read_csv(after, nrows=0).columns:
+        b = _relative_times(b, after.parent / "rounds.csv")
     if list(a.columns) == list(b.columns) and a.equals(b):
         return ("identical", True)
     allowed: set[str] = set()
@@ -130,6 +137,23 @@ def _diff(name: str, before: Path, after: Path) -> tuple[str, bool]:
     text = ", ".join(f"{c} ({n} rows{_max_rel(a[c], b[c])})" for c, n in changed.items())
     ok = set(changed) <= allowed
     return (("allowed: " if ok else "DIFFERS: ") + text, ok)
+
+
+def _relative_times(b: pd.DataFrame, rounds_csv: Path) -> pd.DataFrame:
+    """``b`` with its absolute ``t_start_s`` and ``t_arrive_s`` made relative to the round start, the previous
+    round's ``sim_time_s`` (0 for round 1), with the float subtraction the engine used to do, as text."""
+    if not any(c in b.columns for c in ABSOLUTE):
+        return b
+    rounds = pd.read_csv(rounds_csv, dtype=str, keep_default_na=False)
+    ends = [float(v) for v in rounds["sim_time_s"]]
+    start = {int(r): (0.0 if i == 0 else ends[i - 1]) for i, r in enumerate(rounds["round"])}
+    b = b.copy()
+    for col in ABSOLUTE:
+        if col in b.columns:
+            b[col] = [
+                "" if text == "" else repr(float(text) - start[int(r)]) for text, r in zip(b[col], b["round"])
+            ]
+    return b
 
 
 def _max_rel(a: pd.Series, b: pd.Series) -> str:

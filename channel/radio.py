@@ -96,12 +96,15 @@ class RadioModel:
             gain = gain * rayleigh_power_gain(rng, n)
         return gain
 
-    def rates_bps(self, gain_linear: Any, tx_power_w: Any, transmitting_mask: Any = None) -> np.ndarray:
+    def rates_bps(
+        self, gain_linear: Any, tx_power_w: Any, transmitting_mask: Any = None, *, held: int = 0
+    ) -> np.ndarray:
         """Uplink rate of every device for one round, AnycostFL eq. (8) on each device's FDMA sub-band.
 
         gain_linear: [linear] >= 0, shape (n,).  tx_power_w: [W] >= 0, a number or shape (n,).
         transmitting_mask: bool, shape (n,); ``None`` means every device transmits.  A device that does not
-        transmit gets rate 0; with ``"split"`` the band is shared among the transmitting devices only.
+        transmit gets rate 0; with ``"split"`` the band is shared among the transmitting devices and ``held``
+        further sub-bands (devices outside the mask still on a job they started earlier), ``band / (m + held)``.
         Returns: rate [bit/s], shape (n,).
         """
         g = np.atleast_1d(check.nonnegative(gain_linear, "gain_linear"))
@@ -120,6 +123,7 @@ class RadioModel:
         n_transmitting = int(mask.sum())
         if n_transmitting == 0:
             return rates_bps
-        b_hz = fdma_bandwidth_hz(self.bandwidth_mode, n_transmitting, self.band_hz)
+        n_held = check.count(held, "held", minimum=0)
+        b_hz = fdma_bandwidth_hz(self.bandwidth_mode, n_transmitting + n_held, self.band_hz)
         rates_bps[mask] = shannon_rate_bps(b_hz, g[mask], p_w[mask], self.noise_psd_w_per_hz)
         return rates_bps

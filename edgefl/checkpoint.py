@@ -3,7 +3,7 @@
 Layout of ``<run>/checkpoint/``:
 
 - ``meta.json``: the round reached, simulated clock [s], cumulative energy [J], device positions [m] and the
-  radio's round, the method's state, the surrogate's state, every ``rounds`` row so far, the list of
+  radio's round, the jobs still in flight on the run's clock (late devices finishing), the method's state, the surrogate's state, every ``rounds`` row so far, the list of
   device-row segment files and the name of the model file. Written last, atomically: it is the commit point.
 - ``devices-<first>-<last>.npz``: the device rows of those rounds, one array per column (no pickle).
   Segments are never rewritten, so a checkpoint costs only the rounds since the previous one.
@@ -49,6 +49,7 @@ class Restored:
     records: Records
     method_state: dict
     radio_state: dict
+    clock_state: dict | None = None
 
 
 def _scenario_digest(scenario: Scenario) -> str:
@@ -65,7 +66,7 @@ def checkpoint_round(checkpoint_dir: str | Path) -> int:
 
 def save_checkpoint(
     checkpoint_dir: Path, scenario: Scenario, state: RunState, records: Records, saved_blocks: int, *,
-    method_state: dict, radio_state: dict, trains: bool,
+    method_state: dict, radio_state: dict, trains: bool, clock_state: dict | None = None,
 ) -> int:  # fmt: skip
     """Write ``state`` (after its last completed round) with ``records``, ``method_state`` (the method's
     ``state_dict()``) and ``radio_state``; return how many device blocks are now saved. ``trains``: the model is
@@ -100,6 +101,7 @@ def save_checkpoint(
         "method": None if trains else method_state,  # torch runs keep it in the .pt file
         "surrogate": None if trains else {"gap": state.model.gap, "progress": state.model.progress},
         "model": model_name,
+        "clock": clock_state,
         "segments": segments,
         "rounds": records.round_rows,
     }
@@ -145,7 +147,8 @@ def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, trai
                      energy_cum_j=float(meta["energy_cum_j"]), model=model)  # fmt: skip
     records = Records(round_rows=[dict(row) for row in meta["rounds"]], device_blocks=blocks)
     radio_state = {"radio_round": meta["radio_round"], "positions_m": meta["positions_m"]}
-    return Restored(state=state, records=records, method_state=method_state, radio_state=radio_state)
+    return Restored(state=state, records=records, method_state=method_state, radio_state=radio_state,
+                    clock_state=meta.get("clock"))  # fmt: skip
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from edgefl.method_settings._base import check_range
 
 __all__ = [
     "DataConfig", "ModelConfig", "ModelName", "TrainConfig", "RoundConfig", "FleetConfig", "BudgetConfig",
-    "StepCostsConfig", "ChannelConfig", "SurrogateConfig", "UNIT_ALIASES",
+    "StepCostsConfig", "AvailabilityConfig", "ChannelConfig", "DownlinkConfig", "SurrogateConfig", "UNIT_ALIASES",
 ]  # fmt: skip
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -175,9 +175,14 @@ class RoundConfig(_Strict):
     ``wait_all``: the straggler sets the round time. ``deadline``: updates arriving after ``deadline_s``
     (measured from the round start, downlink included) are dropped, their energy still charged.
     ``over_select``: ``ceil(K * (1 + over_select_fraction))`` devices start, the first K arrivals are kept.
+    ``late``: what a device does once the server stops waiting for it (``deadline``, ``over_select``):
+    ``"finish"`` its work (energy charged in full; busy, so not selectable, until it ends) or ``"cancel"`` it
+    at the cut-off (energy charged pro rata of the compute and upload time done), see :mod:`edgefl.sim`.
+    ``downlink_s``: a download time [s] common to every device, used unless ``[channel.downlink]`` is given.
     """
 
     policy: Literal["wait_all", "deadline", "over_select"] = "wait_all"
+    late: Literal["finish", "cancel"] = "finish"
     deadline_s: PositiveFloat | None = None
     over_select_fraction: float = Field(0.3, gt=0, le=10)
     downlink_s: NonNegFloat = 0.0
@@ -226,6 +231,43 @@ class StepCostsConfig(_Strict):
     std_ratio: NonNegFloat = 1 / 3
 
 
+_Hour = Annotated[float, Field(ge=0, le=24, allow_inf_nan=False)]
+Hours = tuple[_Hour, _Hour]
+
+
+class AvailabilityConfig(_Strict):
+    """When devices are online (:mod:`edgefl.availability`); the server selects among online, idle devices.
+
+    ``kind = "always"``: every device always online. ``"markov"``: exponential online and offline periods of
+    means ``online_mean_s`` and ``offline_mean_s`` [s] (each a number or [low, high] drawn per device).
+    ``"diurnal"``: a daily window (charging) starting ``window_start_h`` hours after midnight, in [0, 24), lasting
+    ``window_length_h`` hours, in (0, 24] (each a number or [low, high] drawn per device). ``"trace"``: online
+    intervals from the CSV file ``trace_path`` (header ``device,online_s,offline_s``).
+    """
+
+    kind: Literal["always", "markov", "diurnal", "trace"] = "always"
+    online_mean_s: PositiveFloat | Range = 3600.0
+    offline_mean_s: PositiveFloat | Range = 3600.0
+    window_start_h: Annotated[float, Field(ge=0, lt=24, allow_inf_nan=False)] | Hours = (0.0, 23.0)
+    window_length_h: Annotated[float, Field(gt=0, le=24, allow_inf_nan=False)] | Hours = (2.0, 8.0)
+    trace_path: str | None = None
+
+    @field_validator("online_mean_s", "offline_mean_s", "window_start_h", "window_length_h")
+    @classmethod
+    def _ranges(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
+        return check_range(v)
+
+    @model_validator(mode="after")
+    def _kind_needs(self) -> AvailabilityConfig:
+        if self.kind == "trace" and not self.trace_path:
+            raise ValueError("kind='trace' needs trace_path, a CSV file of device,online_s,offline_s rows")
+        if isinstance(self.window_length_h, tuple) and self.window_length_h[0] <= 0:
+            raise ValueError(f"window_length_h={list(self.window_length_h)}: lengths must be in (0, 24] [h]")
+        if isinstance(self.window_start_h, tuple) and self.window_start_h[1] >= 24:
+            raise ValueError(f"window_start_h={list(self.window_start_h)}: starts must be in [0, 24) [h]")
+        return self
+
+
 class FleetConfig(_Strict):
     """Device population. Each quantity: a number, or [low, high] drawn per device (uniform)."""
 
@@ -241,6 +283,7 @@ class FleetConfig(_Strict):
     tx_power_w: PositiveFloat | Range = 0.1
     budget: BudgetConfig = BudgetConfig()
     step_costs: StepCostsConfig = StepCostsConfig()
+    availability: AvailabilityConfig = AvailabilityConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -261,8 +304,37 @@ class FleetConfig(_Strict):
         return self
 
 
+_DOWNLINK_UNITS: dict[str, tuple[str, Any]] = {
+    "bandwidth_mhz": ("bandwidth_hz", lambda v: v * 1e6),
+    "tx_power_dbm": ("tx_power_w", _dbm_to_w),
+    "rx_power_dbm": ("rx_power_w", _dbm_to_w),
+}
+
+
+class DownlinkConfig(_Strict):
+    """``[channel.downlink]``: each device downloads the global model (a submodel's bits for width-shrinking
+    methods) over its own downlink, ``t_down = bits / r_down`` with ``r_down = b log2(1 + g P_bs / (N0 b))``:
+    the uplink's path loss, shadowing and fading g and noise N0, the base station's transmit power
+    ``tx_power_w`` [W] (or ``tx_power_dbm``) and a sub-band ``bandwidth_hz`` [Hz] (or ``bandwidth_mhz``) per
+    device (``bandwidth_mode = "fixed"``) or shared by the round's downloading devices (``"split"``).
+    ``rx_power_w`` [W] (or ``rx_power_dbm``): the device's receive power, charging ``e_down = P_rx t_down``
+    (0: downloads cost no energy). Without this table every device downloads in ``round.downlink_s``.
+    """
+
+    tx_power_w: PositiveFloat = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro cell's base station
+    bandwidth_hz: PositiveFloat = 1e6
+    bandwidth_mode: Literal["fixed", "split"] = "fixed"
+    rx_power_w: NonNegFloat = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _units(cls, data: Any) -> Any:
+        return _convert(data, _DOWNLINK_UNITS)
+
+
 class ChannelConfig(_Strict):
-    """Uplink radio: path loss, fading, FDMA sub-bands, placement and mobility."""
+    """Uplink radio: path loss, fading, FDMA sub-bands, placement and mobility; ``downlink`` (optional): the
+    per-device downlink, :class:`DownlinkConfig`."""
 
     pathloss: Literal["3gpp_macro", "log_distance", "free_space"] = "3gpp_macro"
     exponent: PositiveFloat = 3.76  # log_distance only
@@ -278,6 +350,7 @@ class ChannelConfig(_Strict):
     min_distance_m: NonNegFloat = 10.0
     mobility: Literal["static", "redraw", "random_walk"] = "static"
     walk_step_m: PositiveFloat = 10.0
+    downlink: DownlinkConfig | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -8,6 +8,8 @@ Two modes, chosen by the fleet (``fleet.step_costs.kind``):
 - ``"physical"`` (AnycostFL eqs. (6)-(9)): cycles = FLOPs / (FLOPs per cycle),
   compute time ``t_cmp = c / f`` (6), compute energy ``e_cmp = eps f^2 c`` (7),
   upload time ``t_com = bits / rate`` (9), upload energy ``e_com = P_tx t_com`` (9);
+- a download (``[channel.downlink]``, both modes): ``t_down = bits / r_down``, ``e_down = P_rx t_down``;
+  a job stopped early is charged pro rata of each phase's time done (:func:`prorated_energy_j`);
 - ``"per_step"`` (Luo et al. eqs. (3)-(7)): given per-device time ``t_p`` and energy ``e_p`` of one local SGD
   step and ``t_m``, ``e_m`` of one round of communication: ``t_cmp = E t_p``, ``e_cmp = E e_p``, and an upload
   (any payload of more than 0 bits) takes ``t_m`` and ``e_m``. The CPU frequency and the rate play no part.
@@ -28,7 +30,7 @@ import numpy as np
 
 from edgefl.system import Fleet
 
-__all__ = ["CostModel", "CostMode", "UploadBudget", "COST_MODES"]
+__all__ = ["CostModel", "CostMode", "UploadBudget", "COST_MODES", "prorated_energy_j"]
 
 CostMode = Literal["physical", "per_step"]
 COST_MODES: tuple[str, ...] = ("physical", "per_step")
@@ -39,6 +41,15 @@ _BISECT_STEPS = 100
 
 def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
+
+
+def prorated_energy_j(e_j: np.ndarray, t_s: np.ndarray, done_s: np.ndarray) -> np.ndarray:
+    """Energy [J] charged for a phase (compute or upload) of duration ``t_s`` [s] and energy ``e_j`` [J] that
+    stopped after ``done_s`` [s] (a job cancelled at the cut-off or lost offline): ``e done / t``, all of ``e``
+    when the phase completed (``done >= t``, also for ``t = 0``). Shapes broadcast."""
+    e, t, done = _f(e_j), _f(t_s), _f(done_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(done >= t, e, e * done / t)
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,15 @@ class CostModel:
             return np.where(sends, fl.comm_time_s[dev], 0.0), np.where(sends, fl.comm_energy_j[dev], 0.0)
         t = b / _f(rate_bps)
         return t, fl.tx_power_w[dev] * t
+
+    def download(
+        self, dev: np.ndarray, *, bits: np.ndarray | float, rate_bps: np.ndarray | float, rx_power_w: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(time [s], energy [J]) of downloading ``bits`` at ``rate_bps`` [bit/s] with receive power
+        ``rx_power_w`` [W]: ``t_down = bits / r_down``, ``e_down = P_rx t_down`` (the downlink counterpart of
+        AnycostFL eq. (9)), in both cost modes."""
+        t = _f(bits) / _f(rate_bps)
+        return t, rx_power_w * t
 
     # ------------------------------------------------------------------ frequency rules
     def deadline_frequency_hz(

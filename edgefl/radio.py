@@ -1,10 +1,14 @@
-"""The run's radio: where devices are each round and what uplink rate they get (built on ``channel/``).
+"""The run's radio: where devices are each round and what uplink (and downlink) rate they get (built on
+``channel/``). The downlink (``[channel.downlink]``) sees the same gains as the uplink (path loss, shadowing,
+fading: one block per round) with the base station's power on its own FDMA sub-bands.
 
 Streams: ``placement`` (initial positions), ``mobility`` per round, ``fading`` per round. Round 1 uses the
 initial placement; mobility moves devices before every later round.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -36,6 +40,9 @@ class Radio:
 
     def __init__(self, cfg: ChannelConfig, n_devices: int, streams: Streams) -> None:
         self.model = radio_model(cfg)
+        dl = cfg.downlink
+        self.downlink = None if dl is None else replace(self.model, band_hz=dl.bandwidth_hz, bandwidth_mode=dl.bandwidth_mode)
+        self.bs_power_w = None if dl is None else dl.tx_power_w
         self.streams = streams
         if cfg.mobility == "static":
             self.mobility = Static()
@@ -72,6 +79,17 @@ class Radio:
         self.positions_m = np.asarray(state["positions_m"], dtype=float).reshape(self.positions_m.shape)
         self._round = int(state["radio_round"])
 
-    def rates_bps(self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray) -> np.ndarray:
-        """Uplink rate [bit/s] per device, shape (n,); 0 for devices not transmitting."""
-        return self.model.rates_bps(gain, tx_power_w, transmitting)
+    def rates_bps(
+        self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray, *, held: int = 0
+    ) -> np.ndarray:
+        """Uplink rate [bit/s] per device, shape (n,); 0 for devices not transmitting. ``held``: sub-bands still
+        taken by devices finishing an earlier job (they share the band under ``bandwidth_mode = "split"``)."""
+        return self.model.rates_bps(gain, tx_power_w, transmitting, held=held)
+
+    def downlink_rates_bps(self, gain: np.ndarray, receiving: np.ndarray) -> np.ndarray:
+        """Downlink rate [bit/s] per device, shape (n,), AnycostFL eq. (8) with the base station's power on each
+        receiving device's downlink sub-band (shared among the ``receiving`` devices under ``"split"``); 0 for
+        the others. Only with ``[channel.downlink]``."""
+        if self.downlink is None:
+            raise ValueError("downlink_rates_bps: the scenario has no [channel.downlink]")
+        return self.downlink.rates_bps(gain, self.bs_power_w, receiving)

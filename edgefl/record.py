@@ -3,6 +3,13 @@
 A round's device block is one array per column (jobs, then the selected devices that sat out, sorted by device
 id): the columns every method fills (:data:`edgefl.results.DEVICE_COLUMNS`), the timeline and planned costs,
 then the method's own columns (``Method.device_columns``).
+
+The timeline columns are absolute simulated times [s] on the run's clock: ``t_start_s`` (compute start) and
+``t_arrive_s`` (upload end, empty for a job that never arrived), then ``t_down_s`` (download start: the job's
+dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). Before the run-long
+clock ``t_start_s`` and ``t_arrive_s`` were relative to the round start; subtract the round's start, the previous
+round's ``sim_time_s``, to get those. ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
+(less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so).
 """
 
 from __future__ import annotations
@@ -106,47 +113,58 @@ def device_block(
     *,
     e_cmp: np.ndarray,
     e_com: np.ndarray,
+    e_down: np.ndarray | None = None,
     extra: dict[str, np.ndarray],
+    per_job: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """One round's device rows as columns (jobs, then skipped devices), sorted by device id. ``extra``: the
-    method's own columns, one value per job (skipped devices get NaN)."""
+    method's own columns, one value per job (skipped devices get NaN). ``distance_m``, ``rate`` and ``e_max``
+    are per device (shape (n,)), or None with ``per_job`` giving ``distance_m`` and ``e_max_j`` per row (jobs,
+    then skipped) and ``rate_bps`` per job (asynchronous updates, whose jobs come from several dispatches)."""
     jobs, skip = plan.jobs, plan.skipped_device
     flops, bits, steps, losses = work.flops, work.bits, work.steps, work.losses
     m, s = len(jobs), skip.size
     nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
-    start = outcome.start_s
     dev = np.concatenate([jobs.device, skip])
+    if per_job is not None:
+        distance_rows, rate_jobs, e_max_rows = per_job["distance_m"], per_job["rate_bps"], per_job["e_max_j"]
+    else:
+        distance_rows, rate_jobs, e_max_rows = distance_m[dev], rate[jobs.device], e_max[dev]
+    reason = np.where(outcome.status == "cancelled", "cancelled", np.where(outcome.status == "offline", "offline", ""))
     cols: dict[str, np.ndarray] = {
         "round": np.full(m + s, r, dtype=np.int64),
         "device": dev,
         "selected": np.ones(m + s, dtype=bool),
         "trained": np.concatenate([flops > 0, np.zeros(s, dtype=bool)]),  # an estimating job computes nothing
         "feasible": np.arange(m + s) < m,
-        "reason": np.concatenate([np.full(m, "", dtype=object), plan.skipped_reason.astype(object)]),
+        "reason": np.concatenate([reason.astype(object), plan.skipped_reason.astype(object)]),
         "arrived": np.concatenate([outcome.kept_mask, np.zeros(s, dtype=bool)]),
-        "distance_m": distance_m[dev],
-        "rate_bps": np.concatenate([rate[jobs.device], nan_s]),
+        "distance_m": distance_rows,
+        "rate_bps": np.concatenate([rate_jobs, nan_s]),
         "cpu_hz": np.concatenate([jobs.cpu_hz, nan_s]),
         "width": np.concatenate([jobs.width, nan_s]),
         "alpha": np.concatenate([jobs.alpha, nan_s]),
         "beta": np.concatenate([jobs.beta, nan_s]),
         "local_steps": np.concatenate([steps, np.zeros(s, dtype=np.int64)]),
-        "t_cmp_s": np.concatenate([outcome.t_cmp_s, zero_s]),
-        "t_com_s": np.concatenate([outcome.t_com_s, zero_s]),
+        "t_cmp_s": np.concatenate([outcome.cmp_done_s, zero_s]),
+        "t_com_s": np.concatenate([outcome.com_done_s, zero_s]),
         "e_cmp_j": np.concatenate([e_cmp, zero_s]),
         "e_com_j": np.concatenate([e_com, zero_s]),
         "bits_planned": np.concatenate([jobs.bits_planned, nan_s]),
         "bits": np.concatenate([bits, zero_s]),
         "t_max_s": np.full(m + s, math.nan if t_max is None else t_max),
-        "e_max_j": _budget(e_max[dev]),
-        "t_start_s": np.concatenate([outcome.t_start_s - start, nan_s]),
-        "t_arrive_s": np.concatenate([outcome.t_arrive_s - start, nan_s]),
+        "e_max_j": _budget(e_max_rows),
+        "t_start_s": np.concatenate([outcome.t_start_s, nan_s]),
+        "t_arrive_s": np.concatenate([outcome.t_arrive_s, nan_s]),
         "flops": np.concatenate([flops, zero_s]),
         "train_loss": np.concatenate([losses, nan_s]),
         "t_cmp_planned_s": np.concatenate([jobs.t_cmp_planned_s, nan_s]),
         "t_com_planned_s": np.concatenate([jobs.t_com_planned_s, nan_s]),
         "e_cmp_planned_j": np.concatenate([jobs.e_cmp_planned_j, nan_s]),
         "e_com_planned_j": np.concatenate([jobs.e_com_planned_j, nan_s]),
+        "t_down_s": np.concatenate([outcome.t_down_s, nan_s]),
+        "t_end_s": np.concatenate([outcome.t_end_s, nan_s]),
+        "e_down_j": np.concatenate([np.zeros(m) if e_down is None else e_down, zero_s]),
     }
     for name, values in extra.items():  # numbers as floats (NaN when skipped), anything else as text ("")
         col = np.asarray(values)

@@ -6,13 +6,19 @@ The page has a header with a summary table and five plotly figures:
 2. test accuracy vs cumulative energy [J],
 3. test accuracy vs round,
 4. one round's device timeline (compute and upload bars, straggler and deadline marked),
-5. per-device total energy (compute and upload stacked) [J].
+5. a multi-round Gantt of device states on the run's absolute clock for the first devices: download, compute
+   and upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``,
+   ``t_start_s``, ``t_end_s``; offline periods themselves are not in the tables),
+6. per-device total energy (compute and upload stacked) [J],
+7. for asynchronous runs (a ``staleness`` column), a histogram of the aggregated updates' staleness.
 
 Inputs are the two result tables: ``rounds`` (one row per round; ``sim_time_s`` is the simulated clock at the
 end of the round, ``test_accuracy`` is a fraction in [0, 1] and NaN on rounds without evaluation) and
 ``device_rounds`` (one row per selected device per round). For the timeline, ``device_rounds`` may carry
-``t_start_s`` (when the device began computing) and ``t_arrive_s`` (when its upload arrived), both [s] relative
-to the round start; without them a device starts at 0 s and arrives at ``t_start_s + t_cmp_s + t_com_s``.
+``t_start_s`` (when the device began computing) and ``t_arrive_s`` (when its upload arrived), both [s]: absolute
+on the run's clock when the table has ``t_down_s`` (the job's dispatch, the round's start), which the timeline
+subtracts, else relative to the round start; without them a device starts at 0 s and arrives at
+``t_start_s + t_cmp_s + t_com_s``.
 
 plotly.js is inlined once, so the page opens offline. ``build_figures`` returns the figures themselves, so
 that a notebook (or a test) can inspect or restyle them.
@@ -49,7 +55,12 @@ __all__ = [
 ]
 
 #: Keys of the dict ``build_figures`` returns, in page order.
-FIGURE_KEYS = ("accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_energy")
+FIGURE_KEYS = (
+    "accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_states", "device_energy",
+)  # fmt: skip
+
+GANTT_DEVICES = 10
+"""Devices (the lowest ids with jobs) in the multi-round Gantt of device states."""
 
 #: Axis title of each rounds.csv column a figure plots: the run report, ``edgefl plot`` and the sweep page.
 AXIS_TITLES = {
@@ -90,7 +101,8 @@ def build_figures(
     timeline_round: int | None = None,
     t_max_s: float | None = None,
 ) -> dict[str, go.Figure]:
-    """Build the report's figures, keyed by ``FIGURE_KEYS``.
+    """Build the report's figures, keyed by ``FIGURE_KEYS`` (plus ``"staleness"`` after them when the device
+    table has a ``staleness`` column: an asynchronous run).
 
     ``timeline_round`` picks the round of the device timeline (default: ``default_timeline_round``);
     ``t_max_s`` [s] is the round deadline drawn as a dashed vertical line on the timeline (none if ``None``).
@@ -110,7 +122,9 @@ def build_figures(
         "accuracy_vs_energy": _accuracy_figure(evaluated, "energy_cum_j", "Test accuracy vs energy"),
         "accuracy_vs_round": _accuracy_figure(evaluated, "round", "Test accuracy vs round"),
         "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
+        "device_states": _states_figure(device_rounds),
         "device_energy": _device_energy_figure(device_rounds),
+        **({"staleness": _staleness_figure(device_rounds)} if "staleness" in device_rounds.columns else {}),
     }
 
 
@@ -345,9 +359,13 @@ def _phase_times(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     trained = _as_bool(rows["trained"])
     start = _numeric(rows["t_start_s"]) if "t_start_s" in rows.columns else pd.Series(0.0, index=rows.index)
+    arrive = _numeric(rows["t_arrive_s"]) if "t_arrive_s" in rows.columns else pd.Series(math.nan, index=rows.index)
+    if "t_down_s" in rows.columns:  # absolute times: from the round's dispatch
+        offset = _numeric(rows["t_down_s"]).min()
+        offset = 0.0 if pd.isna(offset) else offset
+        start, arrive = start - offset, arrive - offset
     start = start.fillna(0.0)
     cmp_end = start + _numeric(rows["t_cmp_s"])
-    arrive = _numeric(rows["t_arrive_s"]) if "t_arrive_s" in rows.columns else pd.Series(math.nan, index=rows.index)
     arrive = arrive.fillna(cmp_end + _numeric(rows["t_com_s"]))
     rows["_trained"] = trained
     rows["_arrived"] = _as_bool(rows["arrived"]) & trained
@@ -535,6 +553,57 @@ def _vline(fig: go.Figure, x: float, name: str, dash: str, text: str, *, top: bo
         x=x, y=1.0 if top else 0.0, xref="x", yref="paper", text=text, showarrow=False,
         yanchor="bottom", xanchor="center" if top else "left", font={"color": colour},
     )
+
+
+def _states_figure(device_rounds: pd.DataFrame) -> go.Figure:
+    """Gantt of the first :data:`GANTT_DEVICES` devices' jobs over the whole run [s, absolute]: download
+    [t_down, t_start), compute [t_start, t_start + t_cmp), upload [.., t_end); idle between jobs."""
+    fig = go.Figure()
+    fig.update_layout(
+        title=f"Device states over the run (first {GANTT_DEVICES} devices)", template=_TEMPLATE,
+        xaxis_title="simulated time [s]", yaxis_title="device", barmode="overlay", legend={"orientation": "h", "y": -0.2},
+    )  # fmt: skip
+    needed = ("t_down_s", "t_start_s", "t_end_s")
+    if device_rounds.empty or any(c not in device_rounds.columns for c in needed):
+        _placeholder(fig, "no absolute job times in this table")
+        return fig
+    rows = device_rounds[_as_bool(device_rounds["feasible"])] if "feasible" in device_rounds.columns else device_rounds
+    dev = _numeric(rows["device"])
+    first = sorted(dev.dropna().unique())[:GANTT_DEVICES]
+    rows = rows[dev.isin(first)]
+    down, start, end = (_numeric(rows[c]) for c in needed)
+    cmp_end = (start + _numeric(rows["t_cmp_s"])).clip(upper=end)
+    labels = [_device_label(d) for d in rows["device"]]
+    for phase, lo, hi, colour in (("download", down, start, "#2ca02c"), ("compute", start, cmp_end, _COLOURS["compute"]),
+                                  ("upload", cmp_end, end, _COLOURS["upload"])):  # fmt: skip
+        fig.add_trace(go.Bar(
+            name=phase, orientation="h", y=labels, base=lo.tolist(), x=(hi - lo).clip(lower=0).tolist(),
+            marker={"color": colour}, hovertext=[f"{lab}: {phase} {a:.4g} s to {b:.4g} s" for lab, a, b in zip(labels, lo, hi)],
+            hoverinfo="text",
+        ))  # fmt: skip
+    if "reason" in rows.columns:
+        lost = rows["reason"].astype(str) == "offline"
+        if lost.any():
+            fig.add_trace(go.Scatter(
+                name="lost (offline)", mode="markers", x=end[lost].tolist(), y=[lab for lab, m in zip(labels, lost) if m],
+                marker={"symbol": "x", "size": 10, "color": "#d62728"},
+            ))  # fmt: skip
+    fig.update_yaxes(categoryorder="array", categoryarray=[_device_label(d) for d in first])
+    return fig
+
+
+def _staleness_figure(device_rounds: pd.DataFrame) -> go.Figure:
+    """How many aggregated updates had each staleness (server updates between download and aggregation)."""
+    fig = go.Figure()
+    fig.update_layout(title="Staleness of the aggregated updates", template=_TEMPLATE,
+                      xaxis_title="staleness [server updates]", yaxis_title="updates")  # fmt: skip
+    tau = _numeric(device_rounds["staleness"]).dropna()
+    if tau.empty:
+        _placeholder(fig, "no update aggregated yet")
+        return fig
+    counts = tau.astype(int).value_counts().sort_index()
+    fig.add_trace(go.Bar(name="updates", x=counts.index.tolist(), y=counts.tolist(), marker={"color": _COLOURS["compute"]}))
+    return fig
 
 
 def _device_energy_figure(device_rounds: pd.DataFrame) -> go.Figure:

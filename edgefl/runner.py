@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edgefl.algorithms import MethodSetup, make_method
+from edgefl.availability import make_availability
 from edgefl.costs import CostModel
 from edgefl.radio import Radio
 from edgefl.record import Records
@@ -23,6 +24,7 @@ from edgefl.results import RunResult
 from edgefl.round import Run, play_round, select_devices
 from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
+from edgefl.sim import Clock
 from edgefl.state import RunState
 from edgefl.system import Fleet
 
@@ -68,8 +70,14 @@ def build_run(scenario: Scenario) -> Run:
     k, n = mcfg.clients_per_round, fleet.n_devices
     n_select = min(n, math.ceil(k * (1 + rcfg.over_select_fraction))) if rcfg.policy == "over_select" else k
     t_max = rcfg.deadline_s if rcfg.policy == "deadline" else None
+    clock = Clock(n, availability=make_availability(scenario.fleet.availability, n, streams))
+    server = None
+    if getattr(method, "asynchronous", False):
+        from edgefl.asynchronous import AsyncServer
+
+        server = AsyncServer()
     return Run(scenario=scenario, streams=streams, workload=workload, fleet=fleet, costs=costs, radio=radio,
-               method=method, n_select=n_select, t_max_s=t_max)  # fmt: skip
+               method=method, n_select=n_select, t_max_s=t_max, clock=clock, async_server=server)  # fmt: skip
 
 
 def run_scenario(
@@ -128,13 +136,19 @@ class Simulation:
     rounds_done = property(lambda self: self.state.rounds_done)
 
     def step(self, r: int) -> dict[str, Any]:
-        """Simulate round ``r`` (rounds in order, from 1); record and return its ``rounds`` row.
+        """Simulate round ``r`` (rounds in order, from 1; for an asynchronous method the ``r``-th server update);
+        record and return its ``rounds`` row.
 
         Rows are recorded only once the round is complete, so an interruption never leaves half a round.
         """
         if r != self.state.rounds_done + 1:
             raise ValueError(f"round {r}: the next round to simulate is {self.state.rounds_done + 1}")
-        self.state, record = play_round(self.run, self.state)
+        if self.run.async_server is not None:
+            from edgefl.asynchronous import play_update
+
+            self.state, record = play_update(self.run, self.state)
+        else:
+            self.state, record = play_round(self.run, self.state)
         self.records.append(record)
         return record.row
 
@@ -148,13 +162,18 @@ class Simulation:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
-        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py)."""
+        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py).
+        Asynchronous runs write none: their jobs in flight (trained updates, model versions) are not saved yet,
+        and the scenario check makes them set ``checkpoint_every = 0``."""
         from edgefl.checkpoint import save_checkpoint
 
         run = self.run
+        if run.async_server is not None:
+            return
         self._saved_blocks = save_checkpoint(
             Path(checkpoint_dir), run.scenario, self.state, self.records, self._saved_blocks,
             method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), trains=run.workload.trains,
+            clock_state=run.clock.state_dict(),
         )  # fmt: skip
 
     def restore(self, checkpoint_dir: str | Path) -> bool:
@@ -168,6 +187,7 @@ class Simulation:
         self.state, self.records = found.state, found.records
         run.radio.load_state_dict(found.radio_state)
         run.method.load_state_dict(found.method_state)
+        run.clock.load_state_dict(found.clock_state or {"clock_s": found.state.sim_time_s, "in_flight": []})
         self._saved_blocks = len(self.records.device_blocks)
         return True
 

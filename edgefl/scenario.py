@@ -180,6 +180,27 @@ class Scenario(_Strict):
                 f"method.name={name!r} with fleet.budget.kind='none': {name} plans for a per-round energy budget "
                 "E_max; set fleet.budget.kind to 'fixed' or 'uniform'"
             )
+        if getattr(_registry()[name], "asynchronous", False):
+            if self.round.policy != "wait_all":
+                raise ValueError(
+                    f"method.name={name!r} with round.policy={self.round.policy!r}: an asynchronous method has no "
+                    "rounds to cut; leave round.policy = 'wait_all'"
+                )
+            if self.checkpoint_every:
+                raise ValueError(
+                    f"method.name={name!r} with checkpoint_every={self.checkpoint_every}: resuming with asynchronous "
+                    "jobs in flight is not implemented yet; set checkpoint_every = 0"
+                )
+            if self.learning == "surrogate" and self.surrogate.bound != "anycostfl":
+                raise ValueError(
+                    f"method.name={name!r} with surrogate.bound={self.surrogate.bound!r}: asynchronous surrogate "
+                    "steps follow the AnycostFL bound; set surrogate.bound = 'anycostfl'"
+                )
+        if self.channel.downlink is not None and self.round.downlink_s > 0:
+            raise ValueError(
+                f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
+                "download time or the per-device downlink, not both; set round.downlink_s = 0"
+            )
         mode = cost_mode(self.fleet)
         if mode not in needs.cost_modes:
             raise ValueError(

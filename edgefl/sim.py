@@ -1,19 +1,48 @@
-"""SimPy round engine: one server process and a chain of arrival events, three round-end policies.
+"""SimPy engine: one environment for a whole run, device states driven by its events, the server's rounds on it.
 
-Per round (a fresh ``simpy.Environment`` starting at the round's start time; the run's clock is carried from
-round to round by the runner, which starts each round where the previous one ended):
+A :class:`Clock` holds one ``simpy.Environment`` from the first round to the last; simulated time runs across
+rounds and every recorded time is absolute [s]. Each device is in one of five states (:data:`STATES`):
+offline, idle, downloading, computing, uploading. Whether a device is online is decided by its availability
+process (one SimPy process per device, :mod:`edgefl.availability`; without a schedule every device is always
+online). What an online device does is its job: download ``t_dl``, compute ``t_cmp``, upload ``t_com``. A job's
+phases are known when it is dispatched, so its only event is its end (its arrival, or its loss when the device
+goes offline; a cancel happens at the server's cut-off): that event frees the device, and the state between
+dispatch and end is read from the job's times (:meth:`Clock.state`). A SimPy process per job would say the same
+with three more events per job, which costs more than the rest of a 10^4-device round.
 
-    server process: broadcast (a downlink_s timeout) -> the devices start -> wait per policy -> round end
-    devices: no process of their own. When the broadcast ends, every job's work is done at once (real training
-             takes zero simulated time) and gives its compute and upload durations. A device uploads over its own
-             FDMA sub-band, so nothing contends and its arrival is known then: start + t_cmp + t_com. The
-             arrivals are sorted and chained: only the next one sits in SimPy's queue as a timeout whose callback
-             records it and schedules the one after.
+A round (:meth:`Clock.play`) is the server's wait under its policy, after it has selected among the devices that
+are online and idle (:meth:`Clock.begin_round`: when none is, it waits for the next one to become so):
 
-Policies: ``wait_all`` (the straggler sets the round end), ``deadline`` (round ends at the last arrival or
-at start + deadline_s, whichever is first; later arrivals are dropped, their energy still charged: a device
-does not learn that it is late), ``over_select`` (round ends at the ``keep``-th arrival; the rest are
-dropped). The engine knows nothing about FL methods: it calls ``train(job)`` and ``cost(job, update)``.
+    dispatch at t0 (the round start): every job's work is done at once (real training takes zero simulated
+    time, and a job's result does not depend on when in the round it starts), giving its durations;
+    job j: download [t0, t_start_j = t0 + t_dl_j), compute [t_start_j, t_start_j + t_cmp_j),
+           upload until its arrival  t_arrive_j = t_start_j + (t_cmp_j + t_com_j)  (its own FDMA sub-band: no
+           contention, so every arrival is known at dispatch);
+    server: ``wait_all`` until every job has ended; ``deadline`` until every job has ended or
+           t0 + deadline_s, whichever is first; ``over_select`` until the ``keep``-th arrival (or every job ended).
+
+Arrivals are chained in order of arrival time: only the next one sits in SimPy's queue, as a timeout whose
+callback frees its device and schedules the one after (one event per job at O(1) queue cost keeps rounds of
+10^4 devices cheap); the arrival times are those of the chain, ``t_k = t_{k-1} + max(0, due_k - t_{k-1})``.
+Ties arrive in job order. Before selecting, the server plays every event due at that instant (:meth:`Clock.begin_round`),
+so a job that ends exactly at a round's start frees its device for that round.
+
+Late jobs (``late``): under ``deadline`` and ``over_select`` a job whose update the server no longer waits for
+either finishes (``"finish"``, the default: its energy is charged in full, and until its arrival the device is
+busy: the server cannot select it, and under ``bandwidth_mode = "split"`` it keeps its sub-band), or is
+cancelled at the cut-off (``"cancel"``: it stops at the round end; it has spent ``clip(t_end - t_start, 0,
+t_cmp)`` computing and ``clip(t_end - t_cmp_end, 0, t_com)`` uploading, and its energy is charged pro rata of
+those, :func:`edgefl.costs.prorated_energy_j`).
+
+Against the engine before the run-long clock (one fresh environment per round), results under ``wait_all`` are
+identical. Under ``deadline`` and ``over_select`` with ``late = "finish"`` a dropped device used to be free
+again at the next round's start although it was still uploading; now it is busy until its arrival, so the
+next round selects among fewer devices (a different draw of the selection stream) and, in ``split`` mode, each
+new device's sub-band is narrower. Rounds without a straggler carried over are unchanged.
+
+A kept update due within the deadline's rounding slack (``DEADLINE_RTOL``) after the cut-off frees its device at
+the cut-off. Availability: a device that goes offline during a job loses it at that instant (``status = "offline"``): energy
+is charged up to there, as for a cancelled job. Its loss counts as the end of its job for ``wait_all``.
 """
 
 from __future__ import annotations
@@ -21,52 +50,83 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import simpy
 
-__all__ = ["DeviceTimeline", "RoundOutcome", "simulate_round"]
+from edgefl.errors import SimulationError
+
+if TYPE_CHECKING:
+    from edgefl.availability import Availability
+
+__all__ = [
+    "Clock", "DeviceTimeline", "RoundOutcome", "simulate_round", "STATES", "OFFLINE", "IDLE", "DOWNLOADING",
+    "COMPUTING", "UPLOADING", "LATE_MODES",
+]  # fmt: skip
 
 Policy = Literal["wait_all", "deadline", "over_select"]
+Late = Literal["finish", "cancel"]
+LATE_MODES: tuple[str, ...] = ("finish", "cancel")
+
+OFFLINE, IDLE, DOWNLOADING, COMPUTING, UPLOADING = 0, 1, 2, 3, 4
+STATES: tuple[str, ...] = ("offline", "idle", "downloading", "computing", "uploading")
+"""Device states, indexed by the codes above."""
 
 DEADLINE_RTOL = 1e-9
 """Relative slack when judging an arrival against the deadline (floating-point rounding only)."""
 
+# how a job ended: arrived in time (kept), arrived after the server stopped waiting, cancelled, lost offline
+KEPT, LATE, CANCELLED, LOST = "kept", "late", "cancelled", "offline"
+
 
 @dataclass(frozen=True, kw_only=True)
 class DeviceTimeline:
-    """Absolute simulated times [s] of one device's round and whether its update was kept."""
+    """Absolute simulated times [s] of one job and whether its update was kept."""
 
     job: Any
     update: Any
+    t_down_s: float
     t_start_s: float
     t_cmp_end_s: float
     t_arrive_s: float
+    t_end_s: float
     t_cmp_s: float
     t_com_s: float
     kept: bool
+    status: str
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class RoundOutcome:
     """A simulated round: start and end [s] and, per job (in job order), its timeline as arrays.
 
-    ``t_start_s``, ``t_cmp_end_s``, ``t_arrive_s`` are absolute [s]; ``t_cmp_s``, ``t_com_s`` durations [s];
-    ``kept`` whether the update counts; ``arrival_order`` the job indices in order of arrival. Every array has
-    shape (n_jobs,). :attr:`devices` gives the same as one :class:`DeviceTimeline` per job.
+    Absolute [s]: ``t_down_s`` (download start = dispatch), ``t_start_s`` (compute start), ``t_cmp_end_s``,
+    ``t_arrive_s`` (upload end; NaN for a job that never arrives: cancelled or lost offline), ``t_end_s`` (when
+    the device is free again: its arrival, or the instant it stopped). Durations [s]: ``t_dl_s``, ``t_cmp_s``,
+    ``t_com_s`` as planned from the work; ``dl_done_s``, ``cmp_done_s``, ``com_done_s`` what was actually spent
+    downloading, computing and uploading (equal to the planned durations unless the job stopped early).
+    ``kept``: the update counts; ``status``: kept, late, cancelled or offline; ``arrival_order``: indices of the jobs that arrive, in order
+    of arrival. Every array has shape (n_jobs,), ``arrival_order`` (n_arriving,).
     """
 
     start_s: float
     end_s: float
     jobs: Sequence[Any]
     updates: list[Any]
+    t_down_s: np.ndarray
     t_start_s: np.ndarray
     t_cmp_end_s: np.ndarray
     t_arrive_s: np.ndarray
+    t_end_s: np.ndarray
+    t_dl_s: np.ndarray
     t_cmp_s: np.ndarray
     t_com_s: np.ndarray
+    cmp_done_s: np.ndarray
+    com_done_s: np.ndarray
+    dl_done_s: np.ndarray
     kept_mask: np.ndarray
+    status: np.ndarray
     arrival_order: np.ndarray
 
     @cached_property
@@ -74,9 +134,10 @@ class RoundOutcome:
         """One timeline per job, in job order."""
         return tuple(
             DeviceTimeline(
-                job=self.jobs[i], update=self.updates[i], t_start_s=float(self.t_start_s[i]),
-                t_cmp_end_s=float(self.t_cmp_end_s[i]), t_arrive_s=float(self.t_arrive_s[i]),
-                t_cmp_s=float(self.t_cmp_s[i]), t_com_s=float(self.t_com_s[i]), kept=bool(self.kept_mask[i]),
+                job=self.jobs[i], update=self.updates[i], t_down_s=float(self.t_down_s[i]),
+                t_start_s=float(self.t_start_s[i]), t_cmp_end_s=float(self.t_cmp_end_s[i]),
+                t_arrive_s=float(self.t_arrive_s[i]), t_end_s=float(self.t_end_s[i]), t_cmp_s=float(self.t_cmp_s[i]),
+                t_com_s=float(self.t_com_s[i]), kept=bool(self.kept_mask[i]), status=str(self.status[i]),
             )  # fmt: skip
             for i in range(len(self.jobs))
         )
@@ -92,110 +153,346 @@ class RoundOutcome:
         return [self.devices[i] for i in self.kept_index]
 
 
+Durations = Callable[[], tuple[np.ndarray, np.ndarray]]
+
+
+class Clock:
+    """One SimPy environment for a whole run of ``n_devices`` devices, starting at ``start_s`` [s].
+
+    ``availability`` (an :class:`edgefl.availability.Availability`) puts each device on- and offline as a
+    process of its own; None keeps every device online. :meth:`state` gives every device's state code.
+    """
+
+    def __init__(self, n_devices: int, *, start_s: float = 0.0, availability: Availability | None = None) -> None:
+        self.n_devices = n_devices
+        self.availability = availability
+        self._start(start_s)
+
+    def _start(self, start_s: float) -> None:
+        """A fresh environment at ``start_s`` [s]: every device idle, online as its schedule says then."""
+        n_devices, availability = self.n_devices, self.availability
+        self.env = env = simpy.Environment(initial_time=start_s)
+        self.online = np.ones(n_devices, dtype=bool)
+        # the job each device is on: compute start, compute end, job end [s]; NaN when idle
+        self._t_start = np.full(n_devices, np.nan)
+        self._t_cmp_end = np.full(n_devices, np.nan)
+        self._t_end = np.full(n_devices, np.nan)
+        self._busy = np.zeros(n_devices, dtype=bool)
+        self._online_s = np.zeros(n_devices)  # time spent online before the current online period [s]
+        self._online_since = np.full(n_devices, start_s)
+        if availability is not None:
+            self.online[:] = availability.online_at(np.arange(n_devices), start_s)
+            for dev in range(n_devices):
+                env.process(self._presence(dev))
+
+    # ------------------------------------------------------------------ device states
+    def state(self) -> np.ndarray:
+        """Every device's state code now (:data:`STATES`), shape (n,): a busy device's phase follows from its
+        job's times (downloading before its compute start, computing before its compute end, then uploading)."""
+        now = self.env.now
+        with np.errstate(invalid="ignore"):
+            phase = np.where(now < self._t_start, DOWNLOADING, np.where(now < self._t_cmp_end, COMPUTING, UPLOADING))
+        return np.where(~self.online, OFFLINE, np.where(self._busy, phase, IDLE)).astype(np.int8)
+
+    def available(self) -> np.ndarray:
+        """Devices the server can select now: online and idle, bool shape (n,)."""
+        return self.online & ~self._busy
+
+    def n_busy(self) -> int:
+        """Devices still working on a job (each holds its uplink sub-band until the job ends)."""
+        return int(np.count_nonzero(self._busy))
+
+    def _start_jobs(self, dev: np.ndarray, t_start: np.ndarray, t_cmp_end: np.ndarray, t_end: np.ndarray) -> None:
+        """Devices ``dev`` (shape (m,)) start jobs with these compute starts, compute ends and ends [s]."""
+        self._busy[dev] = True
+        self._t_start[dev], self._t_cmp_end[dev], self._t_end[dev] = t_start, t_cmp_end, t_end
+
+    def _presence(self, dev: int):
+        """Availability process of device ``dev``: it walks the device's online periods from the schedule."""
+        env = self.env
+        for on, off in self.availability.periods(dev, env.now):
+            if on > env.now:
+                yield env.timeout(on - env.now)
+            self.online[dev] = True
+            self._online_since[dev] = env.now
+            yield env.timeout(max(0.0, off - env.now))
+            self.online[dev] = False
+            self._online_s[dev] += env.now - self._online_since[dev]
+
+    def online_time_s(self) -> np.ndarray:
+        """Time [s] each device has spent online since the clock started, up to now, shape (n,)."""
+        now = self.env.now
+        return self._online_s + np.where(self.online, now - self._online_since, 0.0)
+
+    def begin_round(self) -> float:
+        """Bring the clock to the next round's start and return it [s]: the events due now are played (jobs
+        that end now free their device), and while no device is online and idle the server waits for one.
+        Raises :class:`SimulationError` if none ever will be."""
+        env = self.env
+        self._finish_instant()  # events due at this instant come first (jobs ending now free their device)
+        while not self.available().any():
+            if env.peek() == float("inf"):  # nothing left that could free a device
+                raise SimulationError(f"at t={env.now:g} s no device is online and idle, and none ever will be")
+            env.step()
+            self._finish_instant()
+        return env.now
+
+    def _finish_instant(self) -> None:
+        """Process every event due at the current time, including those scheduled meanwhile (a chain of
+        arrivals at one instant schedules its links one by one)."""
+        env = self.env
+        while env.peek() == env.now:
+            env.step()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """The clock between rounds: the time [s] and the jobs still in flight (device, compute start, compute
+        end and job end [s]), which a resumed run plays out the same way."""
+        busy = np.flatnonzero(self._busy)
+        jobs = [[int(d), float(self._t_start[d]), float(self._t_cmp_end[d]), float(self._t_end[d])] for d in busy]
+        return {"clock_s": self.env.now, "in_flight": jobs}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` on a fresh environment (availability restarts from its schedule)."""
+        self._start(float(state["clock_s"]))
+        for dev, t_start, t_cmp_end, t_end in state["in_flight"]:
+            dev = int(dev)
+            self._start_jobs(np.array([dev]), np.array([t_start]), np.array([t_cmp_end]), np.array([t_end]))
+            ends = self.env.timeout(max(0.0, float(t_end) - self.env.now))
+            ends.callbacks.append(lambda _ev, dev=dev: self._busy.__setitem__(dev, False))
+
+    # ------------------------------------------------------------------ asynchronous jobs
+    def dispatch(
+        self, devices: np.ndarray, *, down_s: np.ndarray, t_cmp_s: np.ndarray, t_com_s: np.ndarray,
+        on_end: Callable[[int, bool], None],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Start jobs on ``devices`` (online and idle, shape (m,)) now, without waiting for them (asynchronous
+        FL): download ``down_s``, compute ``t_cmp_s``, upload ``t_com_s`` [s], shape (m,) each. When job j ends
+        (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
+        lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
+        env = self.env
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        n = devices.size
+        if n and not self.available()[devices].all():
+            raise SimulationError("dispatch: every device given a job must be online and idle")
+        start = env.now
+        t_start = start + down_s
+        due = t_start + (t_cmp_s + t_com_s)
+        off = (
+            np.full(n, np.inf)
+            if self.availability is None
+            else np.array([self.availability.next_offline_s(int(d), start) for d in devices], dtype=float)
+        )
+        lost = due > off
+        planned = np.where(lost, off, due)
+        order = np.lexsort((np.arange(n), planned))
+        t_end = np.empty(n)
+        t_end[order] = _chain(start, planned[order])
+        self._start_jobs(devices, t_start, t_start + t_cmp_s, t_end)
+        dev_list, order_list, lost_list = devices.tolist(), order.tolist(), lost.tolist()
+        planned_list = planned[order].tolist()
+
+        def ends(ev: simpy.Timeout) -> None:
+            k = ev.value
+            j = order_list[k]
+            self._busy[dev_list[j]] = False
+            if k + 1 < n:
+                env.timeout(max(0.0, planned_list[k + 1] - env.now), value=k + 1).callbacks.append(ends)
+            on_end(j, lost_list[j])
+
+        if n:
+            env.timeout(max(0.0, planned_list[0] - env.now), value=0).callbacks.append(ends)
+        return t_end, lost
+
+    # ------------------------------------------------------------------ a round
+    def play(
+        self,
+        *,
+        devices: np.ndarray,
+        durations: Durations,
+        down_s: float | np.ndarray = 0.0,
+        policy: Policy = "wait_all",
+        deadline_s: float | None = None,
+        keep: int | None = None,
+        late: Late = "finish",
+        jobs: Sequence[Any] | None = None,
+        updates: list[Any] | None = None,
+    ) -> RoundOutcome:
+        """Play one round from now: dispatch a job to each of ``devices`` (ids, shape (m,), online and idle) and
+        wait under ``policy``; return when the server stops waiting (late jobs may still be running then).
+
+        ``durations()`` is called once at dispatch and returns ``(t_cmp_s, t_com_s)``, shape (m,) [s];
+        ``down_s`` is the download time [s], one number or shape (m,). ``deadline_s`` [s] is measured from the
+        round start (download included); ``keep`` is K for ``over_select``; ``late`` what a job the server no
+        longer waits for does (module docstring).
+        """
+        if policy == "deadline" and (deadline_s is None or deadline_s <= 0):
+            raise ValueError(f"deadline_s={deadline_s}: policy 'deadline' needs deadline_s > 0")
+        if policy == "over_select" and (keep is None or keep < 1):
+            raise ValueError(f"keep={keep}: policy 'over_select' needs keep >= 1")
+        if late not in LATE_MODES:
+            raise ValueError(f"late={late!r}: must be one of {', '.join(LATE_MODES)}")
+        env = self.env
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        n = devices.size
+        if n and not self.available()[devices].all():
+            raise SimulationError("play: every device given a job must be online and idle")
+        start = env.now
+        t_dl = np.broadcast_to(np.asarray(down_s, dtype=float), (n,)).copy()
+        t_cmp, t_com = (np.asarray(d, dtype=float).reshape(n) for d in durations())
+        t_start = start + t_dl
+        busy = t_cmp + t_com
+        due = t_start + busy
+        # a device that goes offline before its job ends loses the job there
+        off = (
+            np.full(n, np.inf)
+            if self.availability is None
+            else np.array([self.availability.next_offline_s(int(d), start) for d in devices], dtype=float)
+        )
+        lost = due > off
+        # order of arrival: by arrival time, then (a common downlink) by busy time, then job order
+        arriving = np.flatnonzero(~lost)
+        order = arriving[np.lexsort((arriving, busy[arriving], due[arriving]))]
+        t_arrive = np.full(n, np.nan)
+        chain_start = float(np.min(t_dl)) if n else float(np.max(np.asarray(down_s, dtype=float), initial=0.0))
+        t_arrive[order] = _chain(start + chain_start, due[order])
+        t_end = np.where(lost, off, t_arrive)
+        ended = [False] * n
+        count = {"done": 0, "chain_limit": order.size}
+        everyone = env.event()
+        enough = env.event()
+        dev_list, order_list, due_list, busy_flags = devices.tolist(), order.tolist(), due[order].tolist(), self._busy
+
+        def end_job(j: int) -> None:
+            # the job's device is free (it arrived, was lost offline, or stopped at the cut-off)
+            if ended[j]:
+                return
+            ended[j] = True
+            busy_flags[dev_list[j]] = False
+            count["done"] += 1
+            if count["done"] == n:
+                everyone.succeed()
+
+        def arrived(ev: simpy.Timeout) -> None:
+            k = ev.value
+            end_job(order_list[k])
+            if k + 1 < count["chain_limit"]:
+                schedule(k + 1)
+            if k + 1 == keep and policy == "over_select" and not enough.triggered:
+                enough.succeed()
+
+        def schedule(k: int) -> None:
+            # arrivals are due in a known order: keep only the next one in SimPy's queue
+            env.timeout(max(0.0, due_list[k] - env.now), value=k).callbacks.append(arrived)
+
+        def chain_begins(_ev: Any) -> None:
+            if order.size:
+                schedule(0)
+
+        def server():
+            first = env.timeout(chain_start)  # the first device starts computing (a common downlink: the broadcast)
+            first.callbacks.append(chain_begins)
+            self._start_jobs(devices, t_start, t_start + t_cmp, t_end)
+            for j in np.flatnonzero(lost).tolist():  # the loss frees the device (it is offline then)
+                env.timeout(max(0.0, off[j] - env.now)).callbacks.append(lambda _ev, j=j: end_job(j))
+            if n == 0:
+                everyone.succeed()
+            yield first
+            if policy == "wait_all":
+                yield everyone
+            elif policy == "deadline":
+                yield everyone | env.timeout(max(0.0, start + deadline_s - env.now))
+            else:
+                yield everyone | enough
+
+        env.run(until=env.process(server()))
+        end = env.now
+
+        if policy == "deadline":
+            # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
+            # Lemma 3 makes the deadline tight) must not be dropped because start + busy rounds up by one ulp
+            kept = ~lost & (t_arrive - start <= deadline_s * (1 + DEADLINE_RTOL))
+        elif policy == "over_select":
+            kept = np.zeros(n, dtype=bool)
+            kept[order[:keep]] = True
+        else:
+            kept = ~lost
+        status = np.where(kept, KEPT, np.where(lost, LOST, LATE)).astype(object)
+        # a kept update due within the deadline's rounding slack after the round end has arrived as far as the
+        # server is concerned: its device is free at the round end (its recorded arrival stays as computed)
+        running = ~np.array(ended, dtype=bool)
+        free_now = kept & running & (t_end > end)
+        cut = ~kept & ~lost & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
+        count["chain_limit"] = order.size - int(np.count_nonzero(cut))  # cancelled jobs end the chain
+        for j in np.flatnonzero(free_now | cut).tolist():
+            end_job(j)
+        t_end = np.where(free_now | cut, end, t_end)
+        t_arrive = np.where(cut, np.nan, t_arrive)
+        status[cut] = CANCELLED
+        dl_done = np.clip(t_end - start, 0.0, t_dl)
+        cmp_done = np.clip(t_end - t_start, 0.0, t_cmp)
+        com_done = np.clip(t_end - (t_start + t_cmp), 0.0, t_com)
+        stopped = (status == CANCELLED) | (status == LOST)
+        return RoundOutcome(
+            start_s=start, end_s=end, jobs=range(n) if jobs is None else jobs,
+            updates=[None] * n if updates is None else updates, t_down_s=np.full(n, start), t_start_s=t_start,
+            t_cmp_end_s=t_start + t_cmp, t_arrive_s=t_arrive, t_end_s=t_end, t_dl_s=t_dl, t_cmp_s=t_cmp,
+            t_com_s=t_com, cmp_done_s=np.where(stopped, cmp_done, t_cmp), com_done_s=np.where(stopped, com_done, t_com),
+            dl_done_s=np.where(stopped, dl_done, t_dl),
+            kept_mask=kept, status=status, arrival_order=order[~np.isnan(t_arrive[order])],
+        )  # fmt: skip
+
+
+def _chain(first_s: float, due_s: np.ndarray) -> np.ndarray:
+    """Arrival times of a chain started at ``first_s`` [s] with each link due at ``due_s`` (sorted): what the
+    chained SimPy timeouts produce, ``t_k = t_{k-1} + max(0, due_k - t_{k-1})``, with the same float operations."""
+    out = np.empty(due_s.size)
+    now = first_s
+    for k, due in enumerate(due_s.tolist()):
+        now = now + max(0.0, due - now)
+        out[k] = now
+    return out
+
+
 def simulate_round(
     *,
     start_s: float,
     jobs: Sequence[Any],
     train: Callable[[Any], Any] | None = None,
     cost: Callable[[Any, Any], tuple[float, float]] | None = None,
-    durations: tuple[np.ndarray, np.ndarray] | Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+    durations: tuple[np.ndarray, np.ndarray] | Durations | None = None,
     policy: Policy = "wait_all",
     deadline_s: float | None = None,
     keep: int | None = None,
-    downlink_s: float = 0.0,
+    downlink_s: float | np.ndarray = 0.0,
+    late: Late = "finish",
 ) -> RoundOutcome:
-    """Run one round as SimPy events.
+    """One round on a fresh :class:`Clock` starting at ``start_s`` [s], one device per job (job i on device i).
 
-    Either ``train(job) -> update``, called when the device starts (after the downlink) to do the real work,
-    with ``cost(job, update) -> (t_cmp_s, t_com_s)`` turning what was computed and built into durations [s];
-    or ``durations = (t_cmp_s, t_com_s)``, arrays of shape (n_jobs,), or a callable returning them, called
-    once when the devices start (the runner does the round's work there). ``deadline_s`` [s] is measured from ``start_s`` (downlink included); ``keep`` is K
-    for ``over_select``.
-
-    A device computes, then uploads over its own FDMA sub-band (no contention), so its arrival is one SimPy
-    event ``t_cmp + t_com`` after its start; its compute end ``t_start + t_cmp`` is recorded with it. Since
-    every arrival time is known once the devices have started, only the next arrival sits in SimPy's queue:
-    one event per device at O(1) queue cost keeps rounds of 10^4 devices cheap and linear in the devices.
+    Either ``train(job) -> update``, called at dispatch to do the real work, with ``cost(job, update) ->
+    (t_cmp_s, t_com_s)`` turning what was computed and built into durations [s]; or ``durations = (t_cmp_s,
+    t_com_s)``, arrays of shape (n_jobs,), or a callable returning them. Other arguments as :meth:`Clock.play`.
     """
+    if (durations is None) == (train is None or cost is None):
+        raise ValueError("simulate_round: give either train and cost, or durations")
+    n = len(jobs)
+    updates: list[Any] = [None] * n
+
+    def work() -> tuple[np.ndarray, np.ndarray]:
+        if durations is None:
+            t_cmp, t_com = np.zeros(n), np.zeros(n)
+            for i, job in enumerate(jobs):
+                updates[i] = update = train(job)
+                t_cmp[i], t_com[i] = cost(job, update)
+            return t_cmp, t_com
+        return durations() if callable(durations) else durations
+
     if policy == "deadline" and (deadline_s is None or deadline_s <= 0):
         raise ValueError(f"deadline_s={deadline_s}: policy 'deadline' needs deadline_s > 0")
     if policy == "over_select" and (keep is None or keep < 1):
         raise ValueError(f"keep={keep}: policy 'over_select' needs keep >= 1")
-    if (durations is None) == (train is None or cost is None):
-        raise ValueError("simulate_round: give either train and cost, or durations")
-    n = len(jobs)
-    env = simpy.Environment(initial_time=start_s)
-    t_start, t_arrive = np.zeros(n), np.zeros(n)
-    if durations is not None and not callable(durations):
-        t_cmp, t_com = (np.asarray(d, dtype=float).reshape(n) for d in durations)
-    else:
-        t_cmp, t_com = np.zeros(n), np.zeros(n)
-    updates: list[Any] = [None] * n
-    everyone = env.event()
-    enough = env.event()
-    end: dict[str, float] = {}
-
-    order = np.zeros(0, dtype=np.int64)
-    due = np.zeros(n)
-
-    def arrived(ev: simpy.Timeout) -> None:
-        k = ev.value
-        i = int(order[k])
-        t_arrive[i] = env.now  # the (k+1)-th arrival: arrivals follow ``order``
-        if k + 1 < n:
-            schedule(k + 1)
-        if k + 1 == n:
-            everyone.succeed()
-        if policy == "over_select" and k + 1 == keep:
-            enough.succeed()
-
-    def schedule(k: int) -> None:
-        # arrivals are due in a known order: keep only the next one in SimPy's queue (O(1) per event
-        # instead of O(log n)); ties keep job order, as SimPy's own insertion order would
-        env.timeout(max(0.0, due[order[k]] - env.now), value=k).callbacks.append(arrived)
-
-    def start_devices(_ev: Any) -> None:
-        nonlocal order, due
-        t_start[:] = env.now
-        if durations is None:
-            for i, job in enumerate(jobs):
-                updates[i] = update = train(job)
-                t_cmp[i], t_com[i] = cost(job, update)
-        elif callable(durations):
-            t_cmp[:], t_com[:] = (np.asarray(d, dtype=float).reshape(n) for d in durations())
-        busy = t_cmp + t_com
-        due = env.now + busy
-        order = np.argsort(busy, kind="stable")
-        if n == 0:
-            everyone.succeed()
-        else:
-            schedule(0)
-
-    def server():
-        broadcast = env.timeout(downlink_s)
-        broadcast.callbacks.append(start_devices)
-        yield broadcast
-        if policy == "wait_all":
-            yield everyone
-        elif policy == "deadline":
-            yield everyone | env.timeout(max(0.0, start_s + deadline_s - env.now))
-        else:
-            yield everyone | enough
-        end["t"] = env.now
-
-    env.process(server())
-    env.run()  # late devices finish too: their energy is charged
-
-    if policy == "deadline":
-        # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
-        # Lemma 3 makes the deadline tight) must not be dropped because start_s + busy rounds up by one ulp
-        kept = t_arrive - start_s <= deadline_s * (1 + DEADLINE_RTOL)
-    elif policy == "over_select":
-        kept = np.zeros(n, dtype=bool)
-        kept[order[:keep]] = True
-    else:
-        kept = np.ones(n, dtype=bool)
-    return RoundOutcome(
-        start_s=start_s, end_s=end["t"], jobs=jobs, updates=updates, t_start_s=t_start, t_cmp_end_s=t_start + t_cmp,
-        t_arrive_s=t_arrive, t_cmp_s=t_cmp, t_com_s=t_com, kept_mask=kept, arrival_order=order,
+    clock = Clock(n, start_s=start_s)
+    return clock.play(
+        devices=np.arange(n), durations=work, down_s=downlink_s, policy=policy, deadline_s=deadline_s, keep=keep,
+        late=late, jobs=jobs, updates=updates,
     )  # fmt: skip

@@ -369,3 +369,35 @@ def test_report_is_deterministic(written):
 def test_title_must_be_text():
     with pytest.raises(ReportError, match="title must be a str"):
         build_report(make_rounds(), make_device_rounds(), title=None)
+
+
+def test_device_states_gantt_on_the_absolute_clock():
+    # device 0: a job at 1 s (download 0.5 s, compute 1 s, upload to 3 s); another at 4 s lost offline at 4.5 s
+    # during its compute; device 1: one job at 1 s, no download, compute 0.25 s, upload to 2 s
+    dr = pd.DataFrame({
+        "round": [1, 2, 1], "device": [0, 0, 1], "feasible": [True, True, True], "trained": [True, True, True],
+        "arrived": [True, False, True], "reason": ["", "offline", ""], "t_down_s": [1.0, 4.0, 1.0],
+        "t_start_s": [1.5, 4.5, 1.0], "t_cmp_s": [1.0, 0.25, 0.25], "t_com_s": [0.5, 0.0, 0.75],
+        "t_end_s": [3.0, 4.5, 2.0], "e_cmp_j": [1.0, 0.1, 1.0], "e_com_j": [0.1, 0.0, 0.1],
+    })  # fmt: skip
+    rounds = pd.DataFrame({"round": [1, 2], "sim_time_s": [3.0, 4.5], "round_time_s": [3.0, 1.5],
+                           "energy_cum_j": [2.2, 2.3], "test_accuracy": [0.5, 0.6]})  # fmt: skip
+    fig = build_figures(rounds, dr)["device_states"]
+    bars = {t.name: t for t in fig.data}
+    assert list(bars["download"].base) == [1.0, 4.0, 1.0] and list(bars["download"].x) == [0.5, 0.5, 0.0]
+    assert list(bars["compute"].base) == [1.5, 4.5, 1.0] and list(bars["compute"].x) == [1.0, 0.0, 0.25]
+    assert list(bars["upload"].base) == [2.5, 4.5, 1.25] and list(bars["upload"].x) == [0.5, 0.0, 0.75]
+    assert list(bars["lost (offline)"].x) == [4.5] and list(bars["lost (offline)"].y) == ["device 0"]
+    empty = build_figures(rounds, dr.drop(columns=["t_down_s"]))["device_states"]
+    assert not empty.data and "no absolute job times" in empty.layout.annotations[0].text
+
+
+def test_staleness_histogram_only_for_async_runs():
+    dr = make_device_rounds()
+    rounds = make_rounds()
+    assert "staleness" not in build_figures(rounds, dr)
+    dr = dr.assign(staleness=[0.0, 1.0, 1.0, NAN, 3.0, 1.0, NAN, 0.0, 1.0])  # 9 rows: two 0s, four 1s, one 3
+    figures = build_figures(rounds, dr)
+    assert tuple(figures) == (*FIGURE_KEYS, "staleness")
+    (bars,) = figures["staleness"].data
+    assert list(bars.x) == [0, 1, 3] and list(bars.y) == [2, 4, 1]

@@ -41,8 +41,13 @@ def _stop_at(round_: int):
         [],  # torch: global model, radio positions under mobility, all rows
         ["round.policy=deadline", "round.deadline_s=0.004", "channel.mobility=random_walk"],
         ["learning=surrogate", "round.policy=deadline", "round.deadline_s=0.004"],
+        # late devices still uploading at the checkpoint, devices coming and going, per-device downloads
+        ["learning=surrogate", "round.policy=deadline", "round.deadline_s=0.4", "surrogate.train_flops_per_sample=2e6",
+         "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[1.0, 4.0]",
+         "fleet.availability.offline_mean_s=2.0", "channel.downlink.bandwidth_mhz=0.5",
+         "channel.bandwidth_mode=split"],
     ],
-    ids=["torch", "torch-deadline-walk", "surrogate"],
+    ids=["torch", "torch-deadline-walk", "surrogate", "surrogate-markov-in-flight"],
 )
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, extra):
     sc = load_scenario("quickstart", SMALL + extra)
@@ -55,6 +60,10 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, extra):
     resumed = run_scenario(sc, checkpoint_dir=ckpt, resume=True)
     assert _csv(resumed.rounds) == _csv(full.rounds)
     assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
+    dr = full.device_rounds
+    if "round.policy=deadline" in extra:  # a late job of round 5 still ran when the checkpoint was taken
+        end5 = full.rounds.loc[full.rounds["round"] == 5, "sim_time_s"].item()
+        assert (dr[dr["round"] <= 5]["t_end_s"] > end5).any()
 
 
 def test_resume_twice_and_without_checkpoint(tmp_path):

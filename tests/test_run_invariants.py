@@ -65,9 +65,13 @@ def test_device_costs_match_hand_formulas(result):
 
 def test_timeline_adds_up(result):
     dr, rounds = result.device_rounds, result.rounds
-    np.testing.assert_allclose(dr["t_start_s"], 0.5, rtol=1e-12)  # downlink first (relative to an absolute clock)
-    np.testing.assert_allclose(dr["t_arrive_s"], 0.5 + dr["t_cmp_s"] + dr["t_com_s"], rtol=1e-12)
-    per_round = dr.groupby("round")["t_arrive_s"].max()  # wait_all: the straggler ends the round
+    # absolute times: a round starts where the previous one ended, with the downlink first
+    round_start = dr["round"].map(dict(zip(rounds["round"], rounds["sim_time_s"] - rounds["round_time_s"])))
+    np.testing.assert_allclose(dr["t_down_s"], round_start, rtol=1e-12)
+    np.testing.assert_allclose(dr["t_start_s"], round_start + 0.5, rtol=1e-12)
+    np.testing.assert_allclose(dr["t_arrive_s"], round_start + 0.5 + dr["t_cmp_s"] + dr["t_com_s"], rtol=1e-12)
+    np.testing.assert_array_equal(dr["t_end_s"], dr["t_arrive_s"])
+    per_round = (dr["t_arrive_s"] - round_start).groupby(dr["round"]).max()  # wait_all: the straggler ends it
     np.testing.assert_allclose(rounds["round_time_s"], per_round.to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(rounds["sim_time_s"], np.cumsum(rounds["round_time_s"]), rtol=1e-12)
 
@@ -106,7 +110,9 @@ def test_deadline_drops_and_still_charges(tmp_path):
     dr = res.device_rounds
     late = dr[dr["trained"] & ~dr["arrived"]]
     assert len(late) > 0, "the deadline should drop someone in this set-up"
-    assert (late["t_arrive_s"] > 0.02).all() and (dr[dr["arrived"]]["t_arrive_s"] <= 0.02).all()
+    start = dr["round"].map(dict(zip(res.rounds["round"], res.rounds["sim_time_s"] - res.rounds["round_time_s"])))
+    arrive = dr["t_arrive_s"] - start  # from the round start
+    assert (arrive[late.index] > 0.02).all() and (arrive[dr["arrived"]] <= 0.02).all()
     np.testing.assert_allclose(res.rounds["round_time_s"], 0.02, rtol=1e-12)
     per_round = (dr["e_cmp_j"] + dr["e_com_j"]).groupby(dr["round"]).sum()
     np.testing.assert_allclose(res.rounds["energy_j"], per_round.to_numpy(), rtol=1e-12)
@@ -134,7 +140,7 @@ def test_over_select_keeps_first_k_and_charges_all():
         kept = g[g["arrived"]]["t_arrive_s"]
         late = g[~g["arrived"]]["t_arrive_s"]
         assert late.min() >= kept.max()  # the dropped one is the last to arrive
-        assert rounds.set_index("round").loc[r, "round_time_s"] == pytest.approx(kept.max(), rel=1e-12)
+        assert rounds.set_index("round").loc[r, "sim_time_s"] == pytest.approx(kept.max(), rel=1e-12)  # absolute
 
 
 def test_synthetic_logreg_runs_and_learns():

@@ -9,6 +9,7 @@ like a shipped one once registered.
 from __future__ import annotations
 
 from edgefl.algorithms.anycostfl import AnycostFL
+from edgefl.algorithms.asynchronous import FedAsync, FedBuff
 from edgefl.algorithms.base import (
     ClientUpdate, DenseUpdate, DeviceJob, JobTable, Method, MethodSetup, Needs, RoundContext, RoundPlan,
 )  # fmt: skip
@@ -49,7 +50,7 @@ def register_method(cls: type[Method]) -> type[Method]:
     return cls
 
 
-for _cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ, UVeQFed):
+for _cls in (FedAvg, AnycostFL, CCFedAvg, FedAvgDropout, FedNova, HeteroFL, STC, QSGD, FedHQ, UVeQFed, FedAsync, FedBuff):
     register_method(_cls)
 
 

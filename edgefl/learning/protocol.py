@@ -56,6 +56,10 @@ class Learning(Protocol):
     @property
     def update_bits(self) -> int: ...
 
+    def update_bits_at(self, width: float) -> int:
+        """Bits of the uncompressed width-``width`` (sub)model: what a device downloads."""
+        ...
+
     def initial_state(self) -> Any: ...
 
     def work(self, method: Any, jobs: Any, state: Any, round_index: int) -> RoundWork:

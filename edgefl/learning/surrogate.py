@@ -94,6 +94,10 @@ class SurrogateWorkload:
         """Size of the full uncompressed float32 update [bits]."""
         return BITS_PER_PARAMETER * self.scenario.surrogate.model_parameters
 
+    def update_bits_at(self, width: float) -> int:
+        """Size of an uncompressed float32 width-``width`` submodel [bits]: the full update x width^2."""
+        return int(round(self.update_bits * width * width))
+
     def initial_state(self) -> SurrogateState:
         cfg = self.scenario.surrogate
         return SurrogateState(gap=max(cfg.initial_loss - cfg.loss_floor, 0.0))
@@ -126,6 +130,20 @@ class SurrogateWorkload:
     ) -> Assessment:
         """No test set: the training loss is the bound's loss."""
         return Assessment(math.nan, math.nan, self.loss(state), math.nan)
+
+    def async_step(
+        self, state: SurrogateState, *, omega: np.ndarray, alpha: np.ndarray, beta: np.ndarray
+    ) -> SurrogateState:
+        """An asynchronous server step (:mod:`edgefl.algorithms.asynchronous`): ``gap <- gap (1 - (nu/lambda)
+        sum_i omega_i (1 - epsilon (1 - alpha_i^4 beta_i)))``, clipped at 0, with each update's
+        staleness-discounted step ``omega_i`` (shape (m,) each; NaN alpha/beta = full/uncompressed = 1)."""
+        cfg = self.scenario.surrogate
+        if cfg.bound != "anycostfl":
+            raise ValueError("asynchronous methods under surrogate learning need surrogate.bound = 'anycostfl'")
+        a = np.nan_to_num(np.asarray(alpha, dtype=float), nan=1.0)
+        b = np.nan_to_num(np.asarray(beta, dtype=float), nan=1.0)
+        drop = cfg.nu_over_lambda * float(np.sum(np.asarray(omega, dtype=float) * (1.0 - cfg.epsilon * (1.0 - a**4 * b))))
+        return SurrogateState(gap=state.gap * max(0.0, 1.0 - drop), progress=state.progress)
 
     def bound_step(
         self,

@@ -1,0 +1,130 @@
+"""Asynchronous FL on the run's clock (FedAsync, FedBuff): exact timelines and staleness by hand.
+
+Hand set-up: Luo-style per-step costs with no spread (every device: 5 SGD steps of 0.1 s and 1 mJ, one upload of
+2 s and 20 mJ), so every job takes T = 5 x 0.1 + 2 = 2.5 s and 25 mJ; 6 devices, concurrency C = 3, always
+online, no downlink. The server refills a free slot right after each arrival, unless that arrival completes a
+server update (then it refills at the start of the next one); jobs that end at one instant end in dispatch
+order.
+
+FedBuff, M = 2: jobs a, b, c start at 0 (version 0).
+    2.5: a arrives (buffer a) -> d starts (v0); b arrives -> update 1 (a, b: staleness 0, 0)
+    update 2: e starts at 2.5 (v1); c arrives (buffer c) -> f starts (v1); 5.0: d arrives -> update 2
+              (c, d: staleness 1 - 0 = 1, 1)
+    update 3: g starts at 5.0 (v2); e arrives -> h starts (v2); f arrives -> update 3 (e, f: 2 - 1 = 1, 1)
+    update 4: i starts at 5.0 (v3); 7.5: g arrives -> j starts; h arrives -> update 4 (g, h: 3 - 2 = 1, 1)
+  update times 2.5, 5, 5, 7.5, 10, 10, ... ; staleness 1 from update 2 on.
+FedAsync: every arrival is an update.
+    2.5: a -> update 1 (staleness 0); d starts (v1); b -> update 2 (1 - 0 = 1); e starts (v2);
+         c -> update 3 (2 - 0 = 2); f starts (v3); 5.0: d -> update 4 (3 - 1 = 2); e -> update 5 (4 - 2 = 2), ...
+  surrogate gap: gap_u = gap_{u-1} (1 - (nu/lambda) alpha (tau_u + 1)^(-1/2)), full updates (alpha_i = beta_i = 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from edgefl.algorithms.asynchronous import staleness_weight
+from edgefl.errors import ScenarioError
+from edgefl.runner import run_scenario
+from edgefl.scenario import load_scenario
+
+T_JOB = 2.5  # [s]
+E_JOB = 0.025  # [J]
+BASE = [
+    "learning=surrogate", "checkpoint_every=0", "fleet.n_devices=6", "method.clients_per_round=3",
+    "fleet.step_costs.kind=normal", "fleet.step_costs.std_ratio=0", "fleet.step_costs.step_time_s=0.1",
+    "fleet.step_costs.comm_time_s=2.0", "fleet.step_costs.step_energy_j=1e-3", "fleet.step_costs.comm_energy_j=2e-2",
+    "train.local_steps=5",
+]  # fmt: skip
+
+
+def _max_concurrent(dr) -> int:
+    events = sorted([(t, 1) for t in dr["t_down_s"]] + [(t, -1) for t in dr["t_end_s"]], key=lambda e: (e[0], e[1]))
+    busy = peak = 0
+    for _, step in events:
+        busy += step
+        peak = max(peak, busy)
+    return peak
+
+
+def test_fedbuff_m2_c3_timeline_and_staleness():
+    sc = load_scenario("quickstart", [*BASE, "rounds=8", "method.name=fedbuff", "method.fedbuff.buffer_size=2"])
+    res = run_scenario(sc)
+    rounds, dr = res.rounds, res.device_rounds
+    assert rounds["sim_time_s"].tolist() == [2.5, 5.0, 5.0, 7.5, 10.0, 10.0, 12.5, 15.0]
+    assert rounds["arrived"].tolist() == [2] * 8 and (rounds["dropped"] == 0).all()
+    assert rounds["selected"].tolist() == [4, 2, 2, 2, 2, 2, 2, 2]  # a, b, c, d; then two starts per update
+    np.testing.assert_allclose(rounds["energy_j"], 2 * E_JOB, rtol=1e-12)  # charged as jobs end
+    assert rounds["staleness_mean"].tolist() == [0.0] + [1.0] * 7
+    stale = dr.groupby("round")["staleness"].apply(list)
+    assert stale[1] == [0.0, 0.0] and all(v == [1.0, 1.0] for v in stale[2:])
+    np.testing.assert_allclose(dr["t_end_s"] - dr["t_down_s"], T_JOB, rtol=1e-12)
+    assert dr["arrived"].all() and len(dr) == 16
+    assert _max_concurrent(dr) <= 3
+    for _, g in dr.sort_values(["device", "t_down_s"]).groupby("device"):  # a device runs one job at a time
+        assert (g["t_down_s"].to_numpy()[1:] >= g["t_end_s"].to_numpy()[:-1]).all()
+
+
+def test_fedasync_staleness_and_surrogate_gap_by_hand():
+    sc = load_scenario("quickstart", [*BASE, "rounds=7", "method.name=fedasync", "method.fedasync.alpha=0.6"])
+    res = run_scenario(sc)
+    rounds = res.rounds
+    assert rounds["sim_time_s"].tolist() == [2.5, 2.5, 2.5, 5.0, 5.0, 5.0, 7.5]
+    tau = [0, 1, 2, 2, 2, 2, 2]
+    assert rounds["staleness_mean"].tolist() == tau
+    assert res.device_rounds.sort_values("t_end_s", kind="stable")["staleness"].tolist() == tau
+    gap, expected = 2.302585, []  # surrogate.initial_loss, loss_floor 0, nu/lambda = 0.05
+    for t in tau:
+        gap *= 1 - 0.05 * 0.6 * (t + 1) ** -0.5
+        expected.append(gap)
+    np.testing.assert_allclose(rounds["train_loss"], expected, rtol=1e-12)
+
+
+def test_staleness_functions():
+    tau = np.array([0, 1, 3, 4, 6])
+    np.testing.assert_allclose(staleness_weight(tau, "polynomial", 0.5, 4), [1, 2**-0.5, 0.5, 5**-0.5, 7**-0.5])
+    np.testing.assert_allclose(staleness_weight(tau, "hinge", 10, 4), [1, 1, 1, 1, 1 / 21])
+    assert staleness_weight(tau, "constant", 0.5, 4).tolist() == [1.0] * 5
+
+
+def test_server_steps_on_tensors():
+    from edgefl.algorithms import METHODS, MethodSetup
+    from edgefl.algorithms.base import ClientUpdate, DenseUpdate
+
+    setup = MethodSetup(workload=None, costs=None, streams=None, n_devices=4, clients_per_round=2, rounds=1)
+    w = {"x": torch.tensor([1.0, 2.0])}
+    base = {"x": torch.tensor([0.0, 0.0])}
+    up = lambda d: ClientUpdate(device=0, payload=DenseUpdate({"x": torch.tensor(d)}), weight=1.0, bits=64.0,  # noqa: E731
+                                flops=0.0, steps=1, train_loss=math.nan)  # fmt: skip
+    fa = METHODS["fedasync"](settings=METHODS["fedasync"].Settings(alpha=0.5, staleness="polynomial", a=1.0), setup=setup)
+    # tau = 1: alpha_t = 0.5 / 2 = 0.25; w_i = base + delta = [4, 8]; w <- 0.75 [1, 2] + 0.25 [4, 8] = [1.75, 3.5]
+    out = fa.server_step(w, [up([4.0, 8.0])], [base], np.array([1.0]))
+    assert out["x"].tolist() == [1.75, 3.5]
+    fb = METHODS["fedbuff"](settings=METHODS["fedbuff"].Settings(buffer_size=2, server_lr=2.0, staleness="constant"), setup=setup)
+    # w <- w + 2 (1/2) (d1 + d2) = [1, 2] + [1, -1] + [0.5, 0.5]
+    out = fb.server_step(w, [up([1.0, -1.0]), up([0.5, 0.5])], [base, base], np.array([0.0, 3.0]))
+    assert out["x"].tolist() == [2.5, 1.5]
+
+
+def test_fedbuff_trains_a_real_model():
+    sc = load_scenario("quickstart", ["rounds=4", "checkpoint_every=0", "method.name=fedbuff",
+                                      "method.fedbuff.buffer_size=2", "method.clients_per_round=3"])  # fmt: skip
+    res = run_scenario(sc)
+    assert (res.rounds["arrived"] == 2).all() and not math.isnan(res.rounds["test_accuracy"].iloc[-1])
+    assert res.rounds["sim_time_s"].is_monotonic_increasing
+
+
+@pytest.mark.parametrize(
+    "sets, match",
+    [(["round.policy=deadline", "round.deadline_s=1.0"], "asynchronous method has no rounds"),
+     (["checkpoint_every=5"], "checkpoint_every = 0"),
+     (["learning=surrogate", "surrogate.bound=luo"], "surrogate.bound = 'anycostfl'"),
+     (["method.fedbuff.buffer_size=0"], r"method.fedbuff.buffer_size=0: Input should be greater than or equal to 1")],
+)  # fmt: skip
+def test_async_config_errors(sets, match):
+    with pytest.raises(ScenarioError, match=match):
+        load_scenario("quickstart", ["method.name=fedbuff", "checkpoint_every=0", *sets])
