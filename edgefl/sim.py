@@ -262,6 +262,13 @@ class Clock:
             ends.callbacks.append(lambda _ev, dev=dev: self._busy.__setitem__(dev, False))
 
     # ------------------------------------------------------------------ asynchronous jobs
+    def _idle_devices(self, devices, caller: str) -> np.ndarray:
+        """``devices`` as an int array, shape (m,), after checking that every one is online and idle now."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        if devices.size and not self.available()[devices].all():
+            raise SimulationError(f"{caller}: every device given a job must be online and idle")
+        return devices
+
     def dispatch(
         self, devices: np.ndarray, *, down_s: np.ndarray, t_cmp_s: np.ndarray, t_com_s: np.ndarray,
         on_end: Callable[[int, bool], None],
@@ -271,10 +278,8 @@ class Clock:
         (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
         lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
         env = self.env
-        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        devices = self._idle_devices(devices, "dispatch")
         n = devices.size
-        if n and not self.available()[devices].all():
-            raise SimulationError("dispatch: every device given a job must be online and idle")
         start = env.now
         t_start = start + down_s
         due = t_start + (t_cmp_s + t_com_s)
@@ -333,10 +338,8 @@ class Clock:
         if late not in LATE_MODES:
             raise ValueError(f"late={late!r}: must be one of {', '.join(LATE_MODES)}")
         env = self.env
-        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        devices = self._idle_devices(devices, "play")
         n = devices.size
-        if n and not self.available()[devices].all():
-            raise SimulationError("play: every device given a job must be online and idle")
         start = env.now
         t_dl = np.broadcast_to(np.asarray(down_s, dtype=float), (n,)).copy()
         t_cmp, t_com = (np.asarray(d, dtype=float).reshape(n) for d in durations())
