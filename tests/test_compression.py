@@ -99,3 +99,21 @@ def test_compress_fits_the_budget_and_uses_it(budget_fraction: float, seed: int)
     assert all(torch.equal(decoded[k], c.update[k]) for k in update)
     if budget <= 0.2 * dense:  # below the all-kernels size at the largest L the chooser tries
         assert c.bits >= 0.8 * budget
+
+
+def test_radix_ranking_equals_a_stable_comparison_sort() -> None:
+    """``rank_kernels`` (16-bit LSD radix passes) gives numpy's stable argsort of ``-scores``: descending, ties by
+    index, over float32-derived magnitudes (skipped digits), float64 norms, zeros, -0.0 and repeated values; and
+    ``top_positions`` is ``np.sort(order[:k])``."""
+    rng = np.random.default_rng(11)
+    as_float32 = np.abs(rng.normal(size=5000)).astype(np.float32).astype(np.float64)
+    norms = np.sqrt(rng.random(5000) * 3.0)
+    for scores in (as_float32, norms):
+        scores[:700] = 0.0
+        scores[700:710] = -0.0
+        scores[1000:1300] = scores[17]
+        rng.shuffle(scores)
+        order = sparsify.rank_kernels(scores)
+        assert np.array_equal(order, np.argsort(-scores, kind="stable"))
+        for k in (0, 1, 999, 5000):
+            assert np.array_equal(sparsify.top_positions(order, k), np.sort(order[:k]))

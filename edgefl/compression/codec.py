@@ -387,7 +387,7 @@ class TopkQuantSizer:
     def _plan(self, k: int, levels: int):
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        kept = np.sort(self.order[: int(k)])  # element-wise: kernel index = element index
+        kept = sparsify.top_positions(self.order, k)  # element-wise: kernel index = element index
         return _plan(self.flat, self.layout, kept, int(levels), self.uniforms, kept)
 
     def bits(self, k: int, levels: int) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 from edgefl.errors import EdgeflError
 
 __all__ = ["SparsifyError", "KernelLayout", "kernel_layout", "kernel_scores", "rank_kernels", "kernel_elements",
-           "top_kernels"]  # fmt: skip
+           "top_kernels", "top_positions"]  # fmt: skip
 
 
 class SparsifyError(EdgeflError, ValueError):
@@ -74,8 +74,32 @@ def kernel_scores(flat: np.ndarray, layout: KernelLayout, *, score: str = "rms")
 
 
 def rank_kernels(scores: np.ndarray) -> np.ndarray:
-    """Kernel indices by descending score, ties by index (the top-k rule of eq. (2) with an exact count)."""
-    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    """Kernel indices by descending score, ties by index (the top-k rule of eq. (2) with an exact count).
+
+    Scores are non-negative (norms). The order is ``np.argsort(-scores, kind="stable")``'s, computed as a
+    least-significant-digit radix sort of the float64 bit patterns (which order like the values for non-negative
+    floats) in 16-bit digits, each pass numpy's stable radix sort of ``uint16``; a digit that is the same for every
+    kernel (the low bits of float32 magnitudes widened to float64) is skipped. About 1.5x faster than the
+    comparison sort at 1.7 million kernels, which every STC/QSGD/AnycostFL upload of the paper's CNN ranks.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size and not float(scores.min()) >= 0.0:  # a negative or NaN score (a diverged update)
+        return np.argsort(-scores, kind="stable")
+    key = ~(scores + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0; ~ makes descending ascending
+    order = np.arange(scores.size, dtype=np.int64)
+    for shift in (0, 16, 32, 48):
+        digits = ((key >> np.uint64(shift)) & np.uint64(0xFFFF)).astype(np.uint16)
+        if digits.size and digits.min() == digits.max():
+            continue
+        order = order[np.argsort(digits[order], kind="stable")]
+    return order
+
+
+def top_positions(order: np.ndarray, k: int) -> np.ndarray:
+    """``np.sort(order[:k])`` for a permutation ``order`` of ``range(n)``, in linear time (a mask, not a sort)."""
+    mask = np.zeros(order.size, dtype=bool)
+    mask[order[: int(k)]] = True
+    return np.flatnonzero(mask)
 
 
 def kernel_elements(kernels: np.ndarray, layout: KernelLayout) -> np.ndarray:
@@ -90,4 +114,4 @@ def top_kernels(scores: np.ndarray, k: int) -> np.ndarray:
     """Sorted indices of the ``k`` highest-scoring kernels (the mask m of eq. (2))."""
     if not 0 <= int(k) <= scores.size:
         raise SparsifyError(f"k={k!r}: must be in [0, {scores.size}]")
-    return np.sort(rank_kernels(scores)[: int(k)])
+    return top_positions(rank_kernels(scores), k)

@@ -51,7 +51,7 @@ class TernarySizer:
     def positions(self, k: int) -> np.ndarray:
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        return np.sort(self.order[: int(k)])
+        return sparsify.top_positions(self.order, k)
 
     def bits(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` elements (a multiple of 8)."""
