@@ -7,6 +7,7 @@ Luo et al.'s per-step costs).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,18 +80,22 @@ class Fleet:
     ) -> Fleet:  # fmt: skip
         """Draw the fleet from its scenario section; draws happen in a fixed order from ``rng``.
 
-        With ``cfg.step_costs.kind == "normal"`` the per-step and per-upload costs are drawn from ``cost_rng``
+        With ``cfg.step_costs.kind`` ``"normal"`` or ``"lognormal"`` the per-step and per-upload costs are drawn from ``cost_rng``
         (its own stream, so the rest of the fleet does not change).
         """
         n = cfg.n_devices
         sc = cfg.step_costs
         step: dict[str, np.ndarray] = {}
-        if sc.kind == "normal":
+        if sc.kind != "none":
             if cost_rng is None:
-                raise ValueError("fleet.step_costs.kind='normal' needs a random stream for the costs")
+                raise ValueError(f"fleet.step_costs.kind={sc.kind!r} needs a random stream for the costs")
+            sigma = math.sqrt(math.log1p(sc.std_ratio**2))
             for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j"):
                 mean = getattr(sc, name)
-                step[name] = np.maximum(cost_rng.normal(mean, sc.std_ratio * mean, size=n), 0.01 * mean)
+                if sc.kind == "normal":
+                    step[name] = np.maximum(cost_rng.normal(mean, sc.std_ratio * mean, size=n), 0.01 * mean)
+                else:  # lognormal of this mean and standard deviation std_ratio * mean
+                    step[name] = cost_rng.lognormal(math.log(mean) - sigma**2 / 2, sigma, size=n)
         f_max = draw_per_device(cfg.f_max_hz, n, rng)
         f_min = np.minimum(draw_per_device(cfg.f_min_hz, n, rng), f_max)
         return cls(

@@ -11,6 +11,7 @@ from edgefl.learning.workload import Workload
 from edgefl.runner import Simulation, run_scenario
 from edgefl.scenario import load_scenario
 from edgefl.seeding import Streams
+from edgefl.system import Fleet
 
 BASE = ["fleet.n_devices=12", "method.clients_per_round=4", "model.name=logreg", "rounds=4", "train.local_steps=3"]
 
@@ -71,3 +72,32 @@ def test_global_training_loss_is_cross_entropy_over_all_devices_data():
     z = load_scenario("quickstart", BASE + ["train.global_loss=true", "rounds=1", "model.init=zeros", "train.lr=1e-12"])
     loss = run_scenario(z).rounds["global_train_loss"].iloc[0]
     assert loss == pytest.approx(np.log(10), rel=1e-6)
+
+
+def test_lognormal_step_costs_have_the_given_mean_and_a_heavy_tail():
+    """``kind = "lognormal"``, std_ratio 1.5: sigma^2 = ln(1 + 1.5^2) (sigma = 1.0857), so over 20,000 devices
+    the mean is step_time_s within 3 standard errors (SE = 1.5 x mean / sqrt(n)), and the share above 4x the mean
+    is P(Z > (ln 4 + sigma^2 / 2) / sigma) = P(Z > 1.819) = 0.0344, within 3 binomial standard errors. Above 6x
+    the mean: lognormal P(Z > 2.193) = 0.0142, a normal draw of the same spread P(Z > 5 / 1.5) = 0.0004."""
+    import math
+
+    n, ratio = 20_000, 1.5
+    over = ["fleet.n_devices=20000", "method.clients_per_round=4", f"fleet.step_costs.std_ratio={ratio}"]
+
+    def fleet_of(kind: str) -> Fleet:
+        cfg = load_scenario("quickstart", BASE + over + [f"fleet.step_costs.kind={kind}"]).fleet
+        return Fleet.from_config(cfg, np.full(n, 30), np.random.default_rng(0), np.random.default_rng(1))
+
+    fleet = fleet_of("lognormal")
+    sigma = math.sqrt(math.log(1 + ratio**2))
+    for name, mean in (("step_time_s", 0.1), ("comm_time_s", 2.0), ("step_energy_j", 1e-3), ("comm_energy_j", 2e-2)):
+        values = getattr(fleet, name)
+        assert (values > 0).all()
+        assert abs(values.mean() - mean) <= 3 * ratio * mean / math.sqrt(n)
+    p_tail = 0.5 * math.erfc((math.log(4) + sigma**2 / 2) / sigma / math.sqrt(2))
+    assert abs(p_tail - 0.0344) < 5e-4  # the docstring's figure
+    share = float((fleet.step_time_s > 4 * 0.1).mean())
+    assert abs(share - p_tail) <= 3 * math.sqrt(p_tail * (1 - p_tail) / n)
+    above_6x = {kind: float((fleet_of(kind).step_time_s > 6 * 0.1).mean()) for kind in ("lognormal", "normal")}
+    assert abs(above_6x["lognormal"] - 0.0142) <= 3 * math.sqrt(0.0142 * (1 - 0.0142) / n)
+    assert above_6x["normal"] <= 0.0004 + 3 * math.sqrt(0.0004 / n)
