@@ -88,6 +88,20 @@ class Availability:
                 yield self._on[dev][k], self._off[dev][k]
                 k += 1
 
+    def offline_periods(self, dev: int, t1_s: float) -> list[tuple[float, float]]:
+        """The offline intervals ``(start, end)`` [s] of ``dev`` within [0, t1], in order (the gaps between its
+        online intervals, clipped to [0, t1])."""
+        out, t = [], 0.0
+        for on, off in self.periods(dev, 0.0):
+            if on >= t1_s:
+                break
+            if on > t:
+                out.append((t, on))
+            t = off
+        if t < t1_s:
+            out.append((t, t1_s))
+        return out
+
     def online_fraction(self, dev: int, t0_s: float, t1_s: float) -> float:
         """Fraction of [t0, t1] [s] that ``dev`` is online by its schedule."""
         self._cover(dev, t1_s)

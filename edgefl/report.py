@@ -6,9 +6,10 @@ The page has a header with a summary table and five plotly figures:
 2. test accuracy vs cumulative energy [J],
 3. test accuracy vs round,
 4. one round's device timeline (compute and upload bars, straggler and deadline marked),
-5. a multi-round Gantt of device states on the run's absolute clock for the first devices: download, compute
-   and upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``,
-   ``t_start_s``, ``t_end_s``; offline periods themselves are not in the tables),
+5. a multi-round Gantt of device states on the run's absolute clock for the first devices: offline periods
+   (given by the caller: the run's availability schedule, regenerated from its seed), download, compute and
+   upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``, ``t_start_s``,
+   ``t_end_s``),
 6. per-device total energy (compute and upload stacked) [J],
 7. for asynchronous runs (a ``staleness`` column), a histogram of the aggregated updates' staleness.
 
@@ -30,7 +31,7 @@ import html
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +101,15 @@ def build_figures(
     *,
     timeline_round: int | None = None,
     t_max_s: float | None = None,
+    offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
 ) -> dict[str, go.Figure]:
     """Build the report's figures, keyed by ``FIGURE_KEYS`` (plus ``"staleness"`` after them when the device
     table has a ``staleness`` column: an asynchronous run).
 
     ``timeline_round`` picks the round of the device timeline (default: ``default_timeline_round``);
     ``t_max_s`` [s] is the round deadline drawn as a dashed vertical line on the timeline (none if ``None``).
+    ``offline`` maps a device to its offline intervals ``(start, end)`` [s], drawn on the Gantt of device states
+    (:func:`edgefl.results.offline_periods` regenerates them from a run's availability schedule).
     Raises ``ReportError`` for a missing column, an unknown ``timeline_round`` or a bad ``t_max_s``.
     """
     rounds = _check_table(rounds, "rounds", _ROUNDS_REQUIRED)
@@ -122,7 +126,7 @@ def build_figures(
         "accuracy_vs_energy": _accuracy_figure(evaluated, "energy_cum_j", "Test accuracy vs energy"),
         "accuracy_vs_round": _accuracy_figure(evaluated, "round", "Test accuracy vs round"),
         "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
-        "device_states": _states_figure(device_rounds),
+        "device_states": _states_figure(device_rounds, offline or {}),
         "device_energy": _device_energy_figure(device_rounds),
         **({"staleness": _staleness_figure(device_rounds)} if "staleness" in device_rounds.columns else {}),
     }
@@ -136,12 +140,13 @@ def build_report(
     timeline_round: int | None = None,
     t_max_s: float | None = None,
     notes: Sequence[str] = (),
+    offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
 ) -> str:
     """Return the report as one self-contained HTML page (plotly.js inlined once, no network needed).
     ``notes``: sentences about the run's setup shown under the title (e.g. its laptop-scale cost scaling)."""
     if not isinstance(title, str):
         raise ReportError(f"title must be a str, got {type(title).__name__} {title!r}")
-    figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s)
+    figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s, offline=offline)
     summary = summarize(rounds)
     intro = (
         '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
@@ -187,11 +192,13 @@ def write_report(
     timeline_round: int | None = None,
     t_max_s: float | None = None,
     notes: Sequence[str] = (),
+    offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
 ) -> Path:
     """Build the report and write it atomically to ``path``; return the path."""
     page = build_report(
-        rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s, notes=notes
-    )
+        rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s, notes=notes,
+        offline=offline,
+    )  # fmt: skip
     return atomic_write_text(path, page)
 
 
@@ -555,9 +562,18 @@ def _vline(fig: go.Figure, x: float, name: str, dash: str, text: str, *, top: bo
     )
 
 
-def _states_figure(device_rounds: pd.DataFrame) -> go.Figure:
-    """Gantt of the first :data:`GANTT_DEVICES` devices' jobs over the whole run [s, absolute]: download
-    [t_down, t_start), compute [t_start, t_start + t_cmp), upload [.., t_end); idle between jobs."""
+def gantt_devices(device_rounds: pd.DataFrame) -> list[int]:
+    """The devices the Gantt of device states shows: the :data:`GANTT_DEVICES` lowest ids with a planned job."""
+    if device_rounds.empty or "device" not in device_rounds.columns:
+        return []
+    rows = device_rounds[_as_bool(device_rounds["feasible"])] if "feasible" in device_rounds.columns else device_rounds
+    return [int(d) for d in sorted(_numeric(rows["device"]).dropna().unique())[:GANTT_DEVICES]]
+
+
+def _states_figure(device_rounds: pd.DataFrame, offline: Mapping[int, Sequence[tuple[float, float]]]) -> go.Figure:
+    """Gantt of the first :data:`GANTT_DEVICES` devices' jobs over the whole run [s, absolute]: offline periods
+    (``offline``, device -> intervals [s]), download [t_down, t_start), compute [t_start, t_start + t_cmp),
+    upload [.., t_end); idle between them."""
     fig = go.Figure()
     fig.update_layout(
         title=f"Device states over the run (first {GANTT_DEVICES} devices)", template=_TEMPLATE,
@@ -569,11 +585,18 @@ def _states_figure(device_rounds: pd.DataFrame) -> go.Figure:
         return fig
     rows = device_rounds[_as_bool(device_rounds["feasible"])] if "feasible" in device_rounds.columns else device_rounds
     dev = _numeric(rows["device"])
-    first = sorted(dev.dropna().unique())[:GANTT_DEVICES]
+    first = gantt_devices(device_rounds)
     rows = rows[dev.isin(first)]
     down, start, end = (_numeric(rows[c]) for c in needed)
     cmp_end = (start + _numeric(rows["t_cmp_s"])).clip(upper=end)
     labels = [_device_label(d) for d in rows["device"]]
+    periods = [(_device_label(d), a, b) for d in first for a, b in offline.get(d, ())]
+    if periods:
+        fig.add_trace(go.Bar(
+            name="offline", orientation="h", y=[p[0] for p in periods], base=[p[1] for p in periods],
+            x=[p[2] - p[1] for p in periods], marker={"color": "#c7c7c7"}, hoverinfo="text",
+            hovertext=[f"{lab}: offline {a:.4g} s to {b:.4g} s" for lab, a, b in periods],
+        ))  # fmt: skip
     for phase, lo, hi, colour in (("download", down, start, "#2ca02c"), ("compute", start, cmp_end, _COLOURS["compute"]),
                                   ("upload", cmp_end, end, _COLOURS["upload"])):  # fmt: skip
         fig.add_trace(go.Bar(

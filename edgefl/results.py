@@ -87,6 +87,19 @@ def setup_notes(scenario: Scenario) -> list[str]:
     return notes
 
 
+def offline_periods(scenario: Scenario, devices: list[int], end_s: float) -> dict[int, list[tuple[float, float]]]:
+    """Each of ``devices``' offline intervals [s] in [0, ``end_s``], regenerated from the scenario's availability
+    schedule (a pure function of the seed, :mod:`edgefl.availability`); empty under ``kind = "always"``."""
+    from edgefl.availability import make_availability
+    from edgefl.seeding import Streams
+
+    n = scenario.fleet.n_devices
+    schedule = make_availability(scenario.fleet.availability, n, Streams(scenario.seed))
+    if schedule is None or end_s <= 0:
+        return {}
+    return {d: schedule.offline_periods(d, end_s) for d in devices if 0 <= d < n}
+
+
 def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) -> Path:
     """Write scenario.toml, rounds.csv, device_rounds.csv, summary.json (and report.html) into ``out_dir``."""
     out = Path(out_dir)
@@ -95,9 +108,10 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
     atomic_write_text(out / "rounds.csv", result.rounds.to_csv(index=False))
     atomic_write_text(out / "device_rounds.csv", result.device_rounds.to_csv(index=False))
     if report:
-        from edgefl.report import write_report
+        from edgefl.report import gantt_devices, write_report
 
         t_max = result.scenario.round.deadline_s if result.scenario.round.policy == "deadline" else None
+        end_s = float(result.rounds["sim_time_s"].max()) if len(result.rounds) else 0.0
         write_report(
             out / "report.html",
             result.rounds,
@@ -105,6 +119,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
             title=f"{result.scenario.name} ({result.scenario.method.name}, seed {result.scenario.seed})",
             t_max_s=t_max,
             notes=setup_notes(result.scenario),
+            offline=offline_periods(result.scenario, gantt_devices(result.device_rounds), end_s),
         )
     atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run
     return out

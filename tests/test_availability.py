@@ -154,3 +154,27 @@ def test_markov_online_fraction_and_selection_never_exceeds_available():
     avail = clock.availability
     online = [avail.online_at(np.array([d]), t0)[0] for d, t0 in zip(dr["device"], dr["t_down_s"])]
     assert all(online)  # every job was dispatched to an online device
+
+
+def test_the_report_draws_each_gantt_devices_offline_periods(tmp_path):
+    """A trace run written with its report: device 0 online [0, 2) and [5, 1e9), device 1 [1, 1e9), device 2 never.
+    Offline by hand up to the run's end T: device 0 [2, 5); device 1 [0, 1); device 2 [0, T); and the
+    Gantt's offline bars are those of the devices with jobs (0 and 1), regenerated from the written scenario."""
+    from edgefl.report import build_figures, gantt_devices
+    from edgefl.results import offline_periods, write_run
+
+    path = _write(tmp_path, "device,online_s,offline_s\n0,0,2\n0,5,1e9\n1,1,1e9\n")
+    sc = load_scenario("quickstart", ["learning=surrogate", "rounds=4", "fleet.n_devices=3", "method.clients_per_round=2",
+                                      "fleet.availability.kind=trace", f"fleet.availability.trace_path='{path}'"])  # fmt: skip
+    res = run_scenario(sc)
+    end = float(res.rounds["sim_time_s"].max())
+    assert end > 5.0
+    assert offline_periods(sc, [0, 1, 2], end) == {0: [(2.0, 5.0)], 1: [(0.0, 1.0)], 2: [(0.0, end)]}
+    assert gantt_devices(res.device_rounds) == [0, 1]
+    assert offline_periods(load_scenario("quickstart", ["learning=surrogate"]), [0, 1], end) == {}
+    fig = build_figures(res.rounds, res.device_rounds, offline=offline_periods(sc, [0, 1], end))["device_states"]
+    bars = {t.name: t for t in fig.data}
+    assert list(bars["offline"].y) == ["device 0", "device 1"]
+    assert list(bars["offline"].base) == [2.0, 0.0] and list(bars["offline"].x) == [3.0, 1.0]
+    page = (write_run(res, tmp_path / "run") / "report.html").read_text(encoding="utf-8")
+    assert "device 0: offline 2 s to 5 s" in page
