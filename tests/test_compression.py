@@ -27,6 +27,18 @@ def test_rice_round_trip_and_optimal_parameter() -> None:
     assert all(coding.rice_bits(values, b) <= coding.rice_bits(values, c) for c in range(12))
 
 
+def test_rice_parameter_walk_equals_the_exhaustive_search() -> None:
+    """The convex walk gives the smallest b of least size over all of [0, bit_length(max)], as trying every b
+    does: geometric gaps of many means, constant values (ties between b), zeros, one large outlier."""
+    rng = np.random.default_rng(4)
+    cases = [rng.geometric(p, size=n) - 1 for p in (0.9, 0.5, 0.1, 0.01, 1e-4) for n in (1, 7, 300)]
+    cases += [np.zeros(5, dtype=np.int64), np.full(9, 3), np.full(9, 4), np.array([0, 0, 0, 1 << 40]), np.arange(64)]
+    for values in cases:
+        top = max(int(values.max()).bit_length(), 1)
+        sizes = [coding.rice_bits(values, c) for c in range(top + 1)]
+        assert coding.rice_parameter(values) == sizes.index(min(sizes)), values[:5]
+
+
 def test_huffman_round_trip_and_size_near_entropy() -> None:
     symbols = np.minimum(np.random.default_rng(1).geometric(0.3, size=3000) - 1, 40)
     w = coding.BitWriter()

@@ -115,12 +115,25 @@ def rice_bits(values: np.ndarray, b: int) -> int:
 
 
 def rice_parameter(values: np.ndarray) -> int:
-    """The Rice parameter ``b`` (divisor ``2**b``) that minimises the exact coded size of ``values``."""
+    """The Rice parameter ``b`` (divisor ``2**b``) that minimises the exact coded size of ``values`` (the
+    smallest such b in ``[0, bit_length(max)]``).
+
+    The size ``f(b) = sum floor(v / 2^b) + n (b + 1)`` is convex in b: ``f(b) - f(b+1) = sum ceil(floor(v / 2^b)
+    / 2) - n`` does not increase with b. So a walk from ``b0 = floor(log2(mean))`` (down while not larger, else up
+    while smaller) ends at the smallest minimiser after a few sizes instead of all of them.
+    """
     values = np.asarray(values, dtype=np.int64)
     if values.size == 0:
         return 0
     top = max(int(values.max()).bit_length(), 1)
-    return min(range(top + 1), key=lambda b: rice_bits(values, b))
+    mean = float(values.mean())
+    b = min(top, max(0, math.floor(math.log2(mean)))) if mean >= 1 else 0
+    size = rice_bits(values, b)
+    while b > 0 and (lower := rice_bits(values, b - 1)) <= size:
+        b, size = b - 1, lower
+    while b < top and (higher := rice_bits(values, b + 1)) < size:
+        b, size = b + 1, higher
+    return b
 
 
 def rice_encode(writer: BitWriter, values: np.ndarray, b: int | None = None) -> None:
