@@ -129,3 +129,40 @@ def test_radix_ranking_equals_a_stable_comparison_sort() -> None:
         assert np.array_equal(order, np.argsort(-scores, kind="stable"))
         for k in (0, 1, 999, 5000):
             assert np.array_equal(sparsify.top_positions(order, k), np.sort(order[:k]))
+
+
+def test_huffman_lengths_by_depth_equal_the_merge_that_counts_every_leaf() -> None:
+    """Code lengths from parent links equal those of the merge that adds 1 to every leaf under each merge
+    (written out here, ties as in the codec): geometric counts, equal counts (ties), two symbols, one symbol."""
+    import heapq
+
+    def by_leaves(counts):
+        used = np.flatnonzero(counts)
+        lengths = np.zeros(counts.size, dtype=np.int64)
+        heap = [(int(counts[s]), i, [int(s)]) for i, s in enumerate(used)]
+        heapq.heapify(heap)
+        tie = len(heap)
+        while len(heap) > 1:
+            c1, _, s1 = heapq.heappop(heap)
+            c2, _, s2 = heapq.heappop(heap)
+            lengths[s1] += 1
+            lengths[s2] += 1
+            heapq.heappush(heap, (c1 + c2, tie, s1 + s2))
+            tie += 1
+        return lengths
+
+    rng = np.random.default_rng(8)
+    cases = [np.bincount(rng.geometric(p, size=2000)) for p in (0.5, 0.05, 0.005)]
+    cases += [np.full(37, 5), np.array([0, 3, 0, 9]), np.array([0, 0, 4]), np.zeros(3, dtype=np.int64)]
+    for counts in cases:
+        assert np.array_equal(coding._plain_lengths(counts), by_leaves(counts))
+
+
+def test_lattice_symbols_by_a_presence_table_equal_numpy_unique() -> None:
+    from edgefl.compression.uveqfed import _distinct
+
+    rng = np.random.default_rng(9)
+    for symbols in (rng.integers(0, 50, 1000), rng.integers(0, 1 << 40, 300), np.array([7]), np.zeros(0, dtype=np.int64)):
+        distinct, index = _distinct(symbols)
+        ref, ref_index = np.unique(symbols, return_inverse=True)
+        assert np.array_equal(distinct, ref) and np.array_equal(index, ref_index.reshape(-1))

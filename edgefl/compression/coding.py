@@ -181,18 +181,27 @@ def entropy_bits(counts: np.ndarray) -> float:
 
 
 def _plain_lengths(counts: np.ndarray) -> np.ndarray:
+    """Huffman code lengths by the textbook merge of the two least counts (ties: leaves by symbol, then merged
+    nodes in the order they were made). A node's length is its depth, found from parent links after the merges
+    (linear), rather than by adding 1 to every leaf under each merge."""
     used = np.flatnonzero(counts)
     lengths = np.zeros(counts.size, dtype=np.int64)
-    heap = [(int(counts[s]), i, [int(s)]) for i, s in enumerate(used)]
+    heap = [(int(counts[s]), i, i) for i, s in enumerate(used)]  # (count, tie, node); leaves are nodes 0..u-1
     heapq.heapify(heap)
+    parent: list[int] = [-1] * len(heap)
     tie = len(heap)
     while len(heap) > 1:
-        c1, _, s1 = heapq.heappop(heap)
-        c2, _, s2 = heapq.heappop(heap)
-        lengths[s1] += 1
-        lengths[s2] += 1
-        heapq.heappush(heap, (c1 + c2, tie, s1 + s2))
+        c1, _, n1 = heapq.heappop(heap)
+        c2, _, n2 = heapq.heappop(heap)
+        parent[n1] = parent[n2] = len(parent)
+        parent.append(-1)
+        heapq.heappush(heap, (c1 + c2, tie, len(parent) - 1))
         tie += 1
+    depth = [0] * len(parent)
+    for node in range(len(parent) - 2, -1, -1):  # a parent is made after its children
+        depth[node] = depth[parent[node]] + 1
+    if used.size > 1:
+        lengths[used] = depth[: used.size]
     return lengths
 
 

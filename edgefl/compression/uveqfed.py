@@ -110,6 +110,22 @@ class _Plan:
     index: np.ndarray  # each kept sub-vector's symbol as an index into ``distinct``
 
 
+def _distinct(symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(symbols, return_inverse=True)`` for non-negative integer symbols: through a presence table when
+    the largest symbol is at most a few times the count (linear time, no sort), else by numpy's sort."""
+    symbols = np.asarray(symbols, dtype=np.int64)
+    if symbols.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    top = int(symbols.max())
+    if symbols.min() < 0 or top >= max(4 * symbols.size, 1 << 16):
+        distinct, index = np.unique(symbols, return_inverse=True)
+        return distinct, index.reshape(-1)
+    present = np.zeros(top + 1, dtype=bool)
+    present[symbols] = True
+    slot = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present), slot[symbols]
+
+
 class LatticeSizer:
     """One update partitioned, ranked and dithered once (E1-E3 for every sub-vector): :meth:`bits` and
     :meth:`encode` for any number ``k`` of kept sub-vectors.
@@ -146,12 +162,12 @@ class LatticeSizer:
     def _plan(self, k: int) -> _Plan:
         if not 0 <= int(k) <= self.m:
             raise CodecError(f"k={k!r}: must be in [0, {self.m}]")
-        kept = np.sort(self.order[: int(k)])
+        kept = sparsify.top_positions(self.order, k)
         a, b = self.a[kept], self.b[kept]
         zb = _zigzag(b)
         base = int(zb.max()) + 1 if kept.size else 1
-        distinct, index = np.unique(_zigzag(a) * base + zb, return_inverse=True)  # E4: one symbol per point
-        return _Plan(kept, a, b, base, distinct, index.reshape(-1))
+        distinct, index = _distinct(_zigzag(a) * base + zb)  # E4: one symbol per point
+        return _Plan(kept, a, b, base, distinct, index)
 
     def bits(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` sub-vectors (a multiple of 8)."""
