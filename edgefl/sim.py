@@ -265,7 +265,7 @@ class Clock:
     def _idle_devices(self, devices, caller: str) -> np.ndarray:
         """``devices`` as an int array, shape (m,), after checking that every one is online and idle now."""
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
-        if devices.size and not self.available()[devices].all():
+        if devices.size and not (self.online[devices].all() and not self._busy[devices].any()):
             raise SimulationError(f"{caller}: every device given a job must be online and idle")
         return devices
 
@@ -283,19 +283,18 @@ class Clock:
         start = env.now
         t_start = start + down_s
         due = t_start + (t_cmp_s + t_com_s)
-        off = (
-            np.full(n, np.inf)
-            if self.availability is None
-            else np.array([self.availability.next_offline_s(int(d), start) for d in devices], dtype=float)
-        )
-        lost = due > off
-        planned = np.where(lost, off, due)
-        order = np.lexsort((np.arange(n), planned))
+        if self.availability is None:
+            lost, planned = np.zeros(n, dtype=bool), due
+        else:
+            off = np.array([self.availability.next_offline_s(d, start) for d in devices.tolist()], dtype=float)
+            lost = due > off
+            planned = np.where(lost, off, due)
+        order = np.lexsort((np.arange(n), planned)) if n > 1 else np.zeros(n, dtype=np.int64)
         t_end = np.empty(n)
-        t_end[order] = _chain(start, planned[order])
+        planned_list = planned[order].tolist()
+        t_end[order] = _chain(start, planned_list)
         self._start_jobs(devices, t_start, t_start + t_cmp_s, t_end)
         dev_list, order_list, lost_list = devices.tolist(), order.tolist(), lost.tolist()
-        planned_list = planned[order].tolist()
 
         def ends(ev: simpy.Timeout) -> None:
             k = ev.value
@@ -446,12 +445,13 @@ class Clock:
         )  # fmt: skip
 
 
-def _chain(first_s: float, due_s: np.ndarray) -> np.ndarray:
+def _chain(first_s: float, due_s: np.ndarray | list[float]) -> np.ndarray:
     """Arrival times of a chain started at ``first_s`` [s] with each link due at ``due_s`` (sorted): what the
     chained SimPy timeouts produce, ``t_k = t_{k-1} + max(0, due_k - t_{k-1})``, with the same float operations."""
-    out = np.empty(due_s.size)
+    due_s = due_s.tolist() if isinstance(due_s, np.ndarray) else due_s
+    out = np.empty(len(due_s))
     now = first_s
-    for k, due in enumerate(due_s.tolist()):
+    for k, due in enumerate(due_s):
         now = now + max(0.0, due - now)
         out[k] = now
     return out
