@@ -75,14 +75,15 @@ class _Batch:
 class _FleetPlan:
     """Every device's job for server update ``u`` (planned as if selected), for dispatches whose plan does not
     depend on the dispatch (:func:`_plans_per_update`): ``rows`` shape (n, len(_COLUMNS)) (NaN for a device
-    that would sit out), ``feasible`` and ``reason`` (why it would sit out) shape (n,), each device's update
-    (objects, shape (n,)) and budget ``e_max_j`` [J] shape (n,)."""
+    that would sit out), ``feasible`` and ``reason`` (why it would sit out) shape (n,), the jobs' updates (in job
+    order) and ``job_of`` each device's job (-1: none) shape (n,), the budgets ``e_max_j`` [J] shape (n,)."""
 
     u: int
     rows: np.ndarray
     feasible: np.ndarray
     reason: np.ndarray
     updates: Any
+    job_of: np.ndarray
     e_max_j: np.ndarray
 
 
@@ -135,7 +136,7 @@ def _plans_per_update(run: Any) -> bool:
 def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) -> np.ndarray:
     """``jobs`` as rows (:data:`_COLUMNS`; the dispatch's columns NaN): their table, their ``work`` and
     ``columns`` (each a number or shape (m,))."""
-    rows = np.full((len(jobs), len(_COLUMNS)), np.nan)
+    rows = np.full((len(jobs), len(_COLUMNS)), np.nan, order="F")  # filled a column at a time
     for name in _JOB_COLUMNS:
         rows[:, _COL[name]] = getattr(jobs, name)
     for name, value in (("flops", work.flops), ("bits", work.bits), ("steps", work.steps), ("losses", work.losses),
@@ -183,24 +184,17 @@ def _fleet_plan(run: Any, state: RunState, server: AsyncServer, u: int, distance
         return None
     dev = plan.jobs.device
     job_rows, updates = _price(run, state, u, plan, gain, rate[dev], distance_m, e_max)
-    rows = np.full((n, len(_COLUMNS)), np.nan)
+    rows = np.full((n, len(_COLUMNS)), np.nan, order="F")  # filled and read a column at a time
     rows[dev] = job_rows
     feasible = np.zeros(n, dtype=bool)
     feasible[dev] = True
     reason = np.full(n, "", dtype=object)
     reason[plan.skipped_device] = plan.skipped_reason
-    job_updates = np.full(n, None, dtype=object)
-    job_updates[dev] = _objects(updates)
-    server.fleet_plan = _FleetPlan(u=u, rows=rows, feasible=feasible, reason=reason, updates=job_updates,
+    job_of = np.full(n, -1, dtype=np.int64)
+    job_of[dev] = np.arange(dev.size)
+    server.fleet_plan = _FleetPlan(u=u, rows=rows, feasible=feasible, reason=reason, updates=updates, job_of=job_of,
                                    e_max_j=e_max)  # fmt: skip
     return server.fleet_plan
-
-
-def _objects(values: Any) -> np.ndarray:
-    """``values`` (a sequence) as a 1-d object array, whatever the objects are."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
 
 
 def _plan_dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, selected, distance_m, gain):
@@ -250,7 +244,7 @@ def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, di
         feasible = fleet_plan.feasible[selected]
         dev, skip = selected[feasible], selected[~feasible]
         rows, reason, skip_e_max = fleet_plan.rows[dev], fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
-        updates = fleet_plan.updates[dev]
+        updates = [fleet_plan.updates[i] for i in fleet_plan.job_of[dev].tolist()]
     else:
         rows, updates, skip, reason, skip_e_max = _plan_dispatch(run, state, server, u, k, selected, distance_m, gain)
         dev = rows[:, _COL["device"]].astype(np.int64)

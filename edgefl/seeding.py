@@ -8,6 +8,7 @@ running one device's job elsewhere reproduces the same numbers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["LazyGenerator", "Streams"]
 
 
+@functools.lru_cache(maxsize=None)
 def _name_key(name: str) -> int:
     # A stable 32-bit key per consumer name (Python's hash() is salted per process).
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "little")
