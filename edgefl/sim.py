@@ -47,6 +47,7 @@ is charged up to there, as for a cancelled job. Its loss counts as the end of it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -277,6 +278,9 @@ class Clock:
         FL): download ``down_s``, compute ``t_cmp_s``, upload ``t_com_s`` [s], shape (m,) each. When job j ends
         (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
         lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
+        if np.size(devices) == 1:  # an asynchronous refill after one arrival: one job
+            one = (float(np.reshape(x, -1)[0]) for x in (devices, down_s, t_cmp_s, t_com_s))
+            return self._dispatch_one(*one, on_end=on_end)
         env = self.env
         devices = self._idle_devices(devices, "dispatch")
         n = devices.size
@@ -307,6 +311,30 @@ class Clock:
         if n:
             env.timeout(max(0.0, planned_list[0] - env.now), value=0).callbacks.append(ends)
         return t_end, lost
+
+    def _dispatch_one(
+        self, device: float, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`dispatch` of one job, with the same float operations on Python numbers (a chain of one link)."""
+        env, dev = self.env, int(device)
+        if not (self.online[dev] and not self._busy[dev]):
+            raise SimulationError("dispatch: every device given a job must be online and idle")
+        start = env.now
+        t_start = start + down_s
+        due = t_start + (t_cmp_s + t_com_s)
+        off = math.inf if self.availability is None else self.availability.next_offline_s(dev, start)
+        lost = due > off
+        planned = off if lost else due
+        t_end = start + max(0.0, planned - start)
+        self._busy[dev] = True
+        self._t_start[dev], self._t_cmp_end[dev], self._t_end[dev] = t_start, t_start + t_cmp_s, t_end
+
+        def ends(_ev: simpy.Timeout) -> None:
+            self._busy[dev] = False
+            on_end(0, lost)
+
+        env.timeout(max(0.0, planned - env.now), value=0).callbacks.append(ends)
+        return np.array([t_end]), np.array([lost])
 
     # ------------------------------------------------------------------ a round
     def play(
