@@ -278,9 +278,8 @@ class Clock:
         FL): download ``down_s``, compute ``t_cmp_s``, upload ``t_com_s`` [s], shape (m,) each. When job j ends
         (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
         lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
-        if np.size(devices) == 1:  # an asynchronous refill after one arrival: one job
-            one = (float(np.reshape(x, -1)[0]) for x in (devices, down_s, t_cmp_s, t_com_s))
-            return self._dispatch_one(*one, on_end=on_end)
+        if len(devices) == 1:  # an asynchronous refill after one arrival: one job
+            return self._dispatch_one(devices[0], down_s[0], t_cmp_s[0], t_com_s[0], on_end=on_end)
         env = self.env
         devices = self._idle_devices(devices, "dispatch")
         n = devices.size
@@ -313,10 +312,11 @@ class Clock:
         return t_end, lost
 
     def _dispatch_one(
-        self, device: float, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None]
+        self, device: int, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None]
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`dispatch` of one job, with the same float operations on Python numbers (a chain of one link)."""
         env, dev = self.env, int(device)
+        down_s, t_cmp_s, t_com_s = float(down_s), float(t_cmp_s), float(t_com_s)
         if not (self.online[dev] and not self._busy[dev]):
             raise SimulationError("dispatch: every device given a job must be online and idle")
         start = env.now
