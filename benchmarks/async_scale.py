@@ -4,9 +4,10 @@ server step) x 2,000 server updates under surrogate learning, and the cost of do
 Each size runs in a fresh child process (so its peak memory is its own) on the preset ``fedbuff_surrogate_10k``:
 the full radio model (3GPP path loss, positions redrawn every server update, fixed sub-bands), FedAvg's plan per
 job, SimPy clock, the surrogate's staleness-weighted server steps. The wall time is the ``run_scenario`` call
-(tables built in memory); jobs/s counts the device jobs that ended (``device_rounds`` rows) per wall second;
-peak memory is the child's maximum resident set size, imports included. Targets (issue #17): >= 30,000 jobs/s
-on 2 cores; doubling devices costs <= 2.2x.
+(tables built in memory; its CPU time is printed beside it, the machine being shared); jobs/s counts the device
+jobs that ended (``device_rounds`` rows) per wall second; peak memory is the child's maximum resident set size,
+imports included. Each child imports edgefl from this script's tree. Targets (issue #17): >= 30,000 jobs/s on 2
+cores; doubling devices costs <= 2.2x.
 
     .venv/bin/python benchmarks/async_scale.py              # 10,000 and 20,000 devices, 2,000 updates, 3 runs each
     .venv/bin/python benchmarks/async_scale.py --updates 200 --repeats 1
@@ -16,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 PRESET = "fedbuff_surrogate_10k"
 TARGET_JOBS_PER_S = 30_000
 TARGET_DOUBLING = 2.2
+HERE = Path(__file__).resolve().parents[1]  # the source tree this script belongs to
 
 
 def child(n_devices: int, updates: int) -> None:
@@ -31,21 +35,22 @@ def child(n_devices: int, updates: int) -> None:
     from edgefl.scenario import load_scenario
 
     sc = load_scenario(PRESET, [f"fleet.n_devices={n_devices}", f"rounds={updates}"])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = run_scenario(sc)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     jobs = len(result.device_rounds)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
     last = result.rounds.iloc[-1]
-    print(json.dumps({"wall_s": wall, "jobs": jobs, "jobs_per_s": jobs / wall, "peak_mb": peak_mb,
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "jobs": jobs, "jobs_per_s": jobs / wall, "peak_mb": peak_mb,
                       "dispatched": int(result.rounds["selected"].sum()), "sim_time_s": float(last["sim_time_s"]),
                       "loss": float(last["train_loss"]), "torch_loaded": "torch" in sys.modules}))  # fmt: skip
 
 
 def measure(n_devices: int, updates: int) -> dict:
+    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     out = subprocess.run(
         [sys.executable, __file__, "--child", str(n_devices), "--updates", str(updates)],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, cwd=HERE,
     )  # fmt: skip
     if out.returncode != 0:
         sys.exit(f"child with {n_devices} devices failed:\n{out.stderr}")
@@ -72,7 +77,8 @@ def main() -> None:
     ratios = sorted(d["wall_s"] / b["wall_s"] for b, d in zip(bases, doubles))
     ratio = ratios[len(ratios) // 2]
     for n, m in ((args.devices, base), (2 * args.devices, double)):
-        print(f"{n} devices x {args.updates} updates: {m['wall_s']:.1f} s, {m['jobs_per_s']:,.0f} jobs/s "
+        print(f"{n} devices x {args.updates} updates: {m['wall_s']:.1f} s ({m['cpu_s']:.1f} s CPU), "
+              f"{m['jobs_per_s']:,.0f} jobs/s "
               f"({m['jobs']} jobs ended, {m['dispatched']} dispatched, {m['sim_time_s']:.0f} s simulated), "
               f"peak {m['peak_mb']:.0f} MB   (median of {args.repeats}; final surrogate loss {m['loss']:.4f}, "
               f"torch loaded: {m['torch_loaded']})")  # fmt: skip

@@ -18,17 +18,21 @@ model (:mod:`edgefl.algorithms.asynchronous`) and the update is recorded:
 Energy is charged when a job ends (pro rata up to a loss); jobs still in flight when the run ends are not
 charged. Radio gains and mobility advance per server update; a job keeps the rates of its dispatch.
 
-Cost: a dispatch builds its own selection stream (keyed (update, dispatch): ~13 us) and draws its devices
-among the available ones (~17 us with the scan). It plans and prices only its selected devices; when the plan
+Cost: a dispatch builds its own selection stream (keyed (update, dispatch)) and draws its devices among the
+available ones. It plans and prices only its selected devices; when the plan
 cannot depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work,
 fixed sub-bands, no budget drawn per dispatch) one plan of the whole fleet per server update (~1.5 ms at 10^4
 devices) serves every dispatch of the update. A job ends by one SimPy event (:meth:`edgefl.sim.Clock.dispatch`),
-and its numbers are a row of its dispatch's float matrix, which the update's record gathers at once. Measured
-with ``benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000, M = 100, 2000 server updates,
-on the shared 2-core machine at load ~4, CPU time = 98% of wall): 6,900 jobs/s (this driver before: 2,000 jobs/s
-over 500 updates), and 2x10^4 devices take 1.19x the time. The issue's 30,000 jobs/s (33 us a job) is out of
-reach while each dispatch keeps its own selection stream: building and drawing it take ~30 us a job, and an
-update's radio state and fleet plan (~1.7 ms for its ~100 jobs) ~17 us more, before the clock and the record.
+and its numbers are a row of its dispatch's float matrix, which the update's record gathers at once.
+
+Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
+M = 100, 2000 server updates, median of 3, on the shared 2-core machine at load ~4, CPU time 98% of wall):
+8,700 jobs/s (23.1 s for 200,000 jobs; this driver before the rewrite: 2,000 jobs/s over 500 updates), and 2x10^4
+devices take 1.29x the time. The issue's 30,000 jobs/s (33 us a job) is out of reach with these results: each
+dispatch's own selection stream costs ~12 us to build and ~15 us to draw from (``choice`` and the scan of the
+available devices), and an update's radio state and fleet plan ~1.7 ms for its ~100 jobs (~17 us a job), 44 us
+before the clock, the bookkeeping and the record. One selection stream per update (other draws, so other
+results) measured only ~17% faster: the target needs an event loop with far less Python per job as well.
 """
 
 from __future__ import annotations
