@@ -211,8 +211,8 @@ def _fleet_plan(run: Any, state: RunState, server: AsyncServer, u: int, distance
 def _plan_dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, selected, distance_m, gain):
     """Plan and price one dispatch's ``selected`` devices (those alone: a device's uplink rate depends only on
     its own gain and power and on how many share the band, :meth:`edgefl.radio.Radio.rates_bps`); returns the
-    jobs' rows and updates, and the plan. The budget stream is drawn only when there are budgets, the method's
-    stream only if the method draws from it."""
+    jobs' rows and updates, and the devices that sit out, why, and their budgets [J]. The budget stream is drawn
+    only when there are budgets, the method's stream only if the method draws from it."""
     sc, clock, fleet, radio = run.scenario, run.clock, run.fleet, run.radio
     n = fleet.n_devices
     e_max = draw_budgets_j(sc.fleet.budget, n, run.streams.lazy_numpy("budgets", u, k))
