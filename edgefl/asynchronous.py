@@ -18,17 +18,28 @@ model (:mod:`edgefl.algorithms.asynchronous`) and the update is recorded:
 Energy is charged when a job ends (pro rata up to a loss); jobs still in flight when the run ends are not
 charged. Radio gains and mobility advance per server update; a job keeps the rates of its dispatch.
 
-Cost: each refill plans, draws and prices its jobs over the whole fleet, about 2-3 ms per dispatch at 10^4
-devices (measured: FedBuff, surrogate, 10^4 devices, C = 1000, M = 100: about 450 jobs/s on the shared 2-core
-machine). Batching the refills of an instant, and pricing only the dispatched devices, is what the issue's
-30,000 jobs/s will need.
+Cost: a dispatch builds its own selection stream (keyed (update, dispatch)) and draws its devices among the
+available ones. It plans and prices only its selected devices; when the plan
+cannot depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work,
+fixed sub-bands, no budget drawn per dispatch) one plan of the whole fleet per server update (~1.5 ms at 10^4
+devices) serves every dispatch of the update. A job ends by one SimPy event (:meth:`edgefl.sim.Clock.dispatch`),
+and its numbers are a row of its dispatch's float matrix, which the update's record gathers at once.
+
+Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
+M = 100, 2000 server updates, median of 3, on the shared 2-core machine at load ~4, CPU time 98% of wall):
+8,700 jobs/s (23.1 s for 200,000 jobs; this driver before the rewrite: 2,000 jobs/s over 500 updates), and 2x10^4
+devices take 1.29x the time. The issue's 30,000 jobs/s (33 us a job) is out of reach with these results: each
+dispatch's own selection stream costs ~12 us to build and ~15 us to draw from (``choice`` and the scan of the
+available devices), and an update's radio state and fleet plan ~1.7 ms for its ~100 jobs (~17 us a job), 44 us
+before the clock, the bookkeeping and the record. One selection stream per update (other draws, so other
+results) measured only ~17% faster: the target needs an event loop with far less Python per job as well.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -45,34 +56,53 @@ from edgefl.system import draw_budgets_j
 __all__ = ["AsyncServer", "play_update"]
 
 
+_JOB_COLUMNS = tuple(f.name for f in fields(JobTable))
+_COLUMNS = (
+    *_JOB_COLUMNS, "flops", "bits", "steps", "losses", "distance_m", "rate_bps", "e_max_j", "e_cmp_j", "e_com_j",
+    "e_down_j", "t_dl_s", "t_cmp_s", "t_com_s", "t_down_s", "t_end_s", "lost", "version",
+)  # fmt: skip
+_COL = {name: i for i, name in enumerate(_COLUMNS)}
+"""A job as a row of floats (ids, steps and flags are exact in float64): the columns of its JobTable and of its
+work, its distance [m], rate [bit/s], budget and costs [J], durations [s]; then, set at dispatch, its download
+start and end [s], whether it is lost and the model version it downloaded."""
+
+
 @dataclass(eq=False)
 class _Batch:
-    """Jobs dispatched together: their plan, work, costs and clock times (each array shape (m,))."""
+    """Jobs dispatched together: ``rows`` (shape (m, len(_COLUMNS))), their updates (None under surrogate
+    learning) and the model they downloaded; the selected devices that sat out, why, and their distance [m] and
+    budget [J] (shape (s,) each)."""
 
-    plan: RoundPlan
-    work: RoundWork
-    version: int
+    rows: np.ndarray
+    updates: Any
     model: Any
-    distance_m: np.ndarray
-    rate_bps: np.ndarray
-    e_max_j: np.ndarray
-    e_cmp_j: np.ndarray
-    e_com_j: np.ndarray
-    e_down_j: np.ndarray
-    t_down_s: float
-    t_dl_s: np.ndarray
-    t_cmp_s: np.ndarray
-    t_com_s: np.ndarray
-    t_end_s: np.ndarray
-    lost: np.ndarray
+    skipped_device: np.ndarray
+    skipped_reason: np.ndarray
     skip_distance_m: np.ndarray
     skip_e_max_j: np.ndarray
 
 
 @dataclass(eq=False)
+class _FleetPlan:
+    """Every device's job for server update ``u`` (planned as if selected), for dispatches whose plan does not
+    depend on the dispatch (:func:`_plans_per_update`): ``rows`` shape (n, len(_COLUMNS)) (NaN for a device
+    that would sit out), ``feasible`` and ``reason`` (why it would sit out) shape (n,), the jobs' updates (in job
+    order) and ``job_of`` each device's job (-1: none) shape (n,), the budgets ``e_max_j`` [J] shape (n,)."""
+
+    u: int
+    rows: np.ndarray
+    feasible: np.ndarray
+    reason: np.ndarray
+    updates: Any
+    job_of: np.ndarray
+    e_max_j: np.ndarray
+
+
+@dataclass(eq=False)
 class AsyncServer:
     """An asynchronous run's server between updates: model version, jobs in flight, jobs ended since the last
-    update (in order of their end) and the buffer of arrived updates (batch, job index)."""
+    update (in order of their end) and the buffer of arrived updates (batch, job index); the current update's
+    fleet plan when one plan serves every dispatch (``per_update``: None until decided)."""
 
     version: int = 0
     in_flight: int = 0
@@ -80,59 +110,178 @@ class AsyncServer:
     buffer: list[tuple[_Batch, int]] = field(default_factory=list)
     dispatched: int = 0
     skipped: list[tuple[_Batch, int]] = field(default_factory=list)
+    per_update: bool | None = None
+    fleet_plan: _FleetPlan | None = None
+    rate_bps: np.ndarray | None = None  # a dispatch's planning rates, shape (n,): 0 but for its selected devices
+
+
+class _StreamDrawn(Exception):
+    """The method drew from its stream while planning the whole fleet at once."""
+
+
+class _NoStream:
+    """The method's stream in a plan made for every dispatch of an update: each dispatch has its own stream, so
+    a draw from this one raises :class:`_StreamDrawn` (and the driver plans dispatch by dispatch instead)."""
+
+    def __getattr__(self, name: str):
+        raise _StreamDrawn(name)
+
+
+def _plans_per_update(run: Any) -> bool:
+    """Whether one plan of the whole fleet per server update gives every dispatch's plan, with the same numbers:
+    the method plans each device alone (:attr:`edgefl.algorithms.base.Method.plans_each_device_alone`), the
+    work is the plan's (surrogate learning), a device's uplink and downlink rates do not depend on how many
+    devices share the band (``bandwidth_mode = "fixed"``), and the energy budgets are not drawn per dispatch
+    (none, or one fixed value)."""
+    sc = run.scenario
+    budget, dl = sc.fleet.budget, sc.channel.downlink
+    return (
+        run.method.plans_each_device_alone
+        and not run.workload.trains
+        and sc.channel.bandwidth_mode == "fixed"
+        and (dl is None or dl.bandwidth_mode == "fixed")
+        and (budget.kind == "none" or (budget.kind == "fixed" and not isinstance(budget.value_j, tuple)))
+    )
+
+
+def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) -> np.ndarray:
+    """``jobs`` as rows (:data:`_COLUMNS`; the dispatch's columns NaN): their table, their ``work`` and
+    ``columns`` (each a number or shape (m,))."""
+    rows = np.full((len(jobs), len(_COLUMNS)), np.nan, order="F")  # filled a column at a time
+    for name in _JOB_COLUMNS:
+        rows[:, _COL[name]] = getattr(jobs, name)
+    for name, value in (("flops", work.flops), ("bits", work.bits), ("steps", work.steps), ("losses", work.losses),
+                        *columns.items()):  # fmt: skip
+        rows[:, _COL[name]] = value
+    return rows
+
+
+def _price(run: Any, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max) -> tuple:
+    """The work of ``plan``'s jobs and what it costs (uplink at ``rate_dev`` [bit/s], shape (m,)): their rows
+    and updates."""
+    from edgefl.round import _downloads
+
+    costs, wl, jobs = run.costs, run.workload, plan.jobs
+    dev = jobs.device
+    down_s, e_down = _downloads(run, jobs, gain)
+    work = wl.work(run.method, jobs, state.model, u)
+    t_cmp, e_cmp = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
+    t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate_dev)
+    rows = _job_rows(
+        jobs, work, distance_m=distance_m[dev], rate_bps=rate_dev, e_max_j=e_max[dev], e_cmp_j=e_cmp, e_com_j=e_com,
+        e_down_j=e_down, t_dl_s=down_s, t_cmp_s=t_cmp, t_com_s=t_com,
+    )  # fmt: skip
+    return rows, work.updates
+
+
+def _fleet_plan(run: Any, state: RunState, server: AsyncServer, u: int, distance_m, gain) -> _FleetPlan | None:
+    """The fleet plan of update ``u`` (made at its first dispatch), or None when dispatches plan one by one."""
+    if server.per_update is None:
+        server.per_update = _plans_per_update(run)
+    if not server.per_update:
+        return None
+    if server.fleet_plan is not None and server.fleet_plan.u == u:
+        return server.fleet_plan
+    fleet, n = run.fleet, run.fleet.n_devices
+    everyone = np.arange(n)
+    e_max = draw_budgets_j(run.scenario.fleet.budget, n, None)  # none or one value: nothing is drawn
+    rate = run.radio.rates_bps(gain, fleet.tx_power_w)  # fixed sub-bands: the same whoever else transmits
+    ctx = RoundContext(round_index=u, selected=everyone, rate_bps=rate, e_max_j=e_max, t_budget_s=None,
+                       costs=run.costs, rng=_NoStream())  # fmt: skip
+    try:
+        plan = run.method.plan_round(ctx)
+    except _StreamDrawn:
+        server.per_update = False
+        return None
+    dev = plan.jobs.device
+    job_rows, updates = _price(run, state, u, plan, gain, rate[dev], distance_m, e_max)
+    rows = np.full((n, len(_COLUMNS)), np.nan, order="F")  # filled and read a column at a time
+    rows[dev] = job_rows
+    feasible = np.zeros(n, dtype=bool)
+    feasible[dev] = True
+    reason = np.full(n, "", dtype=object)
+    reason[plan.skipped_device] = plan.skipped_reason
+    job_of = np.full(n, -1, dtype=np.int64)
+    job_of[dev] = np.arange(dev.size)
+    server.fleet_plan = _FleetPlan(u=u, rows=rows, feasible=feasible, reason=reason, updates=updates, job_of=job_of,
+                                   e_max_j=e_max)  # fmt: skip
+    return server.fleet_plan
+
+
+def _plan_dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, selected, distance_m, gain):
+    """Plan and price one dispatch's ``selected`` devices (those alone: a device's uplink rate depends only on
+    its own gain and power and on how many share the band, :meth:`edgefl.radio.Radio.rates_bps`); returns the
+    jobs' rows and updates, and the devices that sit out, why, and their budgets [J]. The budget stream is drawn
+    only when there are budgets, the method's stream only if the method draws from it."""
+    sc, clock, fleet, radio = run.scenario, run.clock, run.fleet, run.radio
+    n = fleet.n_devices
+    e_max = draw_budgets_j(sc.fleet.budget, n, run.streams.lazy_numpy("budgets", u, k))
+    held = clock.n_busy()
+    rate_sel = radio.rates_bps(gain[selected], fleet.tx_power_w[selected], held=held)
+    if server.rate_bps is None:
+        server.rate_bps = np.zeros(n)
+    rate = server.rate_bps
+    rate[selected] = rate_sel
+    ctx = RoundContext(round_index=u, selected=selected, rate_bps=rate, e_max_j=e_max, t_budget_s=None,
+                       costs=run.costs, rng=run.streams.lazy_numpy("method", u, k))  # fmt: skip
+    try:
+        plan = run.method.plan_round(ctx)
+    finally:
+        rate[selected] = 0.0
+    dev = plan.jobs.device
+    if dev.size == selected.size:  # the same number share the band: the same rates
+        rate_dev = rate_sel[np.searchsorted(selected, dev)]
+    else:
+        rate_dev = radio.rates_bps(gain[dev], fleet.tx_power_w[dev], held=held)
+    rows, updates = _price(run, state, u, plan, gain, rate_dev, distance_m, e_max)
+    skip = plan.skipped_device
+    return rows, updates, skip, plan.skipped_reason, e_max[skip]
 
 
 def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, distance_m, gain) -> int:
-    """Dispatch up to the free slots to online, idle devices; return how many jobs started."""
-    from edgefl.round import _downloads, select_devices
+    """Dispatch up to the free slots to online, idle devices; return how many jobs started or sat out."""
+    from edgefl.round import select_devices
 
-    sc, clock, method, wl, costs, radio, fleet = (
-        run.scenario, run.clock, run.method, run.workload, run.costs, run.radio, run.fleet
-    )  # fmt: skip
+    clock = run.clock
     free = run.n_select - server.in_flight
-    available = clock.available()
-    if free <= 0 or not available.any():
+    if free <= 0:
         return 0
-    n = fleet.n_devices
-    selected = select_devices(run.streams.numpy("selection", u, k), n, free, available)
-    e_max = draw_budgets_j(sc.fleet.budget, n, run.streams.numpy("budgets", u, k))
-    mask = np.zeros(n, dtype=bool)
-    mask[selected] = True
-    held = clock.n_busy()
-    rate = radio.rates_bps(gain, fleet.tx_power_w, mask, held=held)
-    ctx = RoundContext(round_index=u, selected=selected, rate_bps=rate, e_max_j=e_max, t_budget_s=None,
-                       costs=costs, rng=run.streams.numpy("method", u, k))  # fmt: skip
-    plan = method.plan_round(ctx)
-    jobs, dev = plan.jobs, plan.jobs.device
-    tx = np.zeros(n, dtype=bool)
-    tx[dev] = True
-    rate = radio.rates_bps(gain, fleet.tx_power_w, tx, held=held)
-    down_s, e_down = _downloads(run, jobs, gain, tx)
-    work = wl.work(method, jobs, state.model, u)
-    t_cmp, e_cmp = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
-    t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate[dev])
-    t_dl = np.broadcast_to(np.asarray(down_s, dtype=float), (len(jobs),)).copy()
-    batch = _Batch(
-        plan=plan, work=work, version=server.version, model=state.model, distance_m=distance_m[dev],
-        rate_bps=rate[dev], e_max_j=e_max[dev], e_cmp_j=e_cmp, e_com_j=e_com, e_down_j=np.asarray(e_down, float),
-        t_down_s=clock.env.now, t_dl_s=t_dl, t_cmp_s=t_cmp, t_com_s=t_com, t_end_s=np.zeros(len(jobs)),
-        lost=np.zeros(len(jobs), dtype=bool), skip_distance_m=distance_m[plan.skipped_device],
-        skip_e_max_j=e_max[plan.skipped_device],
-    )  # fmt: skip
-    for i in range(plan.skipped_device.size):
+    available = clock.available()
+    if not available.any():
+        return 0
+    selected = select_devices(run.streams.numpy("selection", u, k), run.fleet.n_devices, free, available)
+    fleet_plan = _fleet_plan(run, state, server, u, distance_m, gain)
+    if fleet_plan is not None:
+        feasible = fleet_plan.feasible[selected]
+        dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
+        rows, reason, skip_e_max = fleet_plan.rows[dev], fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
+        updates = [fleet_plan.updates[i] for i in fleet_plan.job_of[dev].tolist()]
+    else:
+        rows, updates, skip, reason, skip_e_max = _plan_dispatch(run, state, server, u, k, selected, distance_m, gain)
+        dev = rows[:, _COL["device"]].astype(np.int64)
+    batch = _Batch(rows=rows, updates=updates, model=state.model, skipped_device=skip, skipped_reason=reason,
+                   skip_distance_m=distance_m[skip], skip_e_max_j=skip_e_max)  # fmt: skip
+    for i in range(skip.size):
         server.skipped.append((batch, i))
 
-    def ended(j: int, lost: bool) -> None:
+    def on_end(j: int, lost: bool) -> None:
         server.in_flight -= 1
         server.ended.append((batch, j))
         if not lost:
             server.buffer.append((batch, j))
 
-    t_end, lost = clock.dispatch(dev, down_s=t_dl, t_cmp_s=t_cmp, t_com_s=t_com, on_end=ended)
-    batch.t_end_s, batch.lost = t_end, lost
-    server.in_flight += len(jobs)
-    server.dispatched += len(jobs)
-    return len(jobs) + int(plan.skipped_device.size)
+    rows[:, _COL["t_down_s"]] = clock.env.now
+    rows[:, _COL["version"]] = server.version
+    t_end, lost = clock.dispatch(
+        dev, down_s=rows[:, _COL["t_dl_s"]], t_cmp_s=rows[:, _COL["t_cmp_s"]], t_com_s=rows[:, _COL["t_com_s"]],
+        on_end=on_end,
+    )  # fmt: skip
+    rows[:, _COL["t_end_s"]] = t_end
+    rows[:, _COL["lost"]] = lost
+    m = dev.size
+    server.in_flight += m
+    server.dispatched += m
+    return m + int(skip.size)
 
 
 def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
@@ -152,54 +301,56 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
             why = ""
             if server.skipped:
                 batch, i = server.skipped[-1]
-                why = f" (the last device to sit out: {batch.plan.skipped_reason[i]})"
+                why = f" (the last device to sit out: {batch.skipped_reason[i]})"
             raise SimulationError(f"at t={env.now:g} s no job is in flight and no device can take one{why}")
         env.step()
     taken, server.buffer = server.buffer[:m_needed], server.buffer[m_needed:]
-    tau = np.array([server.version - b.version for b, _ in taken], dtype=float)
+    taken_rows = _rows(taken)
+    tau = server.version - taken_rows[:, _COL["version"]]
     if wl.trains:
-        updates = [b.work.updates[j] for b, j in taken]
+        updates = [b.updates[j] for b, j in taken]
         model = method.server_step(state.model, updates, [b.model for b, _ in taken], tau)
     else:
-        alpha = np.array([b.plan.jobs.alpha[j] for b, j in taken])
-        beta = np.array([b.plan.jobs.beta[j] for b, j in taken])
+        alpha, beta = taken_rows[:, _COL["alpha"]], taken_rows[:, _COL["beta"]]
         model = wl.async_step(state.model, omega=method.weights(tau), alpha=alpha, beta=beta)
     server.version += 1
     record = _record(run, state, server, u, taken, tau, model, wall0)
     return RunState(rounds_done=u, sim_time_s=env.now, energy_cum_j=record.row["energy_cum_j"], model=model), record
 
 
+def _rows(jobs: list[tuple[_Batch, int]]) -> np.ndarray:
+    """The rows of ``jobs`` (batch, job index), shape (len(jobs), len(_COLUMNS))."""
+    if not jobs:
+        return np.zeros((0, len(_COLUMNS)))
+    return np.array([b.rows[j] for b, j in jobs])
+
+
 def _record(run, state, server, u, taken, tau, model, wall0) -> RoundRecord:
-    """The update's row and the device rows of the jobs that ended since the previous update."""
+    """The update's row and the device rows of the jobs that ended since the previous update (sorted by device,
+    stably: in order of their end for a device's several jobs)."""
     sc, wl, method, env = run.scenario, run.workload, run.method, run.clock.env
     ended, server.ended = server.ended, []
     skipped, server.skipped = server.skipped, []
+    rows = _rows(ended)
+    order = np.argsort(rows[:, _COL["device"]], kind="stable")
+    rows, ended = rows[order], [ended[i] for i in order.tolist()]
+    col = lambda name: rows[:, _COL[name]]  # noqa: E731
+    jobs = JobTable(**{name: col(name).astype(np.int64) if name in ("device", "local_steps") else col(name)
+                       for name in _JOB_COLUMNS})  # fmt: skip
     aggregated = {(id(b), j): t for (b, j), t in zip(taken, tau.tolist())}
-    take = lambda name: np.array([getattr(b, name)[j] for b, j in ended])  # noqa: E731
-    jobs = JobTable.concat(*[b.plan.jobs.take(np.array([j])) for b, j in ended]) if ended else JobTable.build(
-        np.zeros(0, dtype=np.int64), cpu_hz=0.0)  # fmt: skip
-    order = np.argsort(np.array([b.plan.jobs.device[j] for b, j in ended], dtype=np.int64), kind="stable")
-    ended = [ended[i] for i in order]  # JobTable.concat sorted the jobs by device (stable): follow it
-    lost = take("lost").astype(bool) if ended else np.zeros(0, dtype=bool)
-    t_dl, t_cmp, t_com, t_end = (take(c) if ended else np.zeros(0) for c in ("t_dl_s", "t_cmp_s", "t_com_s", "t_end_s"))
-    t_down = np.array([b.t_down_s for b, _ in ended])
+    lost = col("lost").astype(bool)
+    t_dl, t_cmp, t_com, t_end, t_down = col("t_dl_s"), col("t_cmp_s"), col("t_com_s"), col("t_end_s"), col("t_down_s")
     t_start = t_down + t_dl
     dl_done = np.where(lost, np.clip(t_end - t_down, 0.0, t_dl), t_dl)
     cmp_done = np.where(lost, np.clip(t_end - t_start, 0.0, t_cmp), t_cmp)
     com_done = np.where(lost, np.clip(t_end - (t_start + t_cmp), 0.0, t_com), t_com)
     kept = np.array([(id(b), j) in aggregated for b, j in ended], dtype=bool)
     staleness = np.array([aggregated.get((id(b), j), math.nan) for b, j in ended], dtype=float)
-    e_cmp = prorated_energy_j(take("e_cmp_j") if ended else np.zeros(0), t_cmp, cmp_done)
-    e_com = prorated_energy_j(take("e_com_j") if ended else np.zeros(0), t_com, com_done)
-    e_down = prorated_energy_j(take("e_down_j") if ended else np.zeros(0), t_dl, dl_done)
-    works = [b.work for b, _ in ended]
-    work = RoundWork(
-        flops=np.array([w.flops[j] for w, (_, j) in zip(works, ended)], dtype=float),
-        bits=np.array([w.bits[j] for w, (_, j) in zip(works, ended)], dtype=float),
-        steps=np.array([w.steps[j] for w, (_, j) in zip(works, ended)], dtype=np.int64),
-        losses=np.array([w.losses[j] for w, (_, j) in zip(works, ended)], dtype=float),
-        updates=[w.updates[j] for w, (_, j) in zip(works, ended)],
-    )
+    e_cmp = prorated_energy_j(col("e_cmp_j"), t_cmp, cmp_done)
+    e_com = prorated_energy_j(col("e_com_j"), t_com, com_done)
+    e_down = prorated_energy_j(col("e_down_j"), t_dl, dl_done)
+    work = RoundWork(flops=col("flops"), bits=col("bits"), steps=col("steps").astype(np.int64), losses=col("losses"),
+                     updates=[b.updates[j] for b, j in ended])  # fmt: skip
     m = len(ended)
     arrival = np.argsort(np.where(lost, np.inf, t_end), kind="stable")
     outcome = RoundOutcome(
@@ -208,16 +359,16 @@ def _record(run, state, server, u, taken, tau, model, wall0) -> RoundRecord:
         t_dl_s=t_dl, t_cmp_s=t_cmp, t_com_s=t_com, cmp_done_s=cmp_done, com_done_s=com_done, dl_done_s=dl_done,
         kept_mask=kept, status=np.where(lost, LOST, KEPT).astype(object), arrival_order=arrival[~lost[arrival]],
     )  # fmt: skip
-    skip_dev = np.array([b.plan.skipped_device[i] for b, i in skipped], dtype=np.int64)
-    skip_reason = np.array([b.plan.skipped_reason[i] for b, i in skipped], dtype=object)
+    skip_dev = np.array([b.skipped_device[i] for b, i in skipped], dtype=np.int64)
+    skip_reason = np.array([b.skipped_reason[i] for b, i in skipped], dtype=object)
     plan = RoundPlan(jobs, skip_dev, skip_reason)
+    skip_distance = np.array([b.skip_distance_m[i] for b, i in skipped], dtype=float)
+    skip_e_max = np.array([b.skip_e_max_j[i] for b, i in skipped], dtype=float)
     per_job = {
-        "distance_m": np.concatenate([take("distance_m") if ended else np.zeros(0),
-                                      np.array([b.skip_distance_m[i] for b, i in skipped], dtype=float)]),
-        "rate_bps": take("rate_bps") if ended else np.zeros(0),
-        "e_max_j": np.concatenate([take("e_max_j") if ended else np.zeros(0),
-                                   np.array([b.skip_e_max_j[i] for b, i in skipped], dtype=float)]),
-    }  # fmt: skip
+        "distance_m": np.concatenate([col("distance_m"), skip_distance]),
+        "rate_bps": col("rate_bps"),
+        "e_max_j": np.concatenate([col("e_max_j"), skip_e_max]),
+    }
     block = device_block(
         u, plan, outcome, work, None, None, None, None, e_cmp=e_cmp, e_com=e_com, e_down=e_down,
         extra={"staleness": staleness}, per_job=per_job,

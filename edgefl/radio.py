@@ -80,16 +80,19 @@ class Radio:
         self._round = int(state["radio_round"])
 
     def rates_bps(
-        self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray, *, held: int = 0
+        self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray | None = None, *, held: int = 0
     ) -> np.ndarray:
-        """Uplink rate [bit/s] per device, shape (n,); 0 for devices not transmitting. ``held``: sub-bands still
-        taken by devices finishing an earlier job (they share the band under ``bandwidth_mode = "split"``)."""
+        """Uplink rate [bit/s] per device, shape (n,) (of ``gain``, ``tx_power_w``); 0 for devices not
+        ``transmitting`` (bool shape (n,); None: all transmit). ``held``: sub-bands still taken by devices
+        finishing an earlier job (they share the band under ``bandwidth_mode = "split"``). A device's rate
+        depends only on its own gain and power and on how many share the band, so the rates of the transmitting
+        devices alone (their gains, no mask) are the same numbers."""
         return self.model.rates_bps(gain, tx_power_w, transmitting, held=held)
 
-    def downlink_rates_bps(self, gain: np.ndarray, receiving: np.ndarray) -> np.ndarray:
-        """Downlink rate [bit/s] per device, shape (n,), AnycostFL eq. (8) with the base station's power on each
-        receiving device's downlink sub-band (shared among the ``receiving`` devices under ``"split"``); 0 for
-        the others. Only with ``[channel.downlink]``."""
+    def downlink_rates_bps(self, gain: np.ndarray, receiving: np.ndarray | None = None) -> np.ndarray:
+        """Downlink rate [bit/s] per device, shape (n,) (of ``gain``), AnycostFL eq. (8) with the base station's
+        power on each receiving device's downlink sub-band (shared among the ``receiving`` devices, bool shape
+        (n,), under ``"split"``; None: all receive); 0 for the others. Only with ``[channel.downlink]``."""
         if self.downlink is None:
             raise ValueError("downlink_rates_bps: the scenario has no [channel.downlink]")
         return self.downlink.rates_bps(gain, self.bs_power_w, receiving)

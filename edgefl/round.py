@@ -98,7 +98,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         e_max_j=e_max,
         t_budget_s=None if run.t_max_s is None else run.t_max_s - down_budget_s,
         costs=costs,
-        rng=streams.numpy("method", r),
+        rng=streams.lazy_numpy("method", r),
     )
     plan = method.plan_round(ctx)
     jobs = plan.jobs
@@ -106,7 +106,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     tx_mask = np.zeros(n, dtype=bool)
     tx_mask[dev] = True
     rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
-    down_s, e_down = _downloads(run, jobs, gain, tx_mask)
+    down_s, e_down = _downloads(run, jobs, gain)
     done: dict[str, Any] = {}
 
     def start() -> tuple[np.ndarray, np.ndarray]:
@@ -161,10 +161,11 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     return after, RoundRecord(row, block)
 
 
-def _downloads(run: Run, jobs: Any, gain: np.ndarray, receiving: np.ndarray) -> tuple[float | np.ndarray, np.ndarray]:
+def _downloads(run: Run, jobs: Any, gain: np.ndarray) -> tuple[float | np.ndarray, np.ndarray]:
     """Each job's download time [s] and energy [J]: ``round.downlink_s`` and no energy, or, with
-    ``[channel.downlink]``, its (sub)model's bits over its own downlink rate (:meth:`CostModel.download`). A job
-    downloads the width it trains (``min(job width, model.width)``: a submodel for width-shrinking methods)."""
+    ``[channel.downlink]``, its (sub)model's bits over its own downlink rate (:meth:`CostModel.download`; the
+    jobs' devices share the downlink band). A job downloads the width it trains (``min(job width,
+    model.width)``: a submodel for width-shrinking methods). ``gain``: every device's channel gain, shape (n,)."""
     sc, dev = run.scenario, jobs.device
     dl = sc.channel.downlink
     if dl is None:
@@ -172,5 +173,5 @@ def _downloads(run: Run, jobs: Any, gain: np.ndarray, receiving: np.ndarray) -> 
     width = np.minimum(jobs.width, sc.model.width)
     sizes = {w: float(run.workload.update_bits_at(w)) for w in np.unique(width).tolist()}
     bits = np.array([sizes[w] for w in width.tolist()], dtype=float)
-    rate = run.radio.downlink_rates_bps(gain, receiving)[dev]
+    rate = run.radio.downlink_rates_bps(gain[dev])  # only the jobs' devices receive: their rates alone
     return run.costs.download(dev, bits=bits, rate_bps=rate, rx_power_w=dl.rx_power_w)

@@ -47,6 +47,7 @@ is charged up to there, as for a cancelled job. Its loss counts as the end of it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -265,7 +266,7 @@ class Clock:
     def _idle_devices(self, devices, caller: str) -> np.ndarray:
         """``devices`` as an int array, shape (m,), after checking that every one is online and idle now."""
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
-        if devices.size and not self.available()[devices].all():
+        if devices.size and not (self.online[devices].all() and not self._busy[devices].any()):
             raise SimulationError(f"{caller}: every device given a job must be online and idle")
         return devices
 
@@ -277,25 +278,26 @@ class Clock:
         FL): download ``down_s``, compute ``t_cmp_s``, upload ``t_com_s`` [s], shape (m,) each. When job j ends
         (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
         lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
+        if len(devices) == 1:  # an asynchronous refill after one arrival: one job
+            return self._dispatch_one(devices[0], down_s[0], t_cmp_s[0], t_com_s[0], on_end=on_end)
         env = self.env
         devices = self._idle_devices(devices, "dispatch")
         n = devices.size
         start = env.now
         t_start = start + down_s
         due = t_start + (t_cmp_s + t_com_s)
-        off = (
-            np.full(n, np.inf)
-            if self.availability is None
-            else np.array([self.availability.next_offline_s(int(d), start) for d in devices], dtype=float)
-        )
-        lost = due > off
-        planned = np.where(lost, off, due)
-        order = np.lexsort((np.arange(n), planned))
+        if self.availability is None:
+            lost, planned = np.zeros(n, dtype=bool), due
+        else:
+            off = np.array([self.availability.next_offline_s(d, start) for d in devices.tolist()], dtype=float)
+            lost = due > off
+            planned = np.where(lost, off, due)
+        order = np.lexsort((np.arange(n), planned)) if n > 1 else np.zeros(n, dtype=np.int64)
         t_end = np.empty(n)
-        t_end[order] = _chain(start, planned[order])
+        planned_list = planned[order].tolist()
+        t_end[order] = _chain(start, planned_list)
         self._start_jobs(devices, t_start, t_start + t_cmp_s, t_end)
         dev_list, order_list, lost_list = devices.tolist(), order.tolist(), lost.tolist()
-        planned_list = planned[order].tolist()
 
         def ends(ev: simpy.Timeout) -> None:
             k = ev.value
@@ -308,6 +310,31 @@ class Clock:
         if n:
             env.timeout(max(0.0, planned_list[0] - env.now), value=0).callbacks.append(ends)
         return t_end, lost
+
+    def _dispatch_one(
+        self, device: int, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`dispatch` of one job, with the same float operations on Python numbers (a chain of one link)."""
+        env, dev = self.env, int(device)
+        down_s, t_cmp_s, t_com_s = float(down_s), float(t_cmp_s), float(t_com_s)
+        if not (self.online[dev] and not self._busy[dev]):
+            raise SimulationError("dispatch: every device given a job must be online and idle")
+        start = env.now
+        t_start = start + down_s
+        due = t_start + (t_cmp_s + t_com_s)
+        off = math.inf if self.availability is None else self.availability.next_offline_s(dev, start)
+        lost = due > off
+        planned = off if lost else due
+        t_end = start + max(0.0, planned - start)
+        self._busy[dev] = True
+        self._t_start[dev], self._t_cmp_end[dev], self._t_end[dev] = t_start, t_start + t_cmp_s, t_end
+
+        def ends(_ev: simpy.Timeout) -> None:
+            self._busy[dev] = False
+            on_end(0, lost)
+
+        env.timeout(max(0.0, planned - env.now), value=0).callbacks.append(ends)
+        return np.array([t_end]), np.array([lost])
 
     # ------------------------------------------------------------------ a round
     def play(
@@ -446,12 +473,13 @@ class Clock:
         )  # fmt: skip
 
 
-def _chain(first_s: float, due_s: np.ndarray) -> np.ndarray:
+def _chain(first_s: float, due_s: np.ndarray | list[float]) -> np.ndarray:
     """Arrival times of a chain started at ``first_s`` [s] with each link due at ``due_s`` (sorted): what the
     chained SimPy timeouts produce, ``t_k = t_{k-1} + max(0, due_k - t_{k-1})``, with the same float operations."""
-    out = np.empty(due_s.size)
+    due_s = due_s.tolist() if isinstance(due_s, np.ndarray) else due_s
+    out = np.empty(len(due_s))
     now = first_s
-    for k, due in enumerate(due_s.tolist()):
+    for k, due in enumerate(due_s):
         now = now + max(0.0, due - now)
         out[k] = now
     return out

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from edgefl.costs import CostModel
     from edgefl.learning.workload import State
-    from edgefl.seeding import Streams
+    from edgefl.seeding import LazyGenerator, Streams
     from edgefl.system import Fleet
 
 __all__ = [
@@ -74,7 +74,7 @@ class RoundContext:
     rate [bit/s] (assuming every selected device transmits) and energy budget [J] (inf = none), shape (n,).
     ``t_budget_s``: the time a device has for compute and upload, the round deadline net of the downlink [s],
     or None without a deadline. ``costs``: the cost model (``costs.fleet`` the devices); ``rng``: this round's
-    stream for the method.
+    stream for the method (built on its first use, :class:`edgefl.seeding.LazyGenerator`).
     """
 
     round_index: int
@@ -83,7 +83,7 @@ class RoundContext:
     e_max_j: np.ndarray
     t_budget_s: float | None
     costs: CostModel
-    rng: np.random.Generator
+    rng: np.random.Generator | LazyGenerator
 
     @property
     def fleet(self) -> Fleet:
@@ -150,7 +150,8 @@ class JobTable:
         for name in (*_JOB_FLOAT_COLUMNS, "local_steps"):
             value = columns.get(name, _JOB_DEFAULTS.get(name, math.nan))
             dtype = np.int64 if name == "local_steps" else np.float64
-            out[name] = np.broadcast_to(np.asarray(value, dtype=dtype), (m,)).copy()
+            col = out[name] = np.empty(m, dtype=dtype)
+            col[...] = np.asarray(value, dtype=dtype)  # a scalar broadcasts; another shape raises ValueError
         return cls(**out)
 
     def __len__(self) -> int:
@@ -233,7 +234,13 @@ class Method(ABC):
     - ``name``: its registry name and the ``[method.<name>]`` table of its settings;
     - ``Settings``: the pydantic model of that table, every default defined there once;
     - ``needs``: :class:`Needs` (deadline, budget, surrogate learning, cost modes), checked at load;
-    - ``device_columns``: extra ``device_rounds`` columns it fills through :meth:`device_values`.
+    - ``device_columns``: extra ``device_rounds`` columns it fills through :meth:`device_values`;
+    - ``plans_each_device_alone``: its plan of a selected device depends only on that device's entries of the
+      context (``rate_bps``, ``e_max_j``), ``t_budget_s`` and the round, never on which other devices are
+      selected nor on ``ctx.rng``, and its jobs follow ``ctx.selected``'s order. Then planning every device at
+      once and taking the selected ones gives the same plan (the asynchronous driver does so once per server
+      update, :mod:`edgefl.asynchronous`). A subclass that overrides :meth:`plan_round` is taken not to, unless
+      it declares the flag again.
 
     It is constructed with keyword arguments only: its settings and a :class:`MethodSetup`.
     """
@@ -242,6 +249,12 @@ class Method(ABC):
     Settings: ClassVar[type[BaseModel]] = NoSettings
     needs: ClassVar[Needs] = Needs()
     device_columns: ClassVar[tuple[str, ...]] = ()
+    plans_each_device_alone: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "plan_round" in cls.__dict__ and "plans_each_device_alone" not in cls.__dict__:
+            cls.plans_each_device_alone = False
 
     def __init__(self, *, settings: BaseModel | None = None, setup: MethodSetup) -> None:
         self.settings = type(self).Settings() if settings is None else settings

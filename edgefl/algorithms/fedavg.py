@@ -50,6 +50,7 @@ class FedAvg(Method):
     name = "fedavg"
     Settings = FedAvgSettings
     needs = Needs(surrogate=True)
+    plans_each_device_alone = True  # every step of plan_round is per device (local_work must stay so too)
 
     def local_work(self, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(SGD steps, samples processed) of each device's local training in a round, by the trainer's rule
