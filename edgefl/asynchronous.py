@@ -18,6 +18,11 @@ model (:mod:`edgefl.algorithms.asynchronous`) and the update is recorded:
 Energy is charged when a job ends (pro rata up to a loss); jobs still in flight when the run ends are not
 charged. Radio gains and mobility advance per server update; a job keeps the rates of its dispatch.
 
+Checkpoints (``checkpoint_every``) are taken between server updates with jobs in flight: the server's version,
+buffer and every live dispatch's job rows, trained updates and downloaded model (:meth:`AsyncServer.state_dict`),
+and each dispatch's pending job ends on the clock (:meth:`edgefl.sim.Clock.state_dict`, keyed by the dispatch's
+tag); a resumed run writes the tables of an uninterrupted one (``tests/test_resume.py``).
+
 Cost: a dispatch builds its own selection stream (keyed (update, dispatch)) and draws its devices among the
 available ones. It plans and prices only its selected devices; when the plan
 cannot depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work,
@@ -44,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from edgefl.algorithms.base import JobTable, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, RoundContext, RoundPlan
 from edgefl.costs import prorated_energy_j
 from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
@@ -80,6 +85,14 @@ class _Batch:
     skipped_reason: np.ndarray
     skip_distance_m: np.ndarray
     skip_e_max_j: np.ndarray
+    tag: int = -1  # its key in AsyncServer.batches and on the clock (checkpoints)
+
+    @classmethod
+    def restored(cls, rows: np.ndarray, updates: Any, model: Any, tag: int) -> _Batch:
+        """A batch read back from a checkpoint: its jobs, no device sitting out (those were recorded)."""
+        empty = np.zeros(0)
+        return cls(rows=rows, updates=updates, model=model, skipped_device=np.zeros(0, dtype=np.int64),
+                   skipped_reason=np.zeros(0, dtype=object), skip_distance_m=empty, skip_e_max_j=empty, tag=tag)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -113,6 +126,87 @@ class AsyncServer:
     per_update: bool | None = None
     fleet_plan: _FleetPlan | None = None
     rate_bps: np.ndarray | None = None  # a dispatch's planning rates, shape (n,): 0 but for its selected devices
+    batches: dict[int, _Batch] = field(default_factory=dict)  # dispatches with a job in flight or in the buffer
+    next_tag: int = 0
+
+    def state_dict(self, clock: Any, trains: bool) -> tuple[dict, dict | None]:
+        """The server between updates, for a checkpoint: (JSON-able part, tensors or None). The JSON part holds
+        the version, the jobs in flight count, the buffer (batch tag, job index) and every live batch's rows
+        (:data:`_COLUMNS`) with the version of the model it downloaded; torch runs put the batches' trained
+        updates and the downloaded models (one per version) in the tensor part, surrogate runs put the models
+        (gap, progress) in the JSON part. The jobs' pending ends are the clock's (:meth:`edgefl.sim.Clock.state_dict`)."""
+        self._prune(clock)
+        versions = {int(b.rows[0, _COL["version"]]): b.model for b in self.batches.values()}
+        meta = {
+            "version": self.version, "in_flight": self.in_flight, "next_tag": self.next_tag,
+            "buffer": [[b.tag, j] for b, j in self.buffer],
+            "batches": {str(t): {"rows": b.rows.tolist(), "version": int(b.rows[0, _COL["version"]])}
+                        for t, b in self.batches.items()},
+        }  # fmt: skip
+        if not trains:
+            meta["models"] = {str(v): {"gap": m.gap, "progress": m.progress} for v, m in versions.items()}
+            return meta, None
+        tensors = {
+            "updates": {str(t): [_update_to_saved(up) for up in b.updates] for t, b in self.batches.items()},
+            "models": {str(v): {k: x.detach().clone() for k, x in m.items()} for v, m in versions.items()},
+        }  # fmt: skip
+        return meta, tensors
+
+    def load_state_dict(self, meta: dict, tensors: dict | None) -> None:
+        """Continue from :meth:`state_dict` (then restore the clock with :meth:`on_end_of`)."""
+        from edgefl.learning.surrogate import SurrogateState
+
+        self.version, self.in_flight, self.next_tag = int(meta["version"]), int(meta["in_flight"]), int(meta["next_tag"])
+        self.batches = {}
+        for key, saved in meta["batches"].items():
+            rows = np.array(saved["rows"], dtype=float, order="F").reshape(-1, len(_COLUMNS))
+            v = str(saved["version"])
+            if tensors is None:
+                updates, model = [None] * rows.shape[0], SurrogateState(**meta["models"][v])
+            else:
+                updates, model = [_update_from_saved(x) for x in tensors["updates"][key]], tensors["models"][v]
+            self.batches[int(key)] = _Batch.restored(rows, updates, model, int(key))
+        self.buffer = [(self.batches[int(t)], int(j)) for t, j in meta["buffer"]]
+        self.ended, self.skipped, self.fleet_plan = [], [], None
+
+    def on_end_of(self, tag: int):
+        """The ``on_end`` of the dispatch ``tag`` (for the clock's restored jobs)."""
+        return _on_end(self, self.batches[int(tag)])
+
+    def _prune(self, clock: Any) -> None:
+        """Forget batches with no job in flight and none in the buffer."""
+        live = clock.chain_tags() | {b.tag for b, _ in self.buffer}
+        if len(live) != len(self.batches):
+            self.batches = {t: b for t, b in self.batches.items() if t in live}
+
+
+def _update_to_saved(up: Any) -> dict:
+    """A trained job's :class:`~edgefl.algorithms.base.ClientUpdate` as plain data and tensors (what
+    ``torch.load(weights_only=True)`` reads back); the asynchronous methods send dense updates."""
+    if not isinstance(up.payload, DenseUpdate):
+        raise SimulationError(f"cannot checkpoint an asynchronous job whose payload is {type(up.payload).__name__}")
+    return {"device": up.device, "weight": up.weight, "bits": up.bits, "flops": up.flops, "steps": up.steps,
+            "train_loss": up.train_loss, "update": {k: v.detach().clone() for k, v in up.payload.update.items()}}  # fmt: skip
+
+
+def _update_from_saved(saved: dict) -> ClientUpdate:
+    """The inverse of :func:`_update_to_saved`."""
+    return ClientUpdate(device=int(saved["device"]), payload=DenseUpdate(saved["update"]), weight=float(saved["weight"]),
+                        bits=float(saved["bits"]), flops=float(saved["flops"]), steps=int(saved["steps"]),
+                        train_loss=float(saved["train_loss"]))  # fmt: skip
+
+
+def _on_end(server: AsyncServer, batch: _Batch):
+    """What happens when job ``j`` of ``batch`` ends: its slot frees, it is recorded, and it joins the buffer
+    unless it was lost."""
+
+    def on_end(j: int, lost: bool) -> None:
+        server.in_flight -= 1
+        server.ended.append((batch, j))
+        if not lost:
+            server.buffer.append((batch, j))
+
+    return on_end
 
 
 class _StreamDrawn(Exception):
@@ -260,21 +354,17 @@ def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, di
         rows, updates, skip, reason, skip_e_max = _plan_dispatch(run, state, server, u, k, selected, distance_m, gain)
         dev = rows[:, _COL["device"]].astype(np.int64)
     batch = _Batch(rows=rows, updates=updates, model=state.model, skipped_device=skip, skipped_reason=reason,
-                   skip_distance_m=distance_m[skip], skip_e_max_j=skip_e_max)  # fmt: skip
+                   skip_distance_m=distance_m[skip], skip_e_max_j=skip_e_max, tag=server.next_tag)  # fmt: skip
     for i in range(skip.size):
         server.skipped.append((batch, i))
-
-    def on_end(j: int, lost: bool) -> None:
-        server.in_flight -= 1
-        server.ended.append((batch, j))
-        if not lost:
-            server.buffer.append((batch, j))
-
+    if dev.size:
+        server.batches[batch.tag] = batch
+        server.next_tag += 1
     rows[:, _COL["t_down_s"]] = clock.env.now
     rows[:, _COL["version"]] = server.version
     t_end, lost = clock.dispatch(
         dev, down_s=rows[:, _COL["t_dl_s"]], t_cmp_s=rows[:, _COL["t_cmp_s"]], t_com_s=rows[:, _COL["t_com_s"]],
-        on_end=on_end,
+        on_end=_on_end(server, batch), tag=batch.tag,
     )  # fmt: skip
     rows[:, _COL["t_end_s"]] = t_end
     rows[:, _COL["lost"]] = lost
@@ -314,6 +404,7 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
         alpha, beta = taken_rows[:, _COL["alpha"]], taken_rows[:, _COL["beta"]]
         model = wl.async_step(state.model, omega=method.weights(tau), alpha=alpha, beta=beta)
     server.version += 1
+    server._prune(clock)
     record = _record(run, state, server, u, taken, tau, model, wall0)
     return RunState(rounds_done=u, sim_time_s=env.now, energy_cum_j=record.row["energy_cum_j"], model=model), record
 

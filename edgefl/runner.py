@@ -18,6 +18,7 @@ from typing import Any
 from edgefl.algorithms import MethodSetup, make_method
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
+from edgefl.errors import SimulationError
 from edgefl.radio import Radio
 from edgefl.record import Records
 from edgefl.results import RunResult
@@ -162,18 +163,17 @@ class Simulation:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
-        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py).
-        Asynchronous runs write none: their jobs in flight (trained updates, model versions) are not saved yet,
-        and the scenario check makes them set ``checkpoint_every = 0``."""
+        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py);
+        an asynchronous run also writes its server and its jobs in flight."""
         from edgefl.checkpoint import save_checkpoint
 
         run = self.run
-        if run.async_server is not None:
-            return
+        server = run.async_server
         self._saved_blocks = save_checkpoint(
             Path(checkpoint_dir), run.scenario, self.state, self.records, self._saved_blocks,
             method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), trains=run.workload.trains,
             clock_state=run.clock.state_dict(),
+            async_state=None if server is None else server.state_dict(run.clock, run.workload.trains),
         )  # fmt: skip
 
     def restore(self, checkpoint_dir: str | Path) -> bool:
@@ -187,7 +187,13 @@ class Simulation:
         self.state, self.records = found.state, found.records
         run.radio.load_state_dict(found.radio_state)
         run.method.load_state_dict(found.method_state)
-        run.clock.load_state_dict(found.clock_state or {"clock_s": found.state.sim_time_s, "in_flight": []})
+        server = run.async_server
+        if server is not None:
+            if found.async_state is None:
+                raise SimulationError(f"{checkpoint_dir}: the checkpoint has no asynchronous server state")
+            server.load_state_dict(found.async_state, found.async_tensors)
+        run.clock.load_state_dict(found.clock_state or {"clock_s": found.state.sim_time_s, "in_flight": []},
+                                  on_end_of=None if server is None else server.on_end_of)  # fmt: skip
         self._saved_blocks = len(self.records.device_blocks)
         return True
 

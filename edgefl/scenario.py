@@ -186,11 +186,6 @@ class Scenario(_Strict):
                     f"method.name={name!r} with round.policy={self.round.policy!r}: an asynchronous method has no "
                     "rounds to cut; leave round.policy = 'wait_all'"
                 )
-            if self.checkpoint_every:
-                raise ValueError(
-                    f"method.name={name!r} with checkpoint_every={self.checkpoint_every}: resuming with asynchronous "
-                    "jobs in flight is not implemented yet; set checkpoint_every = 0"
-                )
             if self.learning == "surrogate" and self.surrogate.bound != "anycostfl":
                 raise ValueError(
                     f"method.name={name!r} with surrogate.bound={self.surrogate.bound!r}: asynchronous surrogate "

@@ -181,6 +181,9 @@ class Clock:
         self._busy = np.zeros(n_devices, dtype=bool)
         self._online_s = np.zeros(n_devices)  # time spent online before the current online period [s]
         self._online_since = np.full(n_devices, start_s)
+        self._chains: dict[int, _Chain] = {}  # asynchronous dispatches with a job still to end, by id
+        self._chain_ids = 0
+        self._chain_seq = 0  # counts chain events scheduled: their order at equal times
         if availability is not None:
             self.online[:] = availability.online_at(np.arange(n_devices), start_s)
             for dev in range(n_devices):
@@ -251,16 +254,40 @@ class Clock:
         end and job end [s]), which a resumed run plays out the same way."""
         busy = np.flatnonzero(self._busy)
         jobs = [[int(d), float(self._t_start[d]), float(self._t_cmp_end[d]), float(self._t_end[d])] for d in busy]
-        return {"clock_s": self.env.now, "in_flight": jobs}
+        chains = sorted(self._chains.values(), key=lambda c: (c.fire_s, c.seq))
+        return {"clock_s": self.env.now, "in_flight": jobs, "chains": [c.state() for c in chains]}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict` on a fresh environment (availability restarts from its schedule)."""
+    def chain_tags(self) -> set:
+        """The ``tag`` of every asynchronous dispatch with a job still to end."""
+        return {c.tag for c in self._chains.values()}
+
+    def load_state_dict(self, state: dict, on_end_of: Callable[[Any], Callable[[int, bool], None]] | None = None) -> None:
+        """Continue from :meth:`state_dict` on a fresh environment (availability restarts from its schedule).
+        Asynchronous jobs (``state["chains"]``) need ``on_end_of(tag)``: the ``on_end`` their dispatch was given
+        (:meth:`dispatch`'s ``tag``); their pending ends are scheduled in their saved order, by a process that
+        starts after the availability processes, so that at equal times a device still goes offline before its
+        lost job ends, as it did when the job was dispatched."""
         self._start(float(state["clock_s"]))
+        chains = state.get("chains") or []
+        in_chains = {int(d) for c in chains for d in c["devices"]}
         for dev, t_start, t_cmp_end, t_end in state["in_flight"]:
             dev = int(dev)
             self._start_jobs(np.array([dev]), np.array([t_start]), np.array([t_cmp_end]), np.array([t_end]))
+            if dev in in_chains:
+                continue  # its chain frees it
             ends = self.env.timeout(max(0.0, float(t_end) - self.env.now))
             ends.callbacks.append(lambda _ev, dev=dev: self._busy.__setitem__(dev, False))
+        if chains:
+            if on_end_of is None:
+                raise SimulationError("the checkpoint holds asynchronous jobs in flight: resume needs their server")
+
+            def restore():
+                for saved in chains:
+                    chain = _Chain.restored(self, saved, on_end_of(saved["tag"]))
+                    chain.schedule_at(float(saved["fire_s"]))
+                yield self.env.timeout(0)
+
+            self.env.process(restore())
 
     # ------------------------------------------------------------------ asynchronous jobs
     def _idle_devices(self, devices, caller: str) -> np.ndarray:
@@ -272,14 +299,15 @@ class Clock:
 
     def dispatch(
         self, devices: np.ndarray, *, down_s: np.ndarray, t_cmp_s: np.ndarray, t_com_s: np.ndarray,
-        on_end: Callable[[int, bool], None],
+        on_end: Callable[[int, bool], None], tag: Any = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Start jobs on ``devices`` (online and idle, shape (m,)) now, without waiting for them (asynchronous
         FL): download ``down_s``, compute ``t_cmp_s``, upload ``t_com_s`` [s], shape (m,) each. When job j ends
         (its arrival, or its loss when the device goes offline first) its device is free and ``on_end(j,
-        lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost."""
+        lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost.
+        ``tag`` (JSON-able) names the dispatch in :meth:`state_dict`, for a resumed run to find its ``on_end``."""
         if len(devices) == 1:  # an asynchronous refill after one arrival: one job
-            return self._dispatch_one(devices[0], down_s[0], t_cmp_s[0], t_com_s[0], on_end=on_end)
+            return self._dispatch_one(devices[0], down_s[0], t_cmp_s[0], t_com_s[0], on_end=on_end, tag=tag)
         env = self.env
         devices = self._idle_devices(devices, "dispatch")
         n = devices.size
@@ -297,22 +325,16 @@ class Clock:
         planned_list = planned[order].tolist()
         t_end[order] = _chain(start, planned_list)
         self._start_jobs(devices, t_start, t_start + t_cmp_s, t_end)
-        dev_list, order_list, lost_list = devices.tolist(), order.tolist(), lost.tolist()
-
-        def ends(ev: simpy.Timeout) -> None:
-            k = ev.value
-            j = order_list[k]
-            self._busy[dev_list[j]] = False
-            if k + 1 < n:
-                env.timeout(max(0.0, planned_list[k + 1] - env.now), value=k + 1).callbacks.append(ends)
-            on_end(j, lost_list[j])
-
         if n:
-            env.timeout(max(0.0, planned_list[0] - env.now), value=0).callbacks.append(ends)
+            order_list, lost_list = order.tolist(), lost.tolist()
+            chain = _Chain(self, tag, on_end, order_list, devices[order].tolist(), planned_list,
+                           [lost_list[j] for j in order_list])  # fmt: skip
+            chain.schedule(max(0.0, planned_list[0] - start))
         return t_end, lost
 
     def _dispatch_one(
-        self, device: int, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None]
+        self, device: int, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None],
+        tag: Any = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`dispatch` of one job, with the same float operations on Python numbers (a chain of one link)."""
         env, dev = self.env, int(device)
@@ -328,12 +350,7 @@ class Clock:
         t_end = start + max(0.0, planned - start)
         self._busy[dev] = True
         self._t_start[dev], self._t_cmp_end[dev], self._t_end[dev] = t_start, t_start + t_cmp_s, t_end
-
-        def ends(_ev: simpy.Timeout) -> None:
-            self._busy[dev] = False
-            on_end(0, lost)
-
-        env.timeout(max(0.0, planned - env.now), value=0).callbacks.append(ends)
+        _Chain(self, tag, on_end, [0], [dev], [planned], [lost]).schedule(max(0.0, planned - start))
         return np.array([t_end]), np.array([lost])
 
     # ------------------------------------------------------------------ a round
@@ -471,6 +488,63 @@ class Clock:
             dl_done_s=np.where(stopped, dl_done, t_dl),
             kept_mask=kept, status=status, arrival_order=order[~np.isnan(t_arrive[order])],
         )  # fmt: skip
+
+
+class _Chain:
+    """The jobs of one asynchronous dispatch still to end, in the order they end: job index ``jobs[k]`` on device
+    ``devices[k]`` ends at ``planned[k]`` [s] (or just after the link before it), ``lost[k]`` when it is lost.
+    One SimPy timeout is pending at a time (at ``fire_s``), for link ``k``; each end schedules the next."""
+
+    __slots__ = ("clock", "id", "tag", "on_end", "jobs", "devices", "planned", "lost", "k", "fire_s", "seq")
+
+    def __init__(self, clock: Clock, tag: Any, on_end: Callable[[int, bool], None], jobs: list[int],
+                 devices: list[int], planned: list[float], lost: list[bool]) -> None:  # fmt: skip
+        self.clock, self.tag, self.on_end = clock, tag, on_end
+        self.jobs, self.devices, self.planned, self.lost = jobs, devices, planned, lost
+        self.k, self.fire_s, self.seq = 0, math.nan, 0
+        self.id = clock._chain_ids
+        clock._chain_ids += 1
+        clock._chains[self.id] = self
+
+    @classmethod
+    def restored(cls, clock: Clock, saved: dict, on_end: Callable[[int, bool], None]) -> _Chain:
+        """The chain :meth:`state` saved, its next link first."""
+        return cls(clock, saved["tag"], on_end, [int(j) for j in saved["jobs"]], [int(d) for d in saved["devices"]],
+                   [float(t) for t in saved["planned"]], [bool(x) for x in saved["lost"]])  # fmt: skip
+
+    def state(self) -> dict:
+        """The links still to end and when the next one fires [s] (JSON-able)."""
+        k = self.k
+        return {"tag": self.tag, "fire_s": self.fire_s, "jobs": self.jobs[k:], "devices": self.devices[k:],
+                "planned": self.planned[k:], "lost": self.lost[k:]}  # fmt: skip
+
+    def schedule(self, delay_s: float) -> None:
+        """Fire link ``k`` after ``delay_s`` [s] (>= 0), at ``now + delay_s`` as SimPy computes it."""
+        clock = self.clock
+        self.fire_s, self.seq = clock.env.now + delay_s, clock._chain_seq
+        clock._chain_seq += 1
+        clock.env.timeout(delay_s).callbacks.append(self._ends)
+
+    def schedule_at(self, at_s: float) -> None:
+        """Fire link ``k`` at exactly ``at_s`` [s] (>= now): the delay is nudged by ulps until ``now + delay``
+        rounds to ``at_s`` (a resumed chain fires when the saved one would have)."""
+        now = self.clock.env.now
+        delay = max(0.0, at_s - now)
+        while now + delay < at_s:
+            delay = math.nextafter(delay, math.inf)
+        while delay > 0.0 and now + delay > at_s:
+            delay = math.nextafter(delay, -math.inf)
+        self.schedule(delay)
+
+    def _ends(self, _ev: simpy.Timeout) -> None:
+        clock, k = self.clock, self.k
+        clock._busy[self.devices[k]] = False
+        self.k = k + 1
+        if self.k < len(self.jobs):
+            self.schedule(max(0.0, self.planned[self.k] - clock.env.now))
+        else:
+            del clock._chains[self.id]
+        self.on_end(self.jobs[k], self.lost[k])
 
 
 def _chain(first_s: float, due_s: np.ndarray | list[float]) -> np.ndarray:

@@ -122,7 +122,6 @@ def test_fedbuff_trains_a_real_model():
 @pytest.mark.parametrize(
     "sets, match",
     [(["round.policy=deadline", "round.deadline_s=1.0"], "asynchronous method has no rounds"),
-     (["checkpoint_every=5"], "checkpoint_every = 0"),
      (["learning=surrogate", "surrogate.bound=luo"], "surrogate.bound = 'anycostfl'"),
      (["method.fedbuff.buffer_size=0"], r"method.fedbuff.buffer_size=0: Input should be greater than or equal to 1")],
 )  # fmt: skip

@@ -125,3 +125,38 @@ def test_sigkill_after_checkpoint_then_resume_is_identical(tmp_path):
     again = subprocess.run([sys.executable, "-m", "edgefl", "run", "--resume", str(killed)],
                            capture_output=True, text=True, env=env)  # fmt: skip
     assert again.returncode == 2 and again.stderr.strip().startswith("error:") and "already complete" in again.stderr
+
+
+ASYNC = ["method.name=fedbuff", "method.clients_per_round=5", "method.fedbuff.buffer_size=2", "rounds=12",
+         "checkpoint_every=3", "fleet.n_devices=12"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # surrogate, devices coming and going (jobs lost offline), per-device downloads, shared band
+        # (jobs of 22-53 s, online periods of 50-200 s on average)
+        ["learning=surrogate", "surrogate.train_flops_per_sample=2e6", "fleet.availability.kind=markov",
+         "fleet.availability.online_mean_s=[50.0, 200.0]", "fleet.availability.offline_mean_s=30.0",
+         "channel.downlink.bandwidth_mhz=0.5", "channel.bandwidth_mode=split"],
+        # torch: trained updates and the model versions they downloaded cross the checkpoint (jobs of 2-6 ms)
+        ["model.name=logreg", "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[0.005, 0.02]",
+         "fleet.availability.offline_mean_s=0.01"],
+    ],
+    ids=["fedbuff-surrogate-markov", "fedbuff-torch-markov"],
+)
+def test_async_resume_with_jobs_in_flight_equals_uninterrupted(tmp_path, extra):
+    """FedBuff (C = 5, M = 2) stopped after server update 5 with jobs in flight and updates in its buffer, then
+    resumed: the same tables as an uninterrupted run."""
+    sc = load_scenario("quickstart", ASYNC + extra)
+    full = run_scenario(sc)
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(RunInterrupted):
+        run_scenario(sc, checkpoint_dir=ckpt, progress=_stop_at(5))
+    assert checkpoint_round(ckpt) == 5
+    meta = json.loads((ckpt / "meta.json").read_text())
+    assert meta["async"]["in_flight"] >= 1 and meta["clock"]["chains"]  # jobs were running at the checkpoint
+    resumed = run_scenario(sc, checkpoint_dir=ckpt, resume=True)
+    assert _csv(resumed.rounds) == _csv(full.rounds)
+    assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
+    assert (full.device_rounds["reason"] == "offline").any()  # some job was lost to a device going offline
