@@ -20,11 +20,14 @@ recomputed from the run directories at every call, so ``--target-frac`` can be c
 ``anycostfl_figures.html`` to ``--out``.
 
 Resumable: every finished run is a run directory under ``--out`` (its ``summary.json`` written last) and is read
-back instead of rerun. Measured wall time: AnycostFL and STC, IID, seed 0, 30 rounds, 100 images per device,
---jobs 2: 56 minutes on the shared 2-core machine (about 18 and 25 CPU-minutes per run: CNN training of 60
-devices, 2,000 test images, and STC's encoder). The full study (9 methods x 2 partitions x 2 seeds = 36 runs)
-therefore needs about 12 CPU-hours at 30 rounds, beyond the 90 minutes a study may take here; examples/README.md
-records what was run.
+back instead of rerun; give each setting (rounds, samples) its own ``--out``. Measured wall time on the shared
+2-core machine at load 3.5-5.5: one seed of all 18 runs (9 methods x 2 partitions) at 50 images per device,
+20 rounds, 1,000 test images, ``--jobs 2``: about 130 minutes (two launches; the codec speed-ups of 5d1f8c5 came
+between them). Per run (the sum of its rounds' wall times, two runs side by side): HeteroFL and w/o FGC 1-2
+minutes, the others 6-20 (FedHQ's IID run 39, with the test suite running beside it); the encoders of the
+1.66 M-parameter update of each of 60 devices dominate, not the training. Two seeds therefore take about 4.5
+hours here, beyond the 90 minutes a study may take; examples/README.md records what was run. Earlier (100
+images, 30 rounds, before the codec speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
 
     .venv/bin/python examples/reproduce_anycostfl.py [--out runs/anycostfl] [--rounds 30] [--seeds 2] \\
         [--samples-per-device 100] [--jobs 2] [--methods AnycostFL,STC] [--partitions IID]
