@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from pairing import alternate, median
+
 PRESET = "fedbuff_surrogate_10k"
 TARGET_JOBS_PER_S = 30_000
 TARGET_DOUBLING = 2.2
@@ -68,14 +70,9 @@ def main() -> None:
         child(args.child, args.updates)
         return
     # alternate the two sizes so both see the same machine; report medians (the machine is shared and noisy)
-    bases, doubles = [], []
-    for _ in range(args.repeats):
-        bases.append(measure(args.devices, args.updates))
-        doubles.append(measure(2 * args.devices, args.updates))
-    base = sorted(bases, key=lambda m: m["wall_s"])[len(bases) // 2]
-    double = sorted(doubles, key=lambda m: m["wall_s"])[len(doubles) // 2]
-    ratios = sorted(d["wall_s"] / b["wall_s"] for b, d in zip(bases, doubles))
-    ratio = ratios[len(ratios) // 2]
+    base, double, ratios, _ = alternate(lambda: measure(args.devices, args.updates),
+                                        lambda: measure(2 * args.devices, args.updates), args.repeats)  # fmt: skip
+    ratio = median(ratios)
     for n, m in ((args.devices, base), (2 * args.devices, double)):
         print(f"{n} devices x {args.updates} updates: {m['wall_s']:.1f} s ({m['cpu_s']:.1f} s CPU), "
               f"{m['jobs_per_s']:,.0f} jobs/s "

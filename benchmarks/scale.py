@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pairing import alternate, median
+
 PRESET = "anycostfl_surrogate_10k"
 TARGET_BASELINE_RATIO = 1.5
 HERE = Path(__file__).resolve().parents[1]  # the source tree this script belongs to
@@ -80,15 +82,11 @@ def export(ref: str, into: Path) -> Path:
 
 def paired(tree: Path, label: str, args: argparse.Namespace) -> None:
     """This tree against the baseline ``tree``, alternating, at ``args.devices`` devices."""
-    current, baseline = [], []
-    for _ in range(args.repeats):
-        current.append(measure(args.devices, args.rounds))
-        baseline.append(measure(args.devices, args.rounds, tree))
-    med = lambda runs: sorted(runs, key=lambda m: m["wall_s"])[len(runs) // 2]  # noqa: E731
-    cur, base = med(current), med(baseline)
-    ratios = sorted(c["wall_s"] / b["wall_s"] for c, b in zip(current, baseline))
-    ratio = ratios[len(ratios) // 2]
-    times = ", ".join(f"{c['wall_s']:.1f}/{b['wall_s']:.1f}" for c, b in zip(current, baseline))
+    cur, base, _, pairs = alternate(lambda: measure(args.devices, args.rounds),
+                                    lambda: measure(args.devices, args.rounds, tree), args.repeats)  # fmt: skip
+    ratios = sorted(c["wall_s"] / b["wall_s"] for c, b in pairs)
+    ratio = median(ratios)
+    times = ", ".join(f"{c['wall_s']:.1f}/{b['wall_s']:.1f}" for c, b in pairs)
     print(f"{args.devices} devices x {args.rounds} rounds, median of {args.repeats}, alternating:")
     for name, m in ((f"this tree ({HERE})", cur), (f"baseline {label}", base)):
         print(f"  {name}: {m['wall_s']:.1f} s, peak {m['peak_mb']:.0f} MB, {m['device_rows']} device rows, "
@@ -119,18 +117,13 @@ def main() -> None:
             paired(export(args.baseline_ref, Path(tmp)), f"commit {args.baseline_ref}", args)
         return
     # alternate the two sizes so both see the same machine; report medians (the machine is shared and noisy)
-    bases, doubles = [], []
-    for _ in range(args.repeats):
-        bases.append(measure(args.devices, args.rounds))
-        doubles.append(measure(2 * args.devices, args.rounds))
-    base = sorted(bases, key=lambda m: m["wall_s"])[len(bases) // 2]
-    double = sorted(doubles, key=lambda m: m["wall_s"])[len(doubles) // 2]
-    ratios = sorted(d["wall_s"] / b["wall_s"] for b, d in zip(bases, doubles))
+    base, double, ratios, _ = alternate(lambda: measure(args.devices, args.rounds),
+                                        lambda: measure(2 * args.devices, args.rounds), args.repeats)  # fmt: skip
     print(f"{args.devices} devices x {args.rounds} rounds: {base['wall_s']:.1f} s, peak {base['peak_mb']:.0f} MB"
           f"   (median of {args.repeats}; {base['device_rows']} device rows, final surrogate loss "
           f"{base['loss']:.4f}, torch loaded: {base['torch_loaded']})")  # fmt: skip
     print(f"{2 * args.devices} devices x {args.rounds} rounds: {double['wall_s']:.1f} s, peak {double['peak_mb']:.0f} MB")
-    print(f"doubling devices: time ratio {ratios[len(ratios) // 2]:.2f}"
+    print(f"doubling devices: time ratio {median(ratios):.2f}"
           f"   (paired ratios: {', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
 
 
