@@ -2,7 +2,7 @@
 
 The server keeps C = ``method.clients_per_round`` jobs in flight: whenever one ends (its arrival, or its loss
 when the device goes offline) it dispatches the current global model to another online, idle device (seeded
-uniform choice, stream ``selection`` keyed by (update, dispatch)). A dispatched job is planned by the method
+uniform choice, stream ``selection`` keyed by the server update, :class:`_Selection`). A dispatched job is planned by the method
 (FedAvg's plan: CPU policy, local work, energy budget), does its work at once on the model it downloaded
 (training takes zero simulated time) and runs on the clock like a synchronous job (download, compute,
 upload over its own sub-band; :meth:`edgefl.sim.Clock.dispatch`). Arrivals go to the method's buffer; when it
@@ -23,24 +23,22 @@ buffer and every live dispatch's job rows, trained updates and downloaded model 
 and each dispatch's pending job ends on the clock (:meth:`edgefl.sim.Clock.state_dict`, keyed by the dispatch's
 tag); a resumed run writes the tables of an uninterrupted one (``tests/test_resume.py``).
 
-Cost: a dispatch builds its own selection stream (keyed (update, dispatch)) and draws its devices among the
-available ones. It plans and prices only its selected devices; when the plan
-cannot depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work,
-fixed sub-bands, no budget drawn per dispatch) one plan of the whole fleet per server update (~1.5 ms at 10^4
-devices) serves every dispatch of the update. A job ends by one SimPy event (:meth:`edgefl.sim.Clock.dispatch`),
-and its numbers are a row of its dispatch's float matrix, which the update's record gathers at once.
+Cost: a dispatch draws its devices by rejection from uniform device ids (:class:`_Selection`, one stream per
+server update, so no scan of the fleet). It plans and prices only its selected devices; when the plan cannot
+depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work, fixed
+sub-bands, no budget drawn per dispatch) one plan of the whole fleet per server update serves every dispatch of
+the update, a refill after one arrival being a row lookup. A job ends by one SimPy event
+(:meth:`edgefl.sim.Clock.dispatch`), and its numbers are a row of its dispatch's float matrix, which the update's
+record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row, stops with an error.
 
 Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
-M = 100, 2000 server updates, median of 3, on the shared 2-core machine at load ~4, CPU time 98% of wall):
-8,700 jobs/s (23.1 s for 200,000 jobs; this driver before the rewrite: 2,000 jobs/s over 500 updates), and 2x10^4
-devices take 1.29x the time. The issue's 30,000 jobs/s (33 us a job) is out of reach with these results: each
-dispatch's own selection stream costs ~12 us to build and ~15 us to draw from (``choice`` and the scan of the
-available devices), and an update's radio state and fleet plan ~1.7 ms for its ~100 jobs (~17 us a job), 44 us
-before the clock, the bookkeeping and the record. One selection stream per update (other draws, so other
-results) measured only ~17% faster: the target needs an event loop with far less Python per job as well.
-Rerun after the checkpointable job chains (:class:`edgefl.sim._Chain`, one small object per dispatch) at load
-~4.2, where the children got 47% of a core: 61.8 s wall, 28.8 s CPU (3,235 jobs/s of wall, 6,900 per CPU
-second), doubling 1.25x.
+M = 100, 2000 server updates) on the shared 2-core machine: see the script's docstring for the latest figures.
+Where the time goes (300 updates, one process, load ~3, CPU time split by running M = 100 and M = 1000 over the
+same 30,000 jobs): 2.6 ms of CPU per server update, whatever its number of jobs (the radio state of all 10^4
+devices, positions redrawn and fading drawn from the same streams as synchronous rounds, 0.8 ms; the fleet plan
+0.8 ms; the record and the rest ~1 ms), and 37 us per job (selection, the row, the clock's event and its end, the record's share).
+At M = 100 that is ~63 us a job, ~16,000 jobs per CPU second; the issue's 30,000 jobs/s (33 us a job) would need
+the per-update work to scale with the jobs rather than the fleet, i.e. other radio draws for every run.
 """
 
 from __future__ import annotations
@@ -101,9 +99,9 @@ class _Batch:
 @dataclass(eq=False)
 class _FleetPlan:
     """Every device's job for server update ``u`` (planned as if selected), for dispatches whose plan does not
-    depend on the dispatch (:func:`_plans_per_update`): ``rows`` shape (n, len(_COLUMNS)) (NaN for a device
-    that would sit out), ``feasible`` and ``reason`` (why it would sit out) shape (n,), the jobs' updates (in job
-    order) and ``job_of`` each device's job (-1: none) shape (n,), the budgets ``e_max_j`` [J] shape (n,)."""
+    depend on the dispatch (:func:`_plans_per_update`): the jobs' ``rows`` shape (m, len(_COLUMNS)) and updates
+    (in job order), ``job_of`` each device's job (-1: it would sit out), ``feasible`` and ``reason`` (why it
+    would sit out), the budgets ``e_max_j`` [J], shape (n,) each."""
 
     u: int
     rows: np.ndarray
@@ -131,6 +129,8 @@ class AsyncServer:
     rate_bps: np.ndarray | None = None  # a dispatch's planning rates, shape (n,): 0 but for its selected devices
     batches: dict[int, _Batch] = field(default_factory=dict)  # dispatches with a job in flight or in the buffer
     next_tag: int = 0
+    selection: Any = None  # the current update's _Selection
+    lost_in_a_row: int = 0  # jobs lost offline since the last arrival
 
     def state_dict(self, clock: Any, trains: bool) -> tuple[dict, dict | None]:
         """The server between updates, for a checkpoint: (JSON-able part, tensors or None). The JSON part holds
@@ -142,6 +142,7 @@ class AsyncServer:
         versions = {int(b.rows[0, _COL["version"]]): b.model for b in self.batches.values()}
         meta = {
             "version": self.version, "in_flight": self.in_flight, "next_tag": self.next_tag,
+            "lost_in_a_row": self.lost_in_a_row,
             "buffer": [[b.tag, j] for b, j in self.buffer],
             "batches": {str(t): {"rows": b.rows.tolist(), "version": int(b.rows[0, _COL["version"]])}
                         for t, b in self.batches.items()},
@@ -160,6 +161,7 @@ class AsyncServer:
         from edgefl.learning.surrogate import SurrogateState
 
         self.version, self.in_flight, self.next_tag = int(meta["version"]), int(meta["in_flight"]), int(meta["next_tag"])
+        self.lost_in_a_row = int(meta.get("lost_in_a_row", 0))
         self.batches = {}
         for key, saved in meta["batches"].items():
             rows = np.array(saved["rows"], dtype=float, order="F").reshape(-1, len(_COLUMNS))
@@ -176,8 +178,12 @@ class AsyncServer:
         """The ``on_end`` of the dispatch ``tag`` (for the clock's restored jobs)."""
         return _on_end(self, self.batches[int(tag)])
 
-    def _prune(self, clock: Any) -> None:
-        """Forget batches with no job in flight and none in the buffer."""
+    def _prune(self, clock: Any, *, lazily: bool = False) -> None:
+        """Forget batches with no job in flight and none in the buffer; ``lazily``: only once they are more
+        than twice as many as could be live (each live batch has a job in flight or in the buffer), so that
+        pruning costs O(1) a job."""
+        if lazily and len(self.batches) <= 2 * (self.in_flight + len(self.buffer)) + 16:
+            return
         live = clock.chain_tags() | {b.tag for b, _ in self.buffer}
         if len(live) != len(self.batches):
             self.batches = {t: b for t, b in self.batches.items() if t in live}
@@ -206,7 +212,10 @@ def _on_end(server: AsyncServer, batch: _Batch):
     def on_end(j: int, lost: bool) -> None:
         server.in_flight -= 1
         server.ended.append((batch, j))
-        if not lost:
+        if lost:
+            server.lost_in_a_row += 1
+        else:
+            server.lost_in_a_row = 0
             server.buffer.append((batch, j))
 
     return on_end
@@ -291,9 +300,7 @@ def _fleet_plan(run: Any, state: RunState, server: AsyncServer, u: int, distance
         server.per_update = False
         return None
     dev = plan.jobs.device
-    job_rows, updates = _price(run, state, u, plan, gain, rate[dev], distance_m, e_max)
-    rows = np.full((n, len(_COLUMNS)), np.nan, order="F")  # filled and read a column at a time
-    rows[dev] = job_rows
+    rows, updates = _price(run, state, u, plan, gain, rate[dev], distance_m, e_max)
     feasible = np.zeros(n, dtype=bool)
     feasible[dev] = True
     reason = np.full(n, "", dtype=object)
@@ -335,24 +342,77 @@ def _plan_dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: in
     return rows, updates, skip, plan.skipped_reason, e_max[skip]
 
 
+_LOST_MIN, _LOST_PER_SLOT = 1000, 20
+"""A run stops with an error once max(1000, 20 C) jobs in a row were lost offline with no arrival between:
+without it, a fleet whose jobs always outlast its online periods would dispatch forever. A fleet where 5% of
+jobs arrive loses 1,000 in a row with probability 0.95^1000 ~ 5e-23."""
+
+_NO_DEVICE, _NO_REASON, _NO_FLOAT = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0)
+
+
+class _Selection:
+    """The server's uniform choice of online, idle devices for the dispatches of one server update, from the
+    stream ``selection`` keyed by the update: device ids are drawn uniformly from 0..n-1 (a block of
+    :data:`BLOCK` at a time) and kept when the device is online, idle and not yet chosen, which is uniform
+    sampling without replacement among those devices. After :data:`MAX_TRIES` rejections in a row (few devices
+    left to choose from) the rest are drawn directly among them (``Generator.choice``), which is uniform too."""
+
+    BLOCK = 256
+    MAX_TRIES = 64
+    __slots__ = ("rng", "n", "block", "i")
+
+    def __init__(self, rng: np.random.Generator, n_devices: int) -> None:
+        self.rng, self.n, self.block, self.i = rng, int(n_devices), [], 0
+
+    def draw(self, k: int, clock: Any) -> np.ndarray:
+        """Up to ``k`` distinct online, idle devices of ``clock``, sorted, shape (<= k,) (fewer only when fewer
+        are online and idle)."""
+        online, busy = clock.online, clock.busy
+        chosen: list[int] = []
+        seen: set[int] = set()
+        tries = 0
+        while len(chosen) < k:
+            if self.i == len(self.block):
+                self.block, self.i = self.rng.integers(0, self.n, size=self.BLOCK).tolist(), 0
+            d = self.block[self.i]
+            self.i += 1
+            if online[d] and not busy[d] and d not in seen:
+                chosen.append(d)
+                seen.add(d)
+                tries = 0
+                continue
+            tries += 1
+            if tries >= self.MAX_TRIES:
+                ids = np.flatnonzero(clock.available())
+                if chosen:
+                    ids = np.setdiff1d(ids, chosen, assume_unique=True)
+                take = min(k - len(chosen), ids.size)
+                if take:
+                    chosen.extend(ids[self.rng.choice(ids.size, size=take, replace=False)].tolist())
+                break
+        return np.sort(np.array(chosen, dtype=np.int64))
+
+
 def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, distance_m, gain) -> int:
     """Dispatch up to the free slots to online, idle devices; return how many jobs started or sat out."""
-    from edgefl.round import select_devices
-
     clock = run.clock
     free = run.n_select - server.in_flight
     if free <= 0:
         return 0
-    available = clock.available()
-    if not available.any():
+    selected = server.selection.draw(free, clock)
+    if not selected.size:
         return 0
-    selected = select_devices(run.streams.numpy("selection", u, k), run.fleet.n_devices, free, available)
     fleet_plan = _fleet_plan(run, state, server, u, distance_m, gain)
     if fleet_plan is not None:
-        feasible = fleet_plan.feasible[selected]
-        dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
-        rows, reason, skip_e_max = fleet_plan.rows[dev], fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
-        updates = [fleet_plan.updates[i] for i in fleet_plan.job_of[dev].tolist()]
+        if selected.size == 1 and fleet_plan.feasible[selected[0]]:  # a refill after one arrival
+            dev, skip, reason, skip_e_max = selected, _NO_DEVICE, _NO_REASON, _NO_FLOAT
+        else:
+            feasible = fleet_plan.feasible[selected]
+            dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
+            reason, skip_e_max = fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
+        jobs = fleet_plan.job_of[dev]
+        rows = fleet_plan.rows[jobs]
+        updates = [fleet_plan.updates[i] for i in jobs.tolist()]
     else:
         rows, updates, skip, reason, skip_e_max = _plan_dispatch(run, state, server, u, k, selected, distance_m, gain)
         dev = rows[:, _COL["device"]].astype(np.int64)
@@ -387,6 +447,7 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
     env, m_needed = clock.env, method.buffer_size
     k = 0
     server.dispatched = 0
+    server.selection = _Selection(run.streams.numpy("selection", u), run.fleet.n_devices)
     while len(server.buffer) < m_needed:
         if _dispatch(run, state, server, u, k, distance_m, gain):
             k += 1
@@ -396,6 +457,12 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
                 batch, i = server.skipped[-1]
                 why = f" (the last device to sit out: {batch.skipped_reason[i]})"
             raise SimulationError(f"at t={env.now:g} s no job is in flight and no device can take one{why}")
+        if server.lost_in_a_row >= max(_LOST_MIN, _LOST_PER_SLOT * run.n_select):
+            raise SimulationError(
+                f"at t={env.now:g} s the last {server.lost_in_a_row} jobs were all lost to devices going offline "
+                "before they ended: the jobs outlast the online periods (lengthen fleet.availability's online "
+                "periods or shorten the jobs)"
+            )  # fmt: skip
         env.step()
     taken, server.buffer = server.buffer[:m_needed], server.buffer[m_needed:]
     taken_rows = _rows(taken)
@@ -407,7 +474,7 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
         alpha, beta = taken_rows[:, _COL["alpha"]], taken_rows[:, _COL["beta"]]
         model = wl.async_step(state.model, omega=method.weights(tau), alpha=alpha, beta=beta)
     server.version += 1
-    server._prune(clock)
+    server._prune(clock, lazily=True)
     record = _record(run, state, server, u, taken, tau, model, wall0)
     return RunState(rounds_done=u, sim_time_s=env.now, energy_cum_j=record.row["energy_cum_j"], model=model), record
 

@@ -202,6 +202,11 @@ class Clock:
         """Devices the server can select now: online and idle, bool shape (n,)."""
         return self.online & ~self._busy
 
+    @property
+    def busy(self) -> np.ndarray:
+        """Devices still working on a job, bool shape (n,) (the clock's own array: read, never write)."""
+        return self._busy
+
     def n_busy(self) -> int:
         """Devices still working on a job (each holds its uplink sub-band until the job ends)."""
         return int(np.count_nonzero(self._busy))

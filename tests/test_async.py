@@ -168,3 +168,63 @@ def test_lazy_stream_draws_what_the_stream_draws():
     streams = Streams(7)
     lazy = streams.lazy_numpy("method", 3, 4)
     assert lazy.uniform(size=5).tolist() == streams.numpy("method", 3, 4).uniform(size=5).tolist()
+
+
+def _clock_with(n: int, offline: list[int], busy: list[int]):
+    """A real clock of ``n`` devices with ``offline`` devices offline and ``busy`` ones on a long job."""
+    from edgefl.sim import Clock
+
+    clock = Clock(n)
+    clock.online[offline] = False
+    if busy:
+        m = len(busy)
+        clock.dispatch(np.array(busy), down_s=np.zeros(m), t_cmp_s=np.full(m, 1e6), t_com_s=np.zeros(m),
+                       on_end=lambda j, lost: None)  # fmt: skip
+    return clock
+
+
+@pytest.mark.parametrize("n, offline, busy", [(20, [0, 1, 2, 3, 4], [5, 6, 7]), (10_000, list(range(3, 10_000)), [])],
+                         ids=["rejection", "few-left"])  # fmt: skip
+def test_async_selection_is_uniform_among_online_idle_devices(n, offline, busy):
+    """The server's draw (:class:`edgefl.asynchronous._Selection`) picks only online, idle devices, each as
+    often as the others: chi-square of 24,000 single draws against equal counts, below its 99.9% quantile.
+    With 12 of 20 devices available the draws are kept by rejection; with 3 of 10,000 the 64-rejection
+    fallback draws among the 3."""
+    from scipy.stats import chi2
+
+    from edgefl.asynchronous import _Selection
+
+    clock = _clock_with(n, offline, busy)
+    ok = np.flatnonzero(clock.available())
+    sel = _Selection(np.random.default_rng(5), n)
+    draws = np.concatenate([sel.draw(1, clock) for _ in range(24_000)])
+    assert np.isin(draws, ok).all()
+    counts = np.bincount(draws, minlength=n)[ok]
+    expected = draws.size / ok.size
+    assert ((counts - expected) ** 2 / expected).sum() < chi2.ppf(0.999, ok.size - 1)
+
+
+def test_async_selection_draws_distinct_devices_and_no_more_than_are_free():
+    from edgefl.asynchronous import _Selection
+
+    clock = _clock_with(20, [0, 1, 2, 3, 4], [5, 6, 7])
+    ok = np.flatnonzero(clock.available())  # 12 devices
+    sel = _Selection(np.random.default_rng(1), 20)
+    for k in (1, 5, 12):
+        got = sel.draw(k, clock)
+        assert got.size == k and np.unique(got).size == k and np.isin(got, ok).all() and (np.diff(got) > 0).all()
+    assert sel.draw(30, clock).tolist() == ok.tolist()  # asked for more than are free: every free device
+    clock.online[:] = False
+    assert sel.draw(3, clock).size == 0
+
+
+def test_async_run_whose_jobs_are_always_lost_offline_stops_with_an_error():
+    """Jobs of 2.5 s on devices online 1 ms at a time: every job is lost, and the run stops after
+    max(1000, 20 C) = 1000 losses in a row instead of dispatching forever."""
+    from edgefl.errors import SimulationError
+
+    sc = load_scenario("quickstart", [*BASE, "method.name=fedbuff", "method.fedbuff.buffer_size=2",
+                                      "fleet.availability.kind=markov", "fleet.availability.online_mean_s=0.001",
+                                      "fleet.availability.offline_mean_s=0.001"])  # fmt: skip
+    with pytest.raises(SimulationError, match=r"the last 1000 jobs were all lost to devices going offline"):
+        run_scenario(sc)

@@ -91,9 +91,20 @@ def test_checkpoint_of_another_scenario_is_refused(tmp_path):
         run_scenario(other, checkpoint_dir=tmp_path, resume=True)
 
 
-def test_sigkill_after_checkpoint_then_resume_is_identical(tmp_path):
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["fleet.n_devices=10", "method.clients_per_round=4", "rounds=40", "checkpoint_every=3"],
+        # FedBuff (C = 5, M = 2) on a logistic regression, devices coming and going: every checkpoint holds
+        # jobs in flight, trained updates in the buffer and the models they downloaded
+        ["method.name=fedbuff", "method.clients_per_round=5", "method.fedbuff.buffer_size=2", "fleet.n_devices=12",
+         "rounds=40", "checkpoint_every=3", "model.name=logreg", "fleet.availability.kind=markov",
+         "fleet.availability.online_mean_s=[0.005, 0.02]", "fleet.availability.offline_mean_s=0.01"],
+    ],
+    ids=["sync", "fedbuff-in-flight"],
+)  # fmt: skip
+def test_sigkill_after_checkpoint_then_resume_is_identical(tmp_path, overrides):
     """A real process killed with SIGKILL right after a checkpoint, resumed with `edgefl run --resume`."""
-    overrides = ["fleet.n_devices=10", "method.clients_per_round=4", "rounds=40", "checkpoint_every=3"]
     sets = [a for o in overrides for a in ("--set", o)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cli = [sys.executable, "-m", "edgefl", "run", "quickstart", *sets, "--quiet"]
@@ -113,6 +124,9 @@ def test_sigkill_after_checkpoint_then_resume_is_identical(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     saved = checkpoint_round(killed / "checkpoint")
     assert 6 <= saved < 40 and not (killed / "summary.json").exists()
+    if "method.name=fedbuff" in overrides:  # jobs were running at the checkpoint the resumed run starts from
+        meta = json.loads((killed / "checkpoint" / "meta.json").read_text())
+        assert meta["async"]["in_flight"] >= 1 and meta["clock"]["chains"]
 
     out = subprocess.run([sys.executable, "-m", "edgefl", "run", "--resume", str(killed), "--quiet"],
                          capture_output=True, text=True, env=env)  # fmt: skip
