@@ -27,7 +27,7 @@ Cost: a dispatch draws its devices by rejection from uniform device ids (:class:
 server update, so no scan of the fleet). It plans and prices only its selected devices; when the plan cannot
 depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work, fixed
 sub-bands, no budget drawn per dispatch) one plan of the whole fleet per server update serves every dispatch of
-the update, a refill after one arrival being a row lookup. A job ends by one SimPy event
+the update, a refill after one arrival being a row copy (:func:`_start_one`). A job ends by one SimPy event
 (:meth:`edgefl.sim.Clock.dispatch`), and its numbers are a row of its dispatch's float matrix, which the update's
 record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row, stops with an error.
 
@@ -68,6 +68,7 @@ _COLUMNS = (
     "e_down_j", "t_dl_s", "t_cmp_s", "t_com_s", "t_down_s", "t_end_s", "lost", "version",
 )  # fmt: skip
 _COL = {name: i for i, name in enumerate(_COLUMNS)}
+_DISPATCH_COLUMNS = [_COL[c] for c in ("t_down_s", "t_end_s", "lost", "version")]  # set when a job starts
 """A job as a row of floats (ids, steps and flags are exact in float64): the columns of its JobTable and of its
 work, its distance [m], rate [bit/s], budget and costs [J], durations [s]; then, set at dispatch, its download
 start and end [s], whether it is lost and the model version it downloaded."""
@@ -253,7 +254,8 @@ def _plans_per_update(run: Any) -> bool:
 def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) -> np.ndarray:
     """``jobs`` as rows (:data:`_COLUMNS`; the dispatch's columns NaN): their table, their ``work`` and
     ``columns`` (each a number or shape (m,))."""
-    rows = np.full((len(jobs), len(_COLUMNS)), np.nan, order="F")  # filled a column at a time
+    rows = np.empty((len(jobs), len(_COLUMNS)), order="F")  # filled a column at a time
+    rows[:, _DISPATCH_COLUMNS] = np.nan
     for name in _JOB_COLUMNS:
         rows[:, _COL[name]] = getattr(jobs, name)
     for name, value in (("flops", work.flops), ("bits", work.bits), ("steps", work.steps), ("losses", work.losses),
@@ -364,9 +366,25 @@ class _Selection:
     def __init__(self, rng: np.random.Generator, n_devices: int) -> None:
         self.rng, self.n, self.block, self.i = rng, int(n_devices), [], 0
 
+    def draw_one(self, clock: Any) -> int:
+        """One online, idle device of ``clock`` (-1: none is); the same draw as ``draw(1, clock)``."""
+        online, busy = clock.online, clock.busy
+        for _ in range(self.MAX_TRIES):
+            if self.i == len(self.block):
+                self.block, self.i = self.rng.integers(0, self.n, size=self.BLOCK).tolist(), 0
+            d = self.block[self.i]
+            self.i += 1
+            if online[d] and not busy[d]:
+                return d
+        ids = np.flatnonzero(clock.available())
+        return int(ids[self.rng.choice(ids.size, size=1, replace=False)[0]]) if ids.size else -1
+
     def draw(self, k: int, clock: Any) -> np.ndarray:
         """Up to ``k`` distinct online, idle devices of ``clock``, sorted, shape (<= k,) (fewer only when fewer
         are online and idle)."""
+        if k == 1:
+            d = self.draw_one(clock)
+            return np.array([d] if d >= 0 else [], dtype=np.int64)
         online, busy = clock.online, clock.busy
         chosen: list[int] = []
         seen: set[int] = set()
@@ -399,17 +417,23 @@ def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, di
     free = run.n_select - server.in_flight
     if free <= 0:
         return 0
-    selected = server.selection.draw(free, clock)
-    if not selected.size:
-        return 0
     fleet_plan = _fleet_plan(run, state, server, u, distance_m, gain)
+    if free == 1 and fleet_plan is not None:  # a refill after one arrival
+        d = server.selection.draw_one(clock)
+        if d < 0:
+            return 0
+        j = int(fleet_plan.job_of[d])
+        if j >= 0:
+            return _start_one(clock, server, fleet_plan, d, j, state.model)
+        selected = np.array([d], dtype=np.int64)
+    else:
+        selected = server.selection.draw(free, clock)
+        if not selected.size:
+            return 0
     if fleet_plan is not None:
-        if selected.size == 1 and fleet_plan.feasible[selected[0]]:  # a refill after one arrival
-            dev, skip, reason, skip_e_max = selected, _NO_DEVICE, _NO_REASON, _NO_FLOAT
-        else:
-            feasible = fleet_plan.feasible[selected]
-            dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
-            reason, skip_e_max = fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
+        feasible = fleet_plan.feasible[selected]
+        dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
+        reason, skip_e_max = fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
         jobs = fleet_plan.job_of[dev]
         rows = fleet_plan.rows[jobs]
         updates = [fleet_plan.updates[i] for i in jobs.tolist()]
@@ -437,6 +461,32 @@ def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, di
     return m + int(skip.size)
 
 
+_T_DL, _T_CMP, _T_COM, _T_DOWN, _T_END, _LOST, _VERSION = (
+    _COL[c] for c in ("t_dl_s", "t_cmp_s", "t_com_s", "t_down_s", "t_end_s", "lost", "version")
+)
+
+
+def _start_one(clock: Any, server: AsyncServer, plan: _FleetPlan, device: int, job: int, model: Any) -> int:
+    """Start ``plan``'s job ``job`` on ``device`` now, a dispatch of its own (what :func:`_dispatch` does for
+    one selected device that can train, with Python numbers); returns 1."""
+    rows = plan.rows[job : job + 1].copy()
+    row = rows[0]
+    row[_T_DOWN] = clock.env.now
+    row[_VERSION] = server.version
+    tag = server.next_tag
+    batch = _Batch(rows=rows, updates=[plan.updates[job]], model=model, skipped_device=_NO_DEVICE,
+                   skipped_reason=_NO_REASON, skip_distance_m=_NO_FLOAT, skip_e_max_j=_NO_FLOAT, tag=tag)  # fmt: skip
+    server.batches[tag] = batch
+    server.next_tag = tag + 1
+    t_end, lost = clock.dispatch_one(device, row[_T_DL], row[_T_CMP], row[_T_COM], on_end=_on_end(server, batch),
+                                     tag=tag)  # fmt: skip
+    row[_T_END] = t_end
+    row[_LOST] = lost
+    server.in_flight += 1
+    server.dispatched += 1
+    return 1
+
+
 def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
     """Play until the server's next model update (update ``state.rounds_done + 1``); return the state after it
     and its record (module docstring)."""
@@ -448,6 +498,7 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
     k = 0
     server.dispatched = 0
     server.selection = _Selection(run.streams.numpy("selection", u), run.fleet.n_devices)
+    lost_limit = max(_LOST_MIN, _LOST_PER_SLOT * run.n_select)
     while len(server.buffer) < m_needed:
         if _dispatch(run, state, server, u, k, distance_m, gain):
             k += 1
@@ -457,7 +508,7 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
                 batch, i = server.skipped[-1]
                 why = f" (the last device to sit out: {batch.skipped_reason[i]})"
             raise SimulationError(f"at t={env.now:g} s no job is in flight and no device can take one{why}")
-        if server.lost_in_a_row >= max(_LOST_MIN, _LOST_PER_SLOT * run.n_select):
+        if server.lost_in_a_row >= lost_limit:
             raise SimulationError(
                 f"at t={env.now:g} s the last {server.lost_in_a_row} jobs were all lost to devices going offline "
                 "before they ended: the jobs outlast the online periods (lengthen fleet.availability's online "

@@ -312,7 +312,8 @@ class Clock:
         lost)`` is called. Returns each job's end time [s] (chained as in :meth:`play`) and whether it is lost.
         ``tag`` (JSON-able) names the dispatch in :meth:`state_dict`, for a resumed run to find its ``on_end``."""
         if len(devices) == 1:  # an asynchronous refill after one arrival: one job
-            return self._dispatch_one(devices[0], down_s[0], t_cmp_s[0], t_com_s[0], on_end=on_end, tag=tag)
+            t_end, lost = self.dispatch_one(devices[0], down_s[0], t_cmp_s[0], t_com_s[0], on_end=on_end, tag=tag)
+            return np.array([t_end]), np.array([lost])
         env = self.env
         devices = self._idle_devices(devices, "dispatch")
         n = devices.size
@@ -337,11 +338,12 @@ class Clock:
             chain.schedule(max(0.0, planned_list[0] - start))
         return t_end, lost
 
-    def _dispatch_one(
+    def dispatch_one(
         self, device: int, down_s: float, t_cmp_s: float, t_com_s: float, *, on_end: Callable[[int, bool], None],
         tag: Any = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`dispatch` of one job, with the same float operations on Python numbers (a chain of one link)."""
+    ) -> tuple[float, bool]:
+        """:meth:`dispatch` of one job (job index 0), with the same float operations on Python numbers (a chain
+        of one link); returns its end time [s] and whether it is lost."""
         env, dev = self.env, int(device)
         down_s, t_cmp_s, t_com_s = float(down_s), float(t_cmp_s), float(t_com_s)
         if not (self.online[dev] and not self._busy[dev]):
@@ -356,7 +358,7 @@ class Clock:
         self._busy[dev] = True
         self._t_start[dev], self._t_cmp_end[dev], self._t_end[dev] = t_start, t_start + t_cmp_s, t_end
         _Chain(self, tag, on_end, [0], [dev], [planned], [lost]).schedule(max(0.0, planned - start))
-        return np.array([t_end]), np.array([lost])
+        return t_end, lost
 
     # ------------------------------------------------------------------ a round
     def play(
