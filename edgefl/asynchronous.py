@@ -2,11 +2,11 @@
 
 The server keeps C = ``method.clients_per_round`` jobs in flight: whenever one ends (its arrival, or its loss
 when the device goes offline) it dispatches the current global model to another online, idle device (seeded
-uniform choice, stream ``selection`` keyed by the server update, :class:`_Selection`). A dispatched job is planned by the method
-(FedAvg's plan: CPU policy, local work, energy budget), does its work at once on the model it downloaded
-(training takes zero simulated time) and runs on the clock like a synchronous job (download, compute,
-upload over its own sub-band; :meth:`edgefl.sim.Clock.dispatch`). Arrivals go to the method's buffer; when it
-holds ``buffer_size`` updates (1 for FedAsync, M for FedBuff) the method's server step makes the next global
+uniform choice, stream ``selection`` keyed by the server update, :class:`_Selection`). A dispatched job is
+planned by the method (FedAvg's plan: CPU policy, local work, energy budget), does its work at once on the model
+it downloaded (training takes zero simulated time) and runs on the clock like a synchronous job (download,
+compute, upload over its own sub-band; :meth:`edgefl.sim.Clock.dispatch`). Arrivals go to the method's buffer;
+when it holds ``buffer_size`` updates (1 for FedAsync, M for FedBuff) the method's server step makes the next global
 model (:mod:`edgefl.algorithms.asynchronous`) and the update is recorded:
 
 - ``rounds.csv``: one row per server update (``round`` = update index, ``sim_time_s`` its time,
@@ -33,12 +33,13 @@ record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) i
 
 Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
 M = 100, 2000 server updates) on the shared 2-core machine: see the script's docstring for the latest figures.
-Where the time goes (300 updates, one process, load ~3, CPU time split by running M = 100 and M = 1000 over the
-same 30,000 jobs): 2.6 ms of CPU per server update, whatever its number of jobs (the radio state of all 10^4
-devices, positions redrawn and fading drawn from the same streams as synchronous rounds, 0.8 ms; the fleet plan
-0.8 ms; the record and the rest ~1 ms), and 37 us per job (selection, the row, the clock's event and its end, the record's share).
-At M = 100 that is ~63 us a job, ~16,000 jobs per CPU second; the issue's 30,000 jobs/s (33 us a job) would need
-the per-update work to scale with the jobs rather than the fleet, i.e. other radio draws for every run.
+Where the time goes (300 updates, one process, load ~3, CPU time split by running M = 100 and M = 1000 over the same
+30,000 jobs): 2.6 ms of CPU per server update, whatever its number of jobs (the radio state of all 10^4 devices,
+positions redrawn and fading drawn from the same streams as synchronous rounds, 0.8 ms; the fleet plan 0.8 ms; the
+record and the rest ~1 ms), and 20-25 us per job (selection, the row, the clock's event and its end, the record's
+share; 37 us before :func:`_start_one`). At M = 100 that is ~50 us a job, 17,000-20,000 jobs per CPU second; the
+issue's 30,000 jobs/s (33 us a job) would need the per-update work to scale with the jobs rather than the fleet,
+i.e. other radio draws for every run, and still less Python per job.
 """
 
 from __future__ import annotations
