@@ -21,13 +21,14 @@ recomputed from the run directories at every call, so ``--target-frac`` can be c
 
 Resumable: every finished run is a run directory under ``--out`` (its ``summary.json`` written last) and is read
 back instead of rerun; give each setting (rounds, samples) its own ``--out``. Measured wall time on the shared
-2-core machine at load 3.5-5.5: one seed of all 18 runs (9 methods x 2 partitions) at 50 images per device,
-20 rounds, 1,000 test images, ``--jobs 2``: about 130 minutes (two launches; the codec speed-ups of 5d1f8c5 came
-between them). Per run (the sum of its rounds' wall times, two runs side by side): HeteroFL and w/o FGC 1-2
-minutes, the others 6-20 (FedHQ's IID run 39, with the test suite running beside it); the encoders of the
-1.66 M-parameter update of each of 60 devices dominate, not the training. Two seeds therefore take about 4.5
-hours here, beyond the 90 minutes a study may take; examples/README.md records what was run. Earlier (100
-images, 30 rounds, before the codec speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
+2-core machine, all 18 runs of one seed (9 methods x 2 partitions) at 50 images per device, 20 rounds, 1,000
+test images, ``--jobs 2``: seed 0 about 130 minutes at load 3.5-5.5 (two launches; the codec speed-ups of
+5d1f8c5 came between them), seed 1 67 minutes at load 2.5-3.5 (one launch). Per run (the sum of its rounds'
+wall times, two runs side by side, seed 1): HeteroFL and w/o FGC 0.6-1.1 minutes, STC 4-5, the others 5.5-18
+(UVeQFed and FedHQ, IID, the longest); the encoders of the 1.66 M-parameter update of each of 60 devices dominate,
+not the training. The two seeds the record uses therefore take 2-3.5 hours here, beyond the 90 minutes a study
+may take; examples/README.md records what was run. Earlier (100 images, 30 rounds, before the codec
+speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
 
     .venv/bin/python examples/reproduce_anycostfl.py [--out runs/anycostfl] [--rounds 30] [--seeds 2] \\
         [--samples-per-device 100] [--jobs 2] [--methods AnycostFL,STC] [--partitions IID]
