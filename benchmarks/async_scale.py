@@ -9,10 +9,11 @@ jobs that ended (``device_rounds`` rows) per wall second; peak memory is the chi
 imports included. Each child imports edgefl from this script's tree. Targets (issue #17): >= 30,000 jobs/s on 2
 cores; doubling devices costs <= 2.2x.
 
-Measured (defaults, the shared 2-core machine at load ~3.1 with a study running beside it), after the selection
-by rejection and the row-lookup refill: 10^4 devices 17.7 s wall, 13.0 s CPU: 11,329 jobs/s of wall, 15,413 per
-CPU second (before them, at load 4.6: 8,662 jobs/s, ~8,850 per CPU second); 2x10^4 devices 22.7 s, doubling
-1.30x; peak 199 MB. The 30,000 jobs/s target is not met: see ``edgefl/asynchronous.py`` for where the time goes.
+Measured (defaults) at 050c5c0 on the shared 2-core machine while it was quiet (load 0.4): 10^4 devices 9.1 s
+(9.1 s CPU): 21,990 jobs/s; 2x10^4 devices 12.3 s, doubling 1.35x (paired 1.32-1.38); peak 199 MB. At 87df4a7
+(selection by rejection, before the row-copy refill) at load ~3.1: 11,329 jobs/s of wall, 15,413 per CPU
+second; before both, at load 4.6: 8,662 jobs/s, ~8,850 per CPU second. The 30,000 jobs/s target is not met:
+see ``edgefl/asynchronous.py`` for where the time goes.
 
     .venv/bin/python benchmarks/async_scale.py              # 10,000 and 20,000 devices, 2,000 updates, 3 runs each
     .venv/bin/python benchmarks/async_scale.py --updates 200 --repeats 1
