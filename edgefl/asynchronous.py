@@ -367,14 +367,18 @@ class _Selection:
     def __init__(self, rng: np.random.Generator, n_devices: int) -> None:
         self.rng, self.n, self.block, self.i = rng, int(n_devices), [], 0
 
+    def _next_id(self) -> int:
+        """The next uniform device id of the stream."""
+        if self.i == len(self.block):
+            self.block, self.i = self.rng.integers(0, self.n, size=self.BLOCK).tolist(), 0
+        self.i += 1
+        return self.block[self.i - 1]
+
     def draw_one(self, clock: Any) -> int:
         """One online, idle device of ``clock`` (-1: none is); the same draw as ``draw(1, clock)``."""
         online, busy = clock.online, clock.busy
         for _ in range(self.MAX_TRIES):
-            if self.i == len(self.block):
-                self.block, self.i = self.rng.integers(0, self.n, size=self.BLOCK).tolist(), 0
-            d = self.block[self.i]
-            self.i += 1
+            d = self._next_id()
             if online[d] and not busy[d]:
                 return d
         ids = np.flatnonzero(clock.available())
@@ -391,10 +395,7 @@ class _Selection:
         seen: set[int] = set()
         tries = 0
         while len(chosen) < k:
-            if self.i == len(self.block):
-                self.block, self.i = self.rng.integers(0, self.n, size=self.BLOCK).tolist(), 0
-            d = self.block[self.i]
-            self.i += 1
+            d = self._next_id()
             if online[d] and not busy[d] and d not in seen:
                 chosen.append(d)
                 seen.add(d)
