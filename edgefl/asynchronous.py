@@ -100,18 +100,21 @@ class _Batch:
 
 @dataclass(eq=False)
 class _FleetPlan:
-    """Every device's job for server update ``u`` (planned as if selected), for dispatches whose plan does not
-    depend on the dispatch (:func:`_plans_per_update`): the jobs' ``rows`` shape (m, len(_COLUMNS)) and updates
-    (in job order), ``job_of`` each device's job (-1: it would sit out), ``feasible`` and ``reason`` (why it
-    would sit out), the budgets ``e_max_j`` [J], shape (n,) each."""
+    """The devices' jobs for server update ``u``, each planned as if selected, for dispatches whose plan does not
+    depend on the dispatch (:func:`_plans_per_update`: a device's plan does not depend on the others), filled in
+    as dispatches reach devices (:func:`_plan_devices`): ``known`` whether a device is planned, ``feasible``
+    whether it has a job (else it sits out, ``reason[device]`` why), ``rows`` its job's row (shape
+    (n, len(_COLUMNS)), set for the feasible devices only) and ``updates[device]`` its update; the budgets
+    ``e_max_j`` [J] and the uplink rates ``rate_bps`` (set for the planned devices) [bit/s], shape (n,)."""
 
     u: int
-    rows: np.ndarray
+    known: np.ndarray
     feasible: np.ndarray
-    reason: np.ndarray
-    updates: Any
-    job_of: np.ndarray
+    rows: np.ndarray
+    updates: dict
+    reason: dict
     e_max_j: np.ndarray
+    rate_bps: np.ndarray
 
 
 @dataclass(eq=False)
@@ -283,36 +286,47 @@ def _price(run: Any, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, d
     return rows, work.updates
 
 
-def _fleet_plan(run: Any, state: RunState, server: AsyncServer, u: int, distance_m, gain) -> _FleetPlan | None:
-    """The fleet plan of update ``u`` (made at its first dispatch), or None when dispatches plan one by one."""
+def _fleet_plan(run: Any, server: AsyncServer, u: int) -> _FleetPlan | None:
+    """The fleet plan of update ``u`` (made empty at its first dispatch), or None when dispatches plan one by
+    one."""
     if server.per_update is None:
         server.per_update = _plans_per_update(run)
     if not server.per_update:
         return None
     if server.fleet_plan is not None and server.fleet_plan.u == u:
         return server.fleet_plan
-    fleet, n = run.fleet, run.fleet.n_devices
-    everyone = np.arange(n)
-    e_max = draw_budgets_j(run.scenario.fleet.budget, n, None)  # none or one value: nothing is drawn
-    rate = run.radio.rates_bps(gain, fleet.tx_power_w)  # fixed sub-bands: the same whoever else transmits
-    ctx = RoundContext(round_index=u, selected=everyone, rate_bps=rate, e_max_j=e_max, t_budget_s=None,
+    n = run.fleet.n_devices
+    server.fleet_plan = _FleetPlan(
+        u=u, known=np.zeros(n, dtype=bool), feasible=np.zeros(n, dtype=bool), rows=np.empty((n, len(_COLUMNS))),
+        updates={}, reason={}, e_max_j=draw_budgets_j(run.scenario.fleet.budget, n, None), rate_bps=np.zeros(n),
+    )  # fmt: skip  # no budget is drawn: none, or one value
+    return server.fleet_plan
+
+
+def _plan_devices(run: Any, state: RunState, server: AsyncServer, devices: np.ndarray, distance_m, gain) -> bool:
+    """Plan and price, in one call of the method's plan, those of ``devices`` the update's fleet plan does not
+    know yet (the same numbers for each device as planning the whole fleet: its plan and rate are its own;
+    fixed sub-bands). Returns False, and turns the per-update plan off, if the method draws from its stream."""
+    fp = server.fleet_plan
+    todo = np.unique(devices[~fp.known[devices]])
+    if not todo.size:
+        return True
+    fp.rate_bps[todo] = run.radio.rates_bps(gain[todo], run.fleet.tx_power_w[todo])
+    ctx = RoundContext(round_index=fp.u, selected=todo, rate_bps=fp.rate_bps, e_max_j=fp.e_max_j, t_budget_s=None,
                        costs=run.costs, rng=_NoStream())  # fmt: skip
     try:
         plan = run.method.plan_round(ctx)
     except _StreamDrawn:
-        server.per_update = False
-        return None
+        server.per_update, server.fleet_plan = False, None
+        return False
     dev = plan.jobs.device
-    rows, updates = _price(run, state, u, plan, gain, rate[dev], distance_m, e_max)
-    feasible = np.zeros(n, dtype=bool)
-    feasible[dev] = True
-    reason = np.full(n, "", dtype=object)
-    reason[plan.skipped_device] = plan.skipped_reason
-    job_of = np.full(n, -1, dtype=np.int64)
-    job_of[dev] = np.arange(dev.size)
-    server.fleet_plan = _FleetPlan(u=u, rows=rows, feasible=feasible, reason=reason, updates=updates, job_of=job_of,
-                                   e_max_j=e_max)  # fmt: skip
-    return server.fleet_plan
+    rows, updates = _price(run, state, fp.u, plan, gain, fp.rate_bps[dev], distance_m, fp.e_max_j)
+    fp.rows[dev] = rows
+    fp.feasible[dev] = True
+    fp.known[todo] = True
+    fp.updates.update(zip(dev.tolist(), updates))
+    fp.reason.update(zip(plan.skipped_device.tolist(), plan.skipped_reason.tolist()))
+    return True
 
 
 def _plan_dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, selected, distance_m, gain):
@@ -384,6 +398,10 @@ class _Selection:
         ids = np.flatnonzero(clock.available())
         return int(ids[self.rng.choice(ids.size, size=1, replace=False)[0]]) if ids.size else -1
 
+    def pending(self) -> list[int]:
+        """The device ids the stream has drawn and not yet offered (the rest of its current block)."""
+        return self.block[self.i :]
+
     def draw(self, k: int, clock: Any) -> np.ndarray:
         """Up to ``k`` distinct online, idle devices of ``clock``, sorted, shape (<= k,) (fewer only when fewer
         are online and idle)."""
@@ -419,26 +437,36 @@ def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, di
     free = run.n_select - server.in_flight
     if free <= 0:
         return 0
-    fleet_plan = _fleet_plan(run, state, server, u, distance_m, gain)
-    if free == 1 and fleet_plan is not None:  # a refill after one arrival
-        d = server.selection.draw_one(clock)
+    fleet_plan = server.fleet_plan
+    if fleet_plan is None or fleet_plan.u != u:
+        fleet_plan = _fleet_plan(run, server, u)
+    selection = server.selection
+    if free == 1:  # a refill after one arrival
+        d = selection.draw_one(clock)
         if d < 0:
             return 0
-        j = int(fleet_plan.job_of[d])
-        if j >= 0:
-            return _start_one(clock, server, fleet_plan, d, j, state.model)
+        if fleet_plan is not None and fleet_plan.known[d] and fleet_plan.feasible[d]:
+            return _start_one(clock, server, fleet_plan, d, state.model)
         selected = np.array([d], dtype=np.int64)
     else:
-        selected = server.selection.draw(free, clock)
+        selected = selection.draw(free, clock)
         if not selected.size:
             return 0
+    if fleet_plan is not None and not fleet_plan.known[selected].all():
+        # plan these devices and the ones the selection stream holds next (the likely next dispatches)
+        ahead = np.concatenate([selected, np.array(selection.pending(), dtype=np.int64)])
+        if not _plan_devices(run, state, server, ahead, distance_m, gain):
+            fleet_plan = None
     if fleet_plan is not None:
+        if selected.size == 1 and fleet_plan.feasible[selected[0]]:
+            return _start_one(clock, server, fleet_plan, int(selected[0]), state.model)
         feasible = fleet_plan.feasible[selected]
         dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
-        reason, skip_e_max = fleet_plan.reason[skip], fleet_plan.e_max_j[skip]
-        jobs = fleet_plan.job_of[dev]
-        rows = fleet_plan.rows[jobs]
-        updates = [fleet_plan.updates[i] for i in jobs.tolist()]
+        skip_list = skip.tolist()
+        reason = np.array([fleet_plan.reason[i] for i in skip_list], dtype=object)
+        skip_e_max = fleet_plan.e_max_j[skip]
+        rows = fleet_plan.rows[dev]
+        updates = [fleet_plan.updates[i] for i in dev.tolist()]
     else:
         rows, updates, skip, reason, skip_e_max = _plan_dispatch(run, state, server, u, k, selected, distance_m, gain)
         dev = rows[:, _COL["device"]].astype(np.int64)
@@ -468,15 +496,15 @@ _T_DL, _T_CMP, _T_COM, _T_DOWN, _T_END, _LOST, _VERSION = (
 )
 
 
-def _start_one(clock: Any, server: AsyncServer, plan: _FleetPlan, device: int, job: int, model: Any) -> int:
-    """Start ``plan``'s job ``job`` on ``device`` now, a dispatch of its own (what :func:`_dispatch` does for
-    one selected device that can train, with Python numbers); returns 1."""
-    rows = plan.rows[job : job + 1].copy()
+def _start_one(clock: Any, server: AsyncServer, plan: _FleetPlan, device: int, model: Any) -> int:
+    """Start ``device``'s job of ``plan`` now, a dispatch of its own (what :func:`_dispatch` does for one
+    selected device that can train, with Python numbers); returns 1."""
+    rows = plan.rows[device : device + 1].copy()
     row = rows[0]
     row[_T_DOWN] = clock.env.now
     row[_VERSION] = server.version
     tag = server.next_tag
-    batch = _Batch(rows=rows, updates=[plan.updates[job]], model=model, skipped_device=_NO_DEVICE,
+    batch = _Batch(rows=rows, updates=[plan.updates[device]], model=model, skipped_device=_NO_DEVICE,
                    skipped_reason=_NO_REASON, skip_distance_m=_NO_FLOAT, skip_e_max_j=_NO_FLOAT, tag=tag)  # fmt: skip
     server.batches[tag] = batch
     server.next_tag = tag + 1
