@@ -9,8 +9,9 @@ jobs that ended (``device_rounds`` rows) per wall second; peak memory is the chi
 imports included. Each child imports edgefl from this script's tree. Targets (issue #17): >= 30,000 jobs/s on 2
 cores; doubling devices costs <= 2.2x.
 
-Measured (defaults) at 050c5c0 on the shared 2-core machine while it was quiet (load 0.4): 10^4 devices 9.1 s
-(9.1 s CPU): 21,990 jobs/s; 2x10^4 devices 12.3 s, doubling 1.35x (paired 1.32-1.38); peak 199 MB. At 87df4a7
+Measured (defaults) at 16ffbe9 (the lazy fleet plan) on the shared 2-core machine while it was quiet (load 0.1):
+10^4 devices 7.6 s (7.6 s CPU): 26,238 jobs/s; 2x10^4 devices 8.7 s, doubling 1.26x (paired 1.01-1.40); peak
+197 MB. At 050c5c0, quiet: 21,990 jobs/s, doubling 1.35x. At 87df4a7
 (selection by rejection, before the row-copy refill) at load ~3.1: 11,329 jobs/s of wall, 15,413 per CPU
 second; before both, at load 4.6: 8,662 jobs/s, ~8,850 per CPU second. The 30,000 jobs/s target is not met:
 see ``edgefl/asynchronous.py`` for where the time goes.

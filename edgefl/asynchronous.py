@@ -26,20 +26,21 @@ tag); a resumed run writes the tables of an uninterrupted one (``tests/test_resu
 Cost: a dispatch draws its devices by rejection from uniform device ids (:class:`_Selection`, one stream per
 server update, so no scan of the fleet). It plans and prices only its selected devices; when the plan cannot
 depend on the dispatch (:func:`_plans_per_update`: a method that plans each device alone, surrogate work, fixed
-sub-bands, no budget drawn per dispatch) one plan of the whole fleet per server update serves every dispatch of
-the update, a refill after one arrival being a row copy (:func:`_start_one`). A job ends by one SimPy event
-(:meth:`edgefl.sim.Clock.dispatch`), and its numbers are a row of its dispatch's float matrix, which the update's
-record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row, stops with an error.
+sub-bands, no budget drawn per dispatch) one plan per server update serves every dispatch of the update: it
+plans, a batch at a time, only the devices dispatches reach (those drawn and those the selection stream holds
+next, :func:`_plan_devices`), and a refill after one arrival is a row copy (:func:`_start_one`). A job ends by
+one SimPy event (:meth:`edgefl.sim.Clock.dispatch`), and its numbers are a row of its dispatch's float matrix,
+which the update's record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row, stops with an error.
 
 Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
 M = 100, 2000 server updates) on the shared 2-core machine: see the script's docstring for the latest figures.
-Where the time goes (300 updates, one process, load ~3, CPU time split by running M = 100 and M = 1000 over the same
-30,000 jobs): 2.6 ms of CPU per server update, whatever its number of jobs (the radio state of all 10^4 devices,
-positions redrawn and fading drawn from the same streams as synchronous rounds, 0.8 ms; the fleet plan 0.8 ms; the
-record and the rest ~1 ms), and 20-25 us per job (selection, the row, the clock's event and its end, the record's
-share; 37 us before :func:`_start_one`). At M = 100 that is ~50 us a job, 17,000-20,000 jobs per CPU second; the
-issue's 30,000 jobs/s (33 us a job) would need the per-update work to scale with the jobs rather than the fleet,
-i.e. other radio draws for every run, and still less Python per job.
+Where the time goes (at 16ffbe9, quiet machine, CPU time of 300-update runs with M = 100 and M = 1000 over the same
+30,000 jobs, solved for the two unknowns): 1.45-1.65 ms per server update whatever its number of jobs (the radio state
+of all 10^4 devices, positions redrawn and fading drawn from the same streams as synchronous rounds, 0.8 ms; the
+record; planning the ~350 devices the update reaches) and 15-18 us per job (selection, the row, the clock's event
+and its end, the record's share). Before the lazy fleet plan (647ce3c) an update cost 2.6 ms, planning all 10^4
+devices; before :func:`_start_one`, a job 37 us. At M = 100 that is ~33 us a job; the benchmark's 2,000-update
+runs, with the set-up and the 200,000-row tables, measure 26,000 jobs/s, short of the issue's 30,000.
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ class _NoStream:
 
 
 def _plans_per_update(run: Any) -> bool:
-    """Whether one plan of the whole fleet per server update gives every dispatch's plan, with the same numbers:
+    """Whether one plan of the fleet per server update gives every dispatch's plan, with the same numbers:
     the method plans each device alone (:attr:`edgefl.algorithms.base.Method.plans_each_device_alone`), the
     work is the plan's (surrogate learning), a device's uplink and downlink rates do not depend on how many
     devices share the band (``bandwidth_mode = "fixed"``), and the energy budgets are not drawn per dispatch
