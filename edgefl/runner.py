@@ -10,6 +10,7 @@ read it with the records, the method's and the radio's memory, and never touch t
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -98,13 +99,20 @@ def run_scenario(
     every = scenario.checkpoint_every
     if resume and checkpoint_dir is not None:
         sim.restore(checkpoint_dir)
+    if sim.run.async_server is not None:
+        from edgefl.asynchronous import fewer_collections
+
+        rarer_gc = fewer_collections()
+    else:
+        rarer_gc = contextlib.nullcontext()
     try:
-        for r in range(sim.rounds_done + 1, scenario.rounds + 1):
-            row = sim.step(r)
-            if checkpoint_dir is not None and every and r % every == 0 and r < scenario.rounds:
-                sim.save(checkpoint_dir)
-            if progress is not None:
-                progress(row)
+        with rarer_gc:
+            for r in range(sim.rounds_done + 1, scenario.rounds + 1):
+                row = sim.step(r)
+                if checkpoint_dir is not None and every and r % every == 0 and r < scenario.rounds:
+                    sim.save(checkpoint_dir)
+                if progress is not None:
+                    progress(row)
     except KeyboardInterrupt:
         if checkpoint_dir is not None:
             sim.save(checkpoint_dir)  # the last completed round: `edgefl run --resume` continues from it

@@ -228,3 +228,28 @@ def test_async_run_whose_jobs_are_always_lost_offline_stops_with_an_error():
                                       "fleet.availability.offline_mean_s=0.001"])  # fmt: skip
     with pytest.raises(SimulationError, match=r"the last 1000 jobs were all lost to devices going offline"):
         run_scenario(sc)
+
+
+def test_an_async_run_restores_the_garbage_collectors_thresholds():
+    """run_scenario plays an asynchronous run with rarer young-generation passes (edgefl.asynchronous
+    .fewer_collections) and gives the caller's thresholds back, also when the run fails."""
+    import gc
+
+    from edgefl.asynchronous import _GC_YOUNG
+    from edgefl.errors import SimulationError
+
+    saved = gc.get_threshold()
+    seen = []
+    sc = load_scenario("quickstart", [*BASE, "method.name=fedbuff", "method.fedbuff.buffer_size=2", "rounds=3"])
+    try:
+        gc.set_threshold(700, 10, 10)
+        run_scenario(sc, progress=lambda row: seen.append(gc.get_threshold()))
+        assert seen == [(_GC_YOUNG, 10, 10)] * 3 and gc.get_threshold() == (700, 10, 10)
+        lost = load_scenario("quickstart", [*BASE, "method.name=fedbuff", "fleet.availability.kind=markov",
+                                            "fleet.availability.online_mean_s=0.001",
+                                            "fleet.availability.offline_mean_s=0.001"])  # fmt: skip
+        with pytest.raises(SimulationError):
+            run_scenario(lost)
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*saved)
