@@ -30,7 +30,8 @@ sub-bands, no budget drawn per dispatch) one plan per server update serves every
 plans, a batch at a time, only the devices dispatches reach (those drawn and those the selection stream holds
 next, :func:`_plan_devices`), and a refill after one arrival is a row copy (:func:`_start_one`). A job ends by
 one SimPy event (:meth:`edgefl.sim.Clock.dispatch`), and its numbers are a row of its dispatch's float matrix,
-which the update's record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row, stops with an error.
+which the update's record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row,
+stops with an error.
 
 Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
 M = 100, 2000 server updates) on the shared 2-core machine: see the script's docstring for the latest figures.
