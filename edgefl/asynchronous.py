@@ -147,7 +147,8 @@ class AsyncServer:
         the version, the jobs in flight count, the buffer (batch tag, job index) and every live batch's rows
         (:data:`_COLUMNS`) with the version of the model it downloaded; torch runs put the batches' trained
         updates and the downloaded models (one per version) in the tensor part, surrogate runs put the models
-        (gap, progress) in the JSON part. The jobs' pending ends are the clock's (:meth:`edgefl.sim.Clock.state_dict`)."""
+        (gap, progress) in the JSON part. The jobs' pending ends are the clock's
+        (:meth:`edgefl.sim.Clock.state_dict`)."""
         self._prune(clock)
         versions = {int(b.rows[0, _COL["version"]]): b.model for b in self.batches.values()}
         meta = {
@@ -170,7 +171,8 @@ class AsyncServer:
         """Continue from :meth:`state_dict` (then restore the clock with :meth:`on_end_of`)."""
         from edgefl.learning.surrogate import SurrogateState
 
-        self.version, self.in_flight, self.next_tag = int(meta["version"]), int(meta["in_flight"]), int(meta["next_tag"])
+        self.version, self.in_flight = int(meta["version"]), int(meta["in_flight"])
+        self.next_tag = int(meta["next_tag"])
         self.lost_in_a_row = int(meta.get("lost_in_a_row", 0))
         self.batches = {}
         for key, saved in meta["batches"].items():

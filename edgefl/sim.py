@@ -266,7 +266,9 @@ class Clock:
         """The ``tag`` of every asynchronous dispatch with a job still to end."""
         return {c.tag for c in self._chains.values()}
 
-    def load_state_dict(self, state: dict, on_end_of: Callable[[Any], Callable[[int, bool], None]] | None = None) -> None:
+    def load_state_dict(
+        self, state: dict, on_end_of: Callable[[Any], Callable[[int, bool], None]] | None = None
+    ) -> None:
         """Continue from :meth:`state_dict` on a fresh environment (availability restarts from its schedule).
         Asynchronous jobs (``state["chains"]``) need ``on_end_of(tag)``: the ``on_end`` their dispatch was given
         (:meth:`dispatch`'s ``tag``); their pending ends are scheduled in their saved order, by a process that

@@ -80,8 +80,8 @@ class Fleet:
     ) -> Fleet:  # fmt: skip
         """Draw the fleet from its scenario section; draws happen in a fixed order from ``rng``.
 
-        With ``cfg.step_costs.kind`` ``"normal"`` or ``"lognormal"`` the per-step and per-upload costs are drawn from ``cost_rng``
-        (its own stream, so the rest of the fleet does not change).
+        With ``cfg.step_costs.kind`` ``"normal"`` or ``"lognormal"`` the per-step and per-upload costs are drawn
+        from ``cost_rng`` (its own stream, so the rest of the fleet does not change).
         """
         n = cfg.n_devices
         sc = cfg.step_costs

@@ -10,13 +10,13 @@ time and energy are the paper-scale ones; uploads are the real CNN's (53.23 Mb d
 HeteroFL (capability), STC, QSGD, UVeQFed, FedHQ (protocol "deadline", the paper's), and the ablations w/o EMS,
 w/o FGC, w/o AIO (Fig. 5a).
 
-Targets are relative to the best accuracy reached at this scale: ``--target-frac`` (default 0.97) times the
-highest best accuracy of any method in that partition (seed means); the paper's 90% / 89% are 0.987 / 0.985 of
-its best. Prints Table I's columns to the target (rounds, energy kJ, latency min, compute TFLOPs,
-communication GB) with each baseline's latency and energy ratios to AnycostFL, and whether the paper's
-1.3-1.7x (time) and 1.1-1.9x (energy) hold; and Fig. 4's reading, each method's best accuracy within the least
-simulated time and the least energy that any run reached (``acc_at_time``, ``acc_at_energy``). Tables are
-recomputed from the run directories at every call, so ``--target-frac`` can be changed after the runs. Writes ``anycostfl_table.csv``, ``anycostfl_per_seed.csv`` and
+Targets are relative to the best accuracy reached at this scale: ``--target-frac`` (default 0.97) times the highest
+best accuracy of any method in that partition (seed means); the paper's 90% / 89% are 0.987 / 0.985 of its best.
+Prints Table I's columns to the target (rounds, energy kJ, latency min, compute TFLOPs, communication GB) with each
+baseline's latency and energy ratios to AnycostFL, and whether the paper's 1.3-1.7x (time) and 1.1-1.9x (energy)
+hold; and Fig. 4's reading, each method's best accuracy within the least simulated time and the least energy that
+any run reached (``acc_at_time``, ``acc_at_energy``). Tables are recomputed from the run directories at every call,
+so ``--target-frac`` can be changed after the runs. Writes ``anycostfl_table.csv``, ``anycostfl_per_seed.csv`` and
 ``anycostfl_figures.html`` to ``--out``.
 
 Resumable: every finished run is a run directory under ``--out`` (its ``summary.json`` written last) and is read

@@ -14,12 +14,12 @@ from the run directories).
 FedAvg runs ``--rounds`` rounds of K = ``method.clients_per_round`` jobs; FedBuff runs ``--updates`` server
 updates of M = ``buffer_size`` jobs each (default ``rounds x K / M``: the same number of aggregated jobs).
 
-Resumable: a finished run's directory (its ``summary.json`` written last) is read back instead of rerun; runs go
-to ``--jobs`` processes. Measured wall time on the shared 2-core machine (load ~4): ``--scenario async_fmnist
---rounds 24 --seeds 1 --deadline-s 6 --target 0.80 --set train.eval_every=2 --set data.max_test_samples=2000
---jobs 1`` (4 runs of McMahan's CNN on Fashion-MNIST) 38 minutes, each further seed's 4 runs with ``--jobs 2``
-17-20 minutes; ``async_digits`` with the defaults (3 seeds) 30 seconds. The table is in examples/README.md. A run directory is read back whatever its settings: give
-each setting its own ``--out``.
+Resumable: a finished run's directory (its ``summary.json`` written last) is read back instead of rerun; runs go to
+``--jobs`` processes. Measured wall time on the shared 2-core machine (load ~4): ``--scenario async_fmnist --rounds
+24 --seeds 1 --deadline-s 6 --target 0.80 --set train.eval_every=2 --set data.max_test_samples=2000 --jobs 1`` (4
+runs of McMahan's CNN on Fashion-MNIST) 38 minutes, each further seed's 4 runs with ``--jobs 2`` 17-20 minutes;
+``async_digits`` with the defaults (3 seeds) 30 seconds. The table is in examples/README.md. A run directory is read
+back whatever its settings: give each setting its own ``--out``.
 """
 
 from __future__ import annotations
