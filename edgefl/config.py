@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from edgefl.limits import Limit, check_limits
 from edgefl.method_settings import Strict as _Strict
 from edgefl.method_settings._base import check_range
 
@@ -72,6 +73,25 @@ _CHANNEL_UNITS.update(
 )
 UNIT_ALIASES = {section: {k: si for k, (si, _) in table.items()} for section, table in
                  (("fleet", _FLEET_UNITS), ("channel", _CHANNEL_UNITS))}  # fmt: skip
+
+# Physically possible values (edgefl.limits): each range with the real devices, cells or standards at its ends.
+_YEAR_S = 365.25 * 86_400.0
+_MAX_DEVICE_ENERGY_J = 3.6e8
+_CPU_HZ = Limit(1e6, 10e9, "Hz", "CPU clocks run from ~1 MHz (the slowest microcontrollers) to below 10 GHz (no "
+                "core exceeds ~6 GHz stock; the overclocking record is ~9 GHz)")  # fmt: skip
+_ENERGY_COEFF = Limit(1e-31, 1e-24, "J/(cycle Hz^2)", "the CPU power it implies, P = eps f^3, is 0.1 mW to 1 kW "
+                      "at 1 GHz; AnycostFL's eps = 1e-26 at 2 GHz (80 W) is inside")  # fmt: skip
+_FLOPS_PER_CYCLE = Limit(1e-3, 1e6, "FLOP/cycle", "from software floating point on a microcontroller (~1000 "
+                         "cycles per FLOP) to a data-centre GPU's tensor cores (~5e5 FLOP per cycle)")  # fmt: skip
+_UE_TX_W = Limit(1e-8, _dbm_to_w(33.0), "W", "a device transmits at most 33 dBm (2 W, GSM power class 4, the "
+                 "highest handheld class; 3GPP NR UEs: 23-31 dBm) and at least -50 dBm (below NB-IoT's -40 dBm)")  # fmt: skip
+_MAX_CPU_POWER_W = 1000.0
+"""Ceiling on the CPU power eps f_max^3 a fleet implies [W]: above any single processor package (a data-centre
+GPU draws ~700 W); AnycostFL's paper values (eps up to 1e-26 at 2 GHz: 80 W) are below it."""
+_SECONDS = Limit(0.0, _YEAR_S, "s", "a time above a year (3.16e7 s) is beyond any training campaign",
+                 low_open=True)  # fmt: skip
+_DEVICE_J = Limit(0.0, _MAX_DEVICE_ENERGY_J, "J", "at most 3.6e8 J (100 kWh, an electric vehicle's battery, the "
+                  "largest an edge device carries)", low_open=True)  # fmt: skip
 
 
 class DataConfig(_Strict):
@@ -183,9 +203,14 @@ class RoundConfig(_Strict):
 
     policy: Literal["wait_all", "deadline", "over_select"] = "wait_all"
     late: Literal["finish", "cancel"] = "finish"
-    deadline_s: PositiveFloat | None = None
+    deadline_s: Annotated[PositiveFloat | None, Limit(1e-9, _YEAR_S, "s", "from 1 ns (a processor cycle) to a year")] = None
     over_select_fraction: float = Field(0.3, gt=0, le=10)
-    downlink_s: NonNegFloat = 0.0
+    downlink_s: Annotated[NonNegFloat, Limit(0.0, _YEAR_S, "s", "a download takes 0 s to at most a year")] = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        return check_limits(cls, data)
 
     @model_validator(mode="after")
     def _deadline_given(self) -> RoundConfig:
@@ -198,9 +223,14 @@ class BudgetConfig(_Strict):
     """Per-round energy budget E_max [J]: none, fixed per device, or drawn each round from U[low, high]."""
 
     kind: Literal["none", "fixed", "uniform"] = "none"
-    value_j: float | Range = Field(default=1.0)
-    low_j: PositiveFloat = 1.0
-    high_j: PositiveFloat = 1.0
+    value_j: Annotated[float | Range, _DEVICE_J] = Field(default=1.0)
+    low_j: Annotated[PositiveFloat, _DEVICE_J] = 1.0
+    high_j: Annotated[PositiveFloat, _DEVICE_J] = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        return check_limits(cls, data)
 
     @field_validator("value_j")
     @classmethod
@@ -228,11 +258,16 @@ class StepCostsConfig(_Strict):
     """
 
     kind: Literal["none", "normal", "lognormal"] = "none"
-    step_time_s: PositiveFloat = 0.1
-    comm_time_s: PositiveFloat = 2.0
-    step_energy_j: PositiveFloat = 1e-3
-    comm_energy_j: PositiveFloat = 2e-2
+    step_time_s: Annotated[PositiveFloat, _SECONDS] = 0.1
+    comm_time_s: Annotated[PositiveFloat, _SECONDS] = 2.0
+    step_energy_j: Annotated[PositiveFloat, _DEVICE_J] = 1e-3
+    comm_energy_j: Annotated[PositiveFloat, _DEVICE_J] = 2e-2
     std_ratio: NonNegFloat = 1 / 3
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        return check_limits(cls, data)
 
 
 _Hour = Annotated[float, Field(ge=0, le=24, allow_inf_nan=False)]
@@ -250,11 +285,16 @@ class AvailabilityConfig(_Strict):
     """
 
     kind: Literal["always", "markov", "diurnal", "trace"] = "always"
-    online_mean_s: PositiveFloat | Range = 3600.0
-    offline_mean_s: PositiveFloat | Range = 3600.0
+    online_mean_s: Annotated[PositiveFloat | Range, _SECONDS] = 3600.0
+    offline_mean_s: Annotated[PositiveFloat | Range, _SECONDS] = 3600.0
     window_start_h: Annotated[float, Field(ge=0, lt=24, allow_inf_nan=False)] | Hours = (0.0, 23.0)
     window_length_h: Annotated[float, Field(gt=0, le=24, allow_inf_nan=False)] | Hours = (2.0, 8.0)
     trace_path: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        return check_limits(cls, data)
 
     @field_validator("online_mean_s", "offline_mean_s", "window_start_h", "window_length_h")
     @classmethod
@@ -276,15 +316,15 @@ class FleetConfig(_Strict):
     """Device population. Each quantity: a number, or [low, high] drawn per device (uniform)."""
 
     n_devices: int = Field(20, ge=1, le=10_000_000)
-    f_min_hz: PositiveFloat | Range = 0.1e9
-    f_max_hz: PositiveFloat | Range = 1.0e9
-    energy_coeff: PositiveFloat | Range = 1e-28  # eps [J/(cycle*Hz^2)], AnycostFL eq. (7)
-    flops_per_cycle: PositiveFloat | Range = 8.0
+    f_min_hz: Annotated[PositiveFloat | Range, _CPU_HZ] = 0.1e9
+    f_max_hz: Annotated[PositiveFloat | Range, _CPU_HZ] = 1.0e9
+    energy_coeff: Annotated[PositiveFloat | Range, _ENERGY_COEFF] = 1e-28  # eps [J/(cycle*Hz^2)], AnycostFL eq. (7)
+    flops_per_cycle: Annotated[PositiveFloat | Range, _FLOPS_PER_CYCLE] = 8.0
     # Laptop scale with the paper's costs: devices hold this fraction s of the paper's samples per device, and
     # their FLOPs per cycle are multiplied by s, so a device-round's cycles, compute time and energy are the
     # paper-scale ones (uploads keep the real model's size). 1 = no scaling. The run report states it.
     flops_per_cycle_scale: float = Field(1.0, gt=0, le=1)
-    tx_power_w: PositiveFloat | Range = 0.1
+    tx_power_w: Annotated[PositiveFloat | Range, _UE_TX_W] = 0.1
     budget: BudgetConfig = BudgetConfig()
     step_costs: StepCostsConfig = StepCostsConfig()
     availability: AvailabilityConfig = AvailabilityConfig()
@@ -292,7 +332,7 @@ class FleetConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        return _convert(data, _FLEET_UNITS)
+        return _convert(check_limits(cls, data, _FLEET_UNITS), _FLEET_UNITS)
 
     @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
     @classmethod
@@ -307,7 +347,22 @@ class FleetConfig(_Strict):
             raise ValueError(f"f_min_hz (up to {lo}) exceeds f_max_hz (from {hi}): need f_min_hz <= f_max_hz")
         return self
 
+    @model_validator(mode="after")
+    def _cpu_power(self) -> FleetConfig:
+        eps = self.energy_coeff[1] if isinstance(self.energy_coeff, tuple) else self.energy_coeff
+        f = self.f_max_hz[1] if isinstance(self.f_max_hz, tuple) else self.f_max_hz
+        if eps * f**3 > _MAX_CPU_POWER_W:  # CPU power at f_max, P = eps f^3 (AnycostFL eq. (7) per second)
+            raise ValueError(
+                f"energy_coeff up to {eps:g} with f_max up to {f / 1e9:g} GHz: the CPU power eps f_max^3 = "
+                f"{eps * f**3:.3g} W exceeds {_MAX_CPU_POWER_W:g} W, more than any device's processor draws"
+            )
+        return self
 
+
+_BS_TX_W = Limit(_dbm_to_w(0.0), _dbm_to_w(60.0), "W", "a base station transmits from 0 dBm (a femto cell at its "
+                 "lowest) to 60 dBm (1 kW, above a macro cell's 43-49 dBm per carrier)")  # fmt: skip
+_BANDWIDTH_HZ = Limit(1e3, 2.16e9, "Hz", "from 1 kHz (below an NB-IoT subcarrier, 3.75 kHz) to 2.16 GHz (an IEEE "
+                      "802.11ad channel, the widest any standard radio uses)")  # fmt: skip
 _DOWNLINK_UNITS: dict[str, tuple[str, Any]] = {
     "bandwidth_mhz": ("bandwidth_hz", lambda v: v * 1e6),
     "tx_power_dbm": ("tx_power_w", _dbm_to_w),
@@ -325,15 +380,28 @@ class DownlinkConfig(_Strict):
     (0: downloads cost no energy). Without this table every device downloads in ``round.downlink_s``.
     """
 
-    tx_power_w: PositiveFloat = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro cell's base station
-    bandwidth_hz: PositiveFloat = 1e6
+    tx_power_w: Annotated[PositiveFloat, _BS_TX_W] = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro cell's base station
+    bandwidth_hz: Annotated[PositiveFloat, _BANDWIDTH_HZ] = 1e6
     bandwidth_mode: Literal["fixed", "split"] = "fixed"
-    rx_power_w: NonNegFloat = 0.0
+    rx_power_w: Annotated[NonNegFloat, Limit(0.0, 10.0, "W", "a device's receive chain draws well under 10 W")] = 0.0
 
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        return _convert(data, _DOWNLINK_UNITS)
+        return _convert(check_limits(cls, data, _DOWNLINK_UNITS), _DOWNLINK_UNITS)
+
+
+_EXPONENT = Limit(1.0, 8.0, "", "measured path-loss exponents run from 1.6 (corridors) to 6 (dense buildings)")
+_REF_LOSS_DB = Limit(0.0, 200.0, "dB", "a loss at the reference distance between 0 and 200 dB")
+_CARRIER_HZ = Limit(1e6, 300e9, "Hz", "from 1 MHz (below any cellular or WLAN band) to 300 GHz (the top of the "
+                    "radio spectrum, ITU)")  # fmt: skip
+_SHADOWING_DB = Limit(0.0, 20.0, "dB", "measured log-normal shadowing has a std of 4-12 dB")
+_NOISE_PSD = Limit(_dbm_per_mhz_to_w_per_hz(-124.0), _dbm_per_mhz_to_w_per_hz(-54.0), "W/Hz", "thermal noise at "
+                   "290 K is -114 dBm/MHz; from 10 dB below it (a cooled receiver) to 60 dB above (noise figure and "
+                   "interference no usable cell has)")  # fmt: skip
+_CELL_M = Limit(1.0, 1e5, "m", "from 1 m (a room) to 100 km (LTE's extended-range cells, the largest)")
+_WALK_M = Limit(0.0, 1e5, "m", "a device moves at most 100 km (an hour at motorway speed) between rounds",
+                low_open=True)  # fmt: skip
 
 
 class ChannelConfig(_Strict):
@@ -341,25 +409,25 @@ class ChannelConfig(_Strict):
     per-device downlink, :class:`DownlinkConfig`."""
 
     pathloss: Literal["3gpp_macro", "log_distance", "free_space"] = "3gpp_macro"
-    exponent: PositiveFloat = 3.76  # log_distance only
-    ref_distance_m: PositiveFloat = 1.0  # log_distance only
-    ref_loss_db: float = Field(30.0, allow_inf_nan=False)  # log_distance only
-    carrier_hz: PositiveFloat = 2.4e9  # free_space only
-    shadowing_db: NonNegFloat = 0.0  # log-normal shadowing std [dB]; 0 = off
+    exponent: Annotated[PositiveFloat, _EXPONENT] = 3.76  # log_distance only
+    ref_distance_m: Annotated[PositiveFloat, Limit(1e-3, 1e4, "m", "1 mm to 10 km")] = 1.0  # log_distance only
+    ref_loss_db: Annotated[float, Field(allow_inf_nan=False), _REF_LOSS_DB] = 30.0  # log_distance only
+    carrier_hz: Annotated[PositiveFloat, _CARRIER_HZ] = 2.4e9  # free_space only
+    shadowing_db: Annotated[NonNegFloat, _SHADOWING_DB] = 0.0  # log-normal shadowing std [dB]; 0 = off
     rayleigh: bool = False  # Rayleigh block fading, one draw per device per round
-    noise_psd_w_per_hz: PositiveFloat = _dbm_per_mhz_to_w_per_hz(-114.0)
-    bandwidth_hz: PositiveFloat = 1e6
+    noise_psd_w_per_hz: Annotated[PositiveFloat, _NOISE_PSD] = _dbm_per_mhz_to_w_per_hz(-114.0)
+    bandwidth_hz: Annotated[PositiveFloat, _BANDWIDTH_HZ] = 1e6
     bandwidth_mode: Literal["fixed", "split"] = "fixed"
-    cell_radius_m: PositiveFloat = 550.0
-    min_distance_m: NonNegFloat = 10.0
+    cell_radius_m: Annotated[PositiveFloat, _CELL_M] = 550.0
+    min_distance_m: Annotated[NonNegFloat, Limit(0.0, 1e5, "m", "inside the largest cell (100 km)")] = 10.0
     mobility: Literal["static", "redraw", "random_walk"] = "static"
-    walk_step_m: PositiveFloat = 10.0
+    walk_step_m: Annotated[PositiveFloat, _WALK_M] = 10.0
     downlink: DownlinkConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        return _convert(data, _CHANNEL_UNITS)
+        return _convert(check_limits(cls, data, _CHANNEL_UNITS), _CHANNEL_UNITS)
 
     @model_validator(mode="after")
     def _cell(self) -> ChannelConfig:

@@ -9,6 +9,7 @@ loading: presets, files, ``--set`` overrides and one-line errors.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from edgefl.config import (
     SurrogateConfig, TrainConfig,
 )  # fmt: skip
 from edgefl.errors import ScenarioError
+from edgefl.keys import nearest_key
 from edgefl.method_settings import LuoSettings
 from edgefl.method_settings import Strict as _Strict
 
@@ -112,7 +114,9 @@ class MethodConfig(_Strict):
                 where = _MOVED_METHOD_KEYS[key].format(name=name if isinstance(name, str) else "<name>")
                 raise _key_error(key, data[key], f"moved: set {where} instead")
             if key not in methods:
-                raise _key_error(key, data[key], f"unknown key (method tables: {', '.join(sorted(methods))}, luo)")
+                near = nearest_key(("method", key))
+                hint = f"did you mean {near}? " if near else ""
+                raise _key_error(key, data[key], f"unknown key ({hint}method tables: {', '.join(sorted(methods))}, luo)")
             try:
                 data[key] = methods[key].Settings.model_validate(data[key])
             except ValidationError as exc:
@@ -219,9 +223,10 @@ def _format_validation_error(exc: ValidationError) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            parts.append(f"{loc}: unknown key")
+            near = nearest_key(loc.split("."))
+            parts.append(f"{loc}: unknown key" + (f"; did you mean {near}?" if near else ""))
         elif loc and isinstance(value, dict):  # a whole-section check: its message names the fields
-            parts.append(f"{loc}: {msg}")
+            parts.append(f"{loc}.{msg}" if re.match(r"[A-Za-z_]\w*=", msg) else f"{loc}: {msg}")
         elif loc:
             parts.append(f"{loc}={short_repr(value)}: {msg}")
         else:

@@ -44,11 +44,11 @@ def test_resolved_toml_round_trips():
 @pytest.mark.parametrize(
     "override, field, fragment",
     [
-        ("channel.bandwidth_hz=0", "channel.bandwidth_hz", "greater than 0"),
+        ("channel.bandwidth_hz=0", "channel.bandwidth_hz", "outside [1000, 2.16e+09] Hz"),
         ("channel.cell_radius_m=5", "cell_radius_m", "min_distance_m"),
         ("method.clients_per_round=21", "clients_per_round", "n_devices"),
         ("fleet.budget.kind='uniform'", None, None),  # valid
-        ("fleet.budget.low_j=-1", "fleet.budget.low_j", "greater than 0"),
+        ("fleet.budget.low_j=-1", "fleet.budget.low_j", "outside (0, 3.6e+08] J"),
         ("rounds='ten'", "rounds", "integer"),
         ("colour=3", "colour", "unknown key"),
         ("round.policy='deadline'", "deadline_s", "deadline_s > 0"),

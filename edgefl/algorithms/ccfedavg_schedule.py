@@ -13,13 +13,14 @@ the counts are method state (:meth:`SkipPlanner.state_dict`), so a resumed run d
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from edgefl.algorithms.fedavg import FedAvgSettings
 from edgefl.learning.config import steps_per_round
+from edgefl.limits import Limit, check_limits
 from edgefl.method_settings._base import check_range
 from optimizers.ccfedavg import (
     budget_probabilities,
@@ -30,6 +31,9 @@ from optimizers.ccfedavg import (
 
 if TYPE_CHECKING:
     from edgefl.algorithms.base import MethodSetup
+
+_BATTERY_J = Limit(0.0, 3.6e8, "J", "a device spends at most its battery on training: 3.6e8 J (100 kWh, an electric "
+                   "vehicle's, the largest an edge device carries)")  # fmt: skip
 
 __all__ = ["TrainingProbabilitySettings", "SkipPlanner", "training_probabilities", "expected_participations"]
 
@@ -49,7 +53,12 @@ class TrainingProbabilitySettings(FedAvgSettings):
     p_source: Literal["levels", "battery"] = "levels"
     beta: int = Field(4, ge=1, le=1_000_000)
     p_order: Literal["index", "shuffled"] = "index"
-    battery_j: float | tuple[float, float] | None = None
+    battery_j: Annotated[float | tuple[float, float] | None, _BATTERY_J] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        return check_limits(cls, data)
 
     @field_validator("battery_j")
     @classmethod
