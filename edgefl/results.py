@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -41,10 +41,19 @@ class RunResult:
     scenario: Scenario
     rounds: pd.DataFrame
     device_rounds: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summarize(self.scenario, self.rounds)
+        return {**summarize(self.scenario, self.rounds), "warnings": [*self.warnings, *run_warnings(self.rounds)]}
+
+
+def run_warnings(rounds: pd.DataFrame) -> list[str]:
+    """What the tables show went wrong: no update arrived in any round (the model never changed)."""
+    if len(rounds) and int(rounds["arrived"].sum()) == 0:
+        return [f"no update arrived in any of the {len(rounds)} rounds: the model never changed (every job missed "
+                "the deadline, exceeded its budget or was lost offline)"]  # fmt: skip
+    return []
 
 
 def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from edgefl.sim import Clock
 from edgefl.state import RunState
 from edgefl.system import Fleet
 
-__all__ = ["run_scenario", "build_run", "select_devices", "Simulation", "RunInterrupted"]
+__all__ = ["run_scenario", "build_run", "prepare", "select_devices", "Simulation", "RunInterrupted"]
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -82,20 +83,32 @@ def build_run(scenario: Scenario) -> Run:
                method=method, n_select=n_select, t_max_s=t_max, clock=clock, async_server=server)  # fmt: skip
 
 
+def prepare(scenario: Scenario) -> Simulation:
+    """A run of ``scenario`` built and checked before round 1: its data, traces and devices are read, and
+    :func:`edgefl.preflight.preflight` raises when no device can ever finish a job (its warnings are kept)."""
+    from edgefl.preflight import preflight
+
+    sim = Simulation(scenario)
+    sim.warnings = preflight(sim.run)
+    return sim
+
+
 def run_scenario(
     scenario: Scenario,
     *,
     progress: ProgressFn | None = None,
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
+    simulation: Simulation | None = None,
 ) -> RunResult:
     """Run ``scenario`` to completion and return its tables. ``progress`` is called with each round's row.
 
     With ``checkpoint_dir``, the run's state is written there every ``scenario.checkpoint_every`` rounds (and
     on Ctrl-C); with ``resume=True`` it continues from the checkpoint found there (from round 1 if none).
-    Ctrl-C raises :class:`RunInterrupted` carrying every round completed so far.
+    Ctrl-C raises :class:`RunInterrupted` carrying every round completed so far. ``simulation``: the run already
+    built by :func:`prepare` (default: prepared here).
     """
-    sim = Simulation(scenario)
+    sim = simulation if simulation is not None else prepare(scenario)
     every = scenario.checkpoint_every
     if resume and checkpoint_dir is not None:
         sim.restore(checkpoint_dir)
@@ -131,6 +144,7 @@ class Simulation:
         self.run = run = build_run(scenario)
         self.state = RunState(rounds_done=0, sim_time_s=0.0, energy_cum_j=0.0, model=run.workload.initial_state())
         self.records = Records()
+        self.warnings: list[str] = []  # for summary.json (the pre-flight check's, :func:`prepare`)
         self._saved_blocks = 0  # blocks already in the checkpoint's segment files
 
     # the parts, for callers that inspect a run (design, tests)
@@ -167,7 +181,7 @@ class Simulation:
         ``final=True`` (the run is over) lets the device table reuse the per-round blocks' memory; the
         simulation cannot be stepped or checkpointed afterwards.
         """
-        return self.records.result(self.run.scenario, release=final)
+        return replace(self.records.result(self.run.scenario, release=final), warnings=list(self.warnings))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:

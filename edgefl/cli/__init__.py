@@ -43,7 +43,7 @@ def run(
 
     from edgefl.io import atomic_write_text
     from edgefl.results import default_run_dir, write_run
-    from edgefl.runner import RunInterrupted, run_scenario
+    from edgefl.runner import RunInterrupted, prepare, run_scenario
     from edgefl.scenario import load_scenario, scenario_to_toml
 
     with user_errors():
@@ -52,6 +52,7 @@ def run(
                 raise fail("--resume RUN_DIR continues that run as it was: "
                            "give no SCENARIO, --set, --out, --seed or --data-dir")  # fmt: skip
             sc, run_dir = _resumable(resume)
+            sim = prepare(sc)
         else:
             if scenario is None:
                 raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
@@ -60,12 +61,15 @@ def run(
             run_dir = out if out is not None else default_run_dir(sc.name)
             if run_dir.exists() and any(run_dir.iterdir()):
                 raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
+            sim = prepare(sc)  # data, traces and devices read, pre-flight checked: nothing written if it fails
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(run_dir / "scenario.toml", scenario_to_toml(sc))  # what --resume reads back
+        for warning in sim.warnings:
+            typer.echo(f"warning: {warning}", err=True)
         try:
             with _progress(sc.rounds, enabled=not quiet) as on_round:
                 result = run_scenario(sc, progress=on_round, checkpoint_dir=run_dir / "checkpoint",
-                                      resume=resume is not None)  # fmt: skip
+                                      resume=resume is not None, simulation=sim)  # fmt: skip
         except RunInterrupted as stop:  # Ctrl-C: keep every completed round, and a checkpoint to resume from
             write_run(stop.result, run_dir)
             _out.print(f"interrupted after {len(stop.result.rounds)} of {sc.rounds} rounds; "
@@ -80,6 +84,8 @@ def run(
         f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s",
         markup=False,
     )
+    for warning in s.get("warnings", [])[len(sim.warnings):]:  # the pre-flight's were printed at the start
+        typer.echo(f"warning: {warning}", err=True)
     _out.print(f"run directory: {run_dir}", markup=False)
     _out.print(f"report: {run_dir / 'report.html'}", markup=False)
 
@@ -98,9 +104,13 @@ def _resumable(run_dir: Path):
 
 @contextmanager
 def _progress(total: int, *, enabled: bool):
-    """A rich progress bar (round, simulated time, accuracy) that stays silent when stdout is not a terminal."""
-    if not (enabled and _out.is_terminal):
+    """A rich progress bar (round, simulated time, accuracy); when stdout is not a terminal, one line on stderr
+    per tenth of the run instead."""
+    if not enabled:
         yield None
+        return
+    if not _out.is_terminal:
+        yield _progress_lines(total)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -117,6 +127,23 @@ def _progress(total: int, *, enabled: bool):
             bar.update(task, advance=1, info=f"sim {row['sim_time_s']:.1f} s  acc {state['acc']:.3f}")
 
         yield on_round
+
+
+def _progress_lines(total: int):
+    """A progress callback writing ``round r/total (p%): sim ... s, acc ...`` to stderr each time the run passes
+    another tenth of its rounds (every round when there are fewer than 10)."""
+    state = {"acc": float("nan"), "tenths": 0}
+
+    def on_round(row: dict) -> None:
+        if row["test_accuracy"] == row["test_accuracy"]:
+            state["acc"] = row["test_accuracy"]
+        tenths = 10 * row["round"] // total
+        if tenths > state["tenths"]:
+            state["tenths"] = tenths
+            typer.echo(f"round {row['round']}/{total} ({100 * row['round'] // total}%): "
+                       f"sim {row['sim_time_s']:.3g} s, acc {state['acc']:.3f}", err=True)  # fmt: skip
+
+    return on_round
 
 
 @scenarios_app.callback()
