@@ -392,6 +392,8 @@ class DownlinkConfig(_Strict):
 
 
 _EXPONENT = Limit(1.0, 8.0, "", "measured path-loss exponents run from 1.6 (corridors) to 6 (dense buildings)")
+_REF_M = Limit(1e-3, 1e4, "m", "a log-distance fit's reference distance, from 1 mm (mmWave near field) to 10 km "
+               "(inside the largest cells)")  # fmt: skip
 _REF_LOSS_DB = Limit(0.0, 200.0, "dB", "a loss at the reference distance between 0 and 200 dB")
 _CARRIER_HZ = Limit(1e6, 300e9, "Hz", "from 1 MHz (below any cellular or WLAN band) to 300 GHz (the top of the "
                     "radio spectrum, ITU)")  # fmt: skip
@@ -410,7 +412,7 @@ class ChannelConfig(_Strict):
 
     pathloss: Literal["3gpp_macro", "log_distance", "free_space"] = "3gpp_macro"
     exponent: Annotated[PositiveFloat, _EXPONENT] = 3.76  # log_distance only
-    ref_distance_m: Annotated[PositiveFloat, Limit(1e-3, 1e4, "m", "1 mm to 10 km")] = 1.0  # log_distance only
+    ref_distance_m: Annotated[PositiveFloat, _REF_M] = 1.0  # log_distance only
     ref_loss_db: Annotated[float, Field(allow_inf_nan=False), _REF_LOSS_DB] = 30.0  # log_distance only
     carrier_hz: Annotated[PositiveFloat, _CARRIER_HZ] = 2.4e9  # free_space only
     shadowing_db: Annotated[NonNegFloat, _SHADOWING_DB] = 0.0  # log-normal shadowing std [dB]; 0 = off

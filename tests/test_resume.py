@@ -40,10 +40,10 @@ def _stop_at(round_: int):
     [
         [],  # torch: global model, radio positions under mobility, all rows
         ["round.policy=deadline", "round.deadline_s=0.004", "channel.mobility=random_walk"],
-        ["learning=surrogate", "round.policy=deadline", "round.deadline_s=0.004"],
+        ["learning=surrogate", "round.policy=deadline", "round.deadline_s=200"],
         # late devices still uploading at the checkpoint, devices coming and going, per-device downloads
-        ["learning=surrogate", "round.policy=deadline", "round.deadline_s=0.4", "surrogate.train_flops_per_sample=2e6",
-         "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[1.0, 4.0]",
+        ["learning=surrogate", "round.policy=deadline", "round.deadline_s=12", "surrogate.train_flops_per_sample=2e6",
+         "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[20.0, 80.0]",
          "fleet.availability.offline_mean_s=2.0", "channel.downlink.bandwidth_mhz=0.5",
          "channel.bandwidth_mode=split"],
     ],
