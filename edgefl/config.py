@@ -8,6 +8,10 @@ they are converted once, here, at load, and the resolved scenario written next t
 
 A quantity that differs between devices is either a number (every device the same) or ``[low, high]``
 (each device draws uniformly from that range with the fleet's seeded stream).
+
+Every physical field carries its allowed range and the physical ground of its ends, a :class:`edgefl.limits.Limit`
+in its type (the ``_CPU_HZ``, ``_UE_TX_W``, ... constants below); it is checked at load in the key and unit the
+user wrote, before the conversion to SI.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from edgefl.method_settings._base import check_range
 __all__ = [
     "DataConfig", "ModelConfig", "ModelName", "TrainConfig", "RoundConfig", "FleetConfig", "BudgetConfig",
     "StepCostsConfig", "AvailabilityConfig", "ChannelConfig", "DownlinkConfig", "SurrogateConfig", "UNIT_ALIASES",
+    "MAX_DEVICE_ENERGY_J",
 ]  # fmt: skip
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -76,7 +81,8 @@ UNIT_ALIASES = {section: {k: si for k, (si, _) in table.items()} for section, ta
 
 # Physically possible values (edgefl.limits): each range with the real devices, cells or standards at its ends.
 _YEAR_S = 365.25 * 86_400.0
-_MAX_DEVICE_ENERGY_J = 3.6e8
+MAX_DEVICE_ENERGY_J = 3.6e8
+"""Most energy any edge device holds [J]: 100 kWh, an electric vehicle's battery (budgets, batteries, step costs)."""
 _CPU_HZ = Limit(1e6, 10e9, "Hz", "CPU clocks run from ~1 MHz (the slowest microcontrollers) to below 10 GHz (no "
                 "core exceeds ~6 GHz stock; the overclocking record is ~9 GHz)")  # fmt: skip
 _ENERGY_COEFF = Limit(1e-31, 1e-24, "J/(cycle Hz^2)", "the CPU power it implies, P = eps f^3, is 0.1 mW to 1 kW "
@@ -84,13 +90,14 @@ _ENERGY_COEFF = Limit(1e-31, 1e-24, "J/(cycle Hz^2)", "the CPU power it implies,
 _FLOPS_PER_CYCLE = Limit(1e-3, 1e6, "FLOP/cycle", "from software floating point on a microcontroller (~1000 "
                          "cycles per FLOP) to a data-centre GPU's tensor cores (~5e5 FLOP per cycle)")  # fmt: skip
 _UE_TX_W = Limit(1e-8, _dbm_to_w(33.0), "W", "a device transmits at most 33 dBm (2 W, GSM power class 4, the "
-                 "highest handheld class; 3GPP NR UEs: 23-31 dBm) and at least -50 dBm (below NB-IoT's -40 dBm)")  # fmt: skip
+                 "highest handheld class; 3GPP NR UEs: 23-31 dBm) and at least -50 dBm (below NB-IoT's "
+                 "-40 dBm)")  # fmt: skip
 _MAX_CPU_POWER_W = 1000.0
 """Ceiling on the CPU power eps f_max^3 a fleet implies [W]: above any single processor package (a data-centre
 GPU draws ~700 W); AnycostFL's paper values (eps up to 1e-26 at 2 GHz: 80 W) are below it."""
 _SECONDS = Limit(0.0, _YEAR_S, "s", "a time above a year (3.16e7 s) is beyond any training campaign",
                  low_open=True)  # fmt: skip
-_DEVICE_J = Limit(0.0, _MAX_DEVICE_ENERGY_J, "J", "at most 3.6e8 J (100 kWh, an electric vehicle's battery, the "
+_DEVICE_J = Limit(0.0, MAX_DEVICE_ENERGY_J, "J", "at most 3.6e8 J (100 kWh, an electric vehicle's battery, the "
                   "largest an edge device carries)", low_open=True)  # fmt: skip
 
 
@@ -203,7 +210,7 @@ class RoundConfig(_Strict):
 
     policy: Literal["wait_all", "deadline", "over_select"] = "wait_all"
     late: Literal["finish", "cancel"] = "finish"
-    deadline_s: Annotated[PositiveFloat | None, Limit(1e-9, _YEAR_S, "s", "from 1 ns (a processor cycle) to a year")] = None
+    deadline_s: Annotated[PositiveFloat | None, Limit(1e-9, _YEAR_S, "s", "from 1 ns (a CPU cycle) to a year")] = None
     over_select_fraction: float = Field(0.3, gt=0, le=10)
     downlink_s: Annotated[NonNegFloat, Limit(0.0, _YEAR_S, "s", "a download takes 0 s to at most a year")] = 0.0
 
@@ -380,7 +387,7 @@ class DownlinkConfig(_Strict):
     (0: downloads cost no energy). Without this table every device downloads in ``round.downlink_s``.
     """
 
-    tx_power_w: Annotated[PositiveFloat, _BS_TX_W] = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro cell's base station
+    tx_power_w: Annotated[PositiveFloat, _BS_TX_W] = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro base station
     bandwidth_hz: Annotated[PositiveFloat, _BANDWIDTH_HZ] = 1e6
     bandwidth_mode: Literal["fixed", "split"] = "fixed"
     rx_power_w: Annotated[NonNegFloat, Limit(0.0, 10.0, "W", "a device's receive chain draws well under 10 W")] = 0.0

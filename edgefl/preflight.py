@@ -182,4 +182,5 @@ def _full_job(run: Run, e_max: np.ndarray, t_max: float | None) -> str:
         return f"with the full model and update the fastest (device {i}) needs {t[i]:.4g} s at f_max"
     e = costs.compute(dev, cycles=cycles, steps=steps, f_hz=fleet.f_min_hz)[1] + e_com
     i = int(np.argmin(e - e_max))
-    return f"with the full model and update the cheapest (device {i}) needs {e[i]:.4g} J at f_min (budget {e_max[i]:.4g} J)"
+    return (f"with the full model and update the cheapest (device {i}) needs {e[i]:.4g} J at f_min "
+            f"(budget {e_max[i]:.4g} J)")  # fmt: skip

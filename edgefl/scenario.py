@@ -116,7 +116,8 @@ class MethodConfig(_Strict):
             if key not in methods:
                 near = nearest_key(("method", key))
                 hint = f"did you mean {near}? " if near else ""
-                raise _key_error(key, data[key], f"unknown key ({hint}method tables: {', '.join(sorted(methods))}, luo)")
+                tables = ", ".join(sorted(methods))
+                raise _key_error(key, data[key], f"unknown key ({hint}method tables: {tables}, luo)")
             try:
                 data[key] = methods[key].Settings.model_validate(data[key])
             except ValidationError as exc:

@@ -112,7 +112,7 @@ def local_sweep(tmp_path_factory) -> Path:
         ({"base": "no_such_preset"}, r"scenario 'no_such_preset': no such preset"),
         ({"base": "missing.toml"}, r"base='missing\.toml': no file"),
         # every run's scenario is validated at load: a bad grid value or key names the field and the run
-        ({"grid": {"channel.bandwidth_mhz": [1.0, -2.0]}}, r"bandwidth_mhz=-2\.0.*channel\.bandwidth_hz"),
+        ({"grid": {"channel.bandwidth_mhz": [1.0, -2.0]}}, r"bandwidth_mhz=-2\.0.*channel\.bandwidth_mhz=-2: outside"),
         ({"grid": {"channel.bandwith_mhz": [1.0]}}, r"channel\.bandwith_mhz: unknown key"),
         (
             {"set": {"fleet.n_devices": 10}, "grid": {"method.clients_per_round": [3, 50]}},

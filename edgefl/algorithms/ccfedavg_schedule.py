@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from edgefl.algorithms.fedavg import FedAvgSettings
+from edgefl.config import MAX_DEVICE_ENERGY_J
 from edgefl.learning.config import steps_per_round
 from edgefl.limits import Limit, check_limits
 from edgefl.method_settings._base import check_range
@@ -32,8 +33,8 @@ from optimizers.ccfedavg import (
 if TYPE_CHECKING:
     from edgefl.algorithms.base import MethodSetup
 
-_BATTERY_J = Limit(0.0, 3.6e8, "J", "a device spends at most its battery on training: 3.6e8 J (100 kWh, an electric "
-                   "vehicle's, the largest an edge device carries)")  # fmt: skip
+_BATTERY_J = Limit(0.0, MAX_DEVICE_ENERGY_J, "J", "a device spends at most its battery on training: 3.6e8 J "
+                   "(100 kWh, an electric vehicle's, the largest an edge device carries)")  # fmt: skip
 
 __all__ = ["TrainingProbabilitySettings", "SkipPlanner", "training_probabilities", "expected_participations"]
 
