@@ -351,7 +351,7 @@ class FleetConfig(_Strict):
         lo = self.f_min_hz[1] if isinstance(self.f_min_hz, tuple) else self.f_min_hz
         hi = self.f_max_hz[0] if isinstance(self.f_max_hz, tuple) else self.f_max_hz
         if lo > hi:
-            raise ValueError(f"f_min_hz (up to {lo}) exceeds f_max_hz (from {hi}): need f_min_hz <= f_max_hz")
+            raise ValueError(f"f_min (up to {lo / 1e9:g} GHz) exceeds f_max (from {hi / 1e9:g} GHz): need f_min <= f_max")
         return self
 
     @model_validator(mode="after")

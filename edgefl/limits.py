@@ -112,6 +112,8 @@ def check_limits(model: type, data: Any, aliases: dict[str, tuple[str, Any]] | N
                     f"device), not a list of {len(value)} values"
                 )
             values = list(value)
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and values[0] > values[1]:
+                raise ValueError(f"{key}={_show(values)}: range has low > high; give [low, high] with low <= high")
         else:
             values = [value]
         for v in values:
