@@ -101,6 +101,16 @@ _DEVICE_J = Limit(0.0, MAX_DEVICE_ENERGY_J, "J", "at most 3.6e8 J (100 kWh, an e
                   "largest an edge device carries)", low_open=True)  # fmt: skip
 
 
+class _Physical(_Strict):
+    """A section whose physical fields carry a :class:`~edgefl.limits.Limit`, checked as written before validation
+    (a section with engineer-unit keys checks them in its own unit conversion instead)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits(cls, data: Any) -> Any:
+        return check_limits(cls, data)
+
+
 class DataConfig(_Strict):
     """Dataset and its split over devices.
 
@@ -196,7 +206,7 @@ class TrainConfig(_Strict):
         return self
 
 
-class RoundConfig(_Strict):
+class RoundConfig(_Physical):
     """How a round ends.
 
     ``wait_all``: the straggler sets the round time. ``deadline``: updates arriving after ``deadline_s``
@@ -214,11 +224,6 @@ class RoundConfig(_Strict):
     over_select_fraction: float = Field(0.3, gt=0, le=10)
     downlink_s: Annotated[NonNegFloat, Limit(0.0, _YEAR_S, "s", "a download takes 0 s to at most a year")] = 0.0
 
-    @model_validator(mode="before")
-    @classmethod
-    def _limits(cls, data: Any) -> Any:
-        return check_limits(cls, data)
-
     @model_validator(mode="after")
     def _deadline_given(self) -> RoundConfig:
         if self.policy == "deadline" and self.deadline_s is None:
@@ -226,18 +231,13 @@ class RoundConfig(_Strict):
         return self
 
 
-class BudgetConfig(_Strict):
+class BudgetConfig(_Physical):
     """Per-round energy budget E_max [J]: none, fixed per device, or drawn each round from U[low, high]."""
 
     kind: Literal["none", "fixed", "uniform"] = "none"
     value_j: Annotated[float | Range, _DEVICE_J] = Field(default=1.0)
     low_j: Annotated[PositiveFloat, _DEVICE_J] = 1.0
     high_j: Annotated[PositiveFloat, _DEVICE_J] = 1.0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _limits(cls, data: Any) -> Any:
-        return check_limits(cls, data)
 
     @field_validator("value_j")
     @classmethod
@@ -253,7 +253,7 @@ class BudgetConfig(_Strict):
         return self
 
 
-class StepCostsConfig(_Strict):
+class StepCostsConfig(_Physical):
     """Per-device costs given directly instead of derived from FLOPs, frequency and the radio (Luo et al.
     Sec. VI-A simulation setups): one local SGD step takes ``step_time_s`` [s] and ``step_energy_j`` [J], one
     round of communication ``comm_time_s`` [s] and ``comm_energy_j`` [J]. ``kind = "normal"``: each device
@@ -271,17 +271,12 @@ class StepCostsConfig(_Strict):
     comm_energy_j: Annotated[PositiveFloat, _DEVICE_J] = 2e-2
     std_ratio: NonNegFloat = 1 / 3
 
-    @model_validator(mode="before")
-    @classmethod
-    def _limits(cls, data: Any) -> Any:
-        return check_limits(cls, data)
-
 
 _Hour = Annotated[float, Field(ge=0, le=24, allow_inf_nan=False)]
 Hours = tuple[_Hour, _Hour]
 
 
-class AvailabilityConfig(_Strict):
+class AvailabilityConfig(_Physical):
     """When devices are online (:mod:`edgefl.availability`); the server selects among online, idle devices.
 
     ``kind = "always"``: every device always online. ``"markov"``: exponential online and offline periods of
@@ -297,11 +292,6 @@ class AvailabilityConfig(_Strict):
     window_start_h: Annotated[float, Field(ge=0, lt=24, allow_inf_nan=False)] | Hours = (0.0, 23.0)
     window_length_h: Annotated[float, Field(gt=0, le=24, allow_inf_nan=False)] | Hours = (2.0, 8.0)
     trace_path: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _limits(cls, data: Any) -> Any:
-        return check_limits(cls, data)
 
     @field_validator("online_mean_s", "offline_mean_s", "window_start_h", "window_length_h")
     @classmethod

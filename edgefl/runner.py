@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
