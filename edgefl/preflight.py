@@ -3,9 +3,9 @@
 A job must fit the round deadline ``T_max`` (``round.policy = "deadline"``), the device's per-round energy budget
 ``E_max`` (``fleet.budget``) and its online periods (``fleet.availability``: a diurnal window, or the longest
 interval of a trace). Each device is tried at its best: the method plans it (its own planning seam,
-:meth:`~edgefl.algorithms.base.Method.plan_round`, which picks the frequency and the payload) with every device
-selected, its best uplink rate and its largest budget; the cost model (:mod:`edgefl.costs`) gives the
-download. The best rate is the device's own when it transmits alone in the band (under ``"split"``: the whole
+:meth:`~edgefl.algorithms.base.Method.plan_round`, which picks the frequency and the payload) with the devices
+selected in blocks (:data:`CHUNK`), its best uplink rate and its largest budget; the cost model
+(:mod:`edgefl.costs`) gives the download. The best rate is the device's own when it transmits alone in the band (under ``"split"``: the whole
 band), at its distance (static devices) or at the closest a moving device gets (``min_distance_m``), with
 shadowing and fading at their median (a lucky fade can be faster; none is assumed).
 
@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import RoundContext
+from edgefl.algorithms.base import JobTable, RoundContext, RoundPlan
 from edgefl.errors import ScenarioError
 
 if TYPE_CHECKING:
     from edgefl.round import Run
 
-__all__ = ["PreflightError", "preflight", "best_rates_bps", "best_budgets_j"]
+__all__ = ["PreflightError", "preflight", "best_rates_bps", "best_budgets_j", "CHUNK"]
+
+CHUNK = 4096
+"""Devices planned together in the check (at least the devices a round wants)."""
 
 
 class PreflightError(ScenarioError):
@@ -89,7 +92,8 @@ def _download_s(run: Run, gain: np.ndarray) -> np.ndarray:
 
 def preflight(run: Run) -> list[str]:
     """Check that some device can finish a job (see the module); return the warnings, raise
-    :class:`PreflightError` when none can."""
+    :class:`PreflightError` when none can. Devices are planned in blocks of ``max(devices a round wants,
+    CHUNK)`` in id order, stopping once enough are able, so a large fleet that can run is not planned whole."""
     sc, n = run.scenario, run.fleet.n_devices
     t_max = run.t_max_s
     online_s = _online_limit_s(run)
@@ -99,33 +103,42 @@ def preflight(run: Run) -> list[str]:
     rate, gain = best_rates_bps(run)
     e_max = best_budgets_j(run)
     down_s = _download_s(run, gain)
-    everyone = np.arange(n)
     ctx = RoundContext(
-        round_index=1, selected=everyone, rate_bps=rate, e_max_j=e_max,
+        round_index=1, selected=np.arange(0), rate_bps=rate, e_max_j=e_max,
         t_budget_s=None if t_max is None else t_max - float(np.min(down_s)), costs=run.costs,
         rng=run.streams.lazy_numpy("preflight"),
     )  # fmt: skip
+    chunk, plans, able = max(run.n_select, CHUNK), [], 0
     memory = run.method.state_dict()
     try:
-        plan = run.method.plan_round(ctx)
+        for start in range(0, n, chunk):
+            plan = run.method.plan_round(replace(ctx, selected=np.arange(start, min(n, start + chunk))))
+            plans.append(plan)
+            able += int(np.count_nonzero(_able(plan.jobs, down_s, t_max, e_max, online_s)[0]))
+            if able >= run.n_select:
+                return []
     finally:
         run.method.load_state_dict(memory)
-    jobs = plan.jobs
+    limits = _limits_text(run, t_max, budgeted, online_s)
+    if able == 0:
+        plan = RoundPlan(JobTable.concat(*(p.jobs for p in plans)), np.concatenate([p.skipped_device for p in plans]),
+                         np.concatenate([p.skipped_reason for p in plans]))  # fmt: skip
+        _, t_job, e_job = _able(plan.jobs, down_s, t_max, e_max, online_s)
+        raise PreflightError(f"no device can ever finish a job under {limits}, even at its best: "
+                             f"{_closest_miss(run, plan, t_job, e_job, e_max, online_s)}")  # fmt: skip
+    return [f"only {able} of {n} devices can finish a job under {limits}, even at their best; a round wants "
+            f"{run.n_select}, so rounds keep fewer updates"]  # fmt: skip
+
+
+def _able(jobs: JobTable, down_s, t_max, e_max, online_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(whether each planned job fits every limit, its time [s] with the download, its energy [J]), shape (m,)."""
     dev = jobs.device
     t_job = down_s[dev] + jobs.t_cmp_planned_s + jobs.t_com_planned_s
     e_job = jobs.e_cmp_planned_j + jobs.e_com_planned_j
-    fits_time = np.ones(len(jobs), dtype=bool) if t_max is None else t_job <= t_max
-    fits_energy = e_job <= e_max[dev]
-    fits_online = t_job <= online_s[dev]
-    able = int(np.count_nonzero(fits_time & fits_energy & fits_online))
-    limits = _limits_text(run, t_max, budgeted, online_s)
-    if able == 0:
-        raise PreflightError(f"no device can ever finish a job under {limits}, even at its best: "
-                             f"{_closest_miss(run, plan, t_job, e_job, e_max, online_s)}")  # fmt: skip
-    if able < run.n_select:
-        return [f"only {able} of {n} devices can finish a job under {limits}, even at their best; a round wants "
-                f"{run.n_select}, so rounds keep fewer updates"]  # fmt: skip
-    return []
+    fits = (e_job <= e_max[dev]) & (t_job <= online_s[dev])
+    if t_max is not None:
+        fits &= t_job <= t_max
+    return fits, t_job, e_job
 
 
 def _limits_text(run: Run, t_max: float | None, budgeted: bool, online_s: np.ndarray) -> str:
