@@ -117,10 +117,14 @@ def check_limits(model: type, data: Any, aliases: dict[str, tuple[str, Any]] | N
         else:
             values = [value]
         for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 continue
             try:
-                ok = limit.admits(float(convert(float(v))))
+                number = float(v)  # a number given as text ("1000") is one to the field's validation too
+            except ValueError:
+                continue
+            try:
+                ok = limit.admits(float(convert(number)))
             except (ValueError, OverflowError):
                 ok = False
             if not ok:

@@ -21,6 +21,7 @@ from edgefl.scenario import load_scenario
         # the absurd values: 1e9 GHz, 1 kW and 90 dBm (1 MW) of transmit power
         ("fleet.f_max_ghz=1e9", "fleet.f_max_ghz=1e+09: outside [0.001, 10] GHz"),
         ("fleet.tx_power_w=1000", "fleet.tx_power_w=1000: outside [1e-08, 1.99526] W"),  # 33 dBm = 10^0.3 W
+        ("fleet.tx_power_w='1000'", "fleet.tx_power_w='1000': outside [1e-08, 1.99526] W"),  # text pydantic reads
         ("fleet.tx_power_dbm=90", "fleet.tx_power_dbm=90: outside [-50, 33] dBm"),
         # echoed as written: MHz, not bandwidth_hz=-5000000.0
         ("channel.bandwidth_mhz=-5", "channel.bandwidth_mhz=-5: outside [0.001, 2160] MHz"),
