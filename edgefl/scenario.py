@@ -24,6 +24,7 @@ from edgefl.config import (
 from edgefl.errors import ScenarioError
 from edgefl.method_settings import LuoSettings
 from edgefl.method_settings import Strict as _Strict
+from edgefl.output import OutputConfig
 
 __all__ = [
     "Scenario",
@@ -156,6 +157,7 @@ class Scenario(_Strict):
     fleet: FleetConfig = FleetConfig()
     channel: ChannelConfig = ChannelConfig()
     surrogate: SurrogateConfig = SurrogateConfig()
+    output: OutputConfig = OutputConfig()
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
