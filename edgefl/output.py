@@ -70,5 +70,5 @@ def read_device_rounds(run_dir: str | Path) -> pd.DataFrame:
         return pd.read_parquet(parquet, engine="pyarrow")
     if csv.is_file():
         return pd.read_csv(csv)
-    raise EdgeflError(f"run directory {str(run_dir)!r}: no {DEVICE_ROUNDS_FILES['csv']} or "
-                      f"{DEVICE_ROUNDS_FILES['parquet']}; expected a run directory written by `edgefl run`")  # fmt: skip
+    names = " or ".join(DEVICE_ROUNDS_FILES.values())
+    raise EdgeflError(f"run directory {str(run_dir)!r}: no {names}; expected a run directory written by `edgefl run`")

@@ -27,7 +27,8 @@ def run_settings(scenario: Scenario) -> list[tuple[str, str]]:
 
     asynchronous = is_asynchronous(scenario)
     ch, rd, data = scenario.channel, scenario.round, scenario.data
-    band = f"{ch.bandwidth_hz / 1e6:g} MHz " + ("per device" if ch.bandwidth_mode == "fixed" else "shared by a round's devices")
+    share = "per device" if ch.bandwidth_mode == "fixed" else "shared by a round's devices"
+    band = f"{ch.bandwidth_hz / 1e6:g} MHz {share}"
     if asynchronous:
         policy = "asynchronous: server updates, no rounds"
     elif rd.policy == "deadline":
