@@ -30,7 +30,7 @@ def run_settings(scenario: Scenario) -> list[tuple[str, str]]:
     share = "per device" if ch.bandwidth_mode == "fixed" else "shared by a round's devices"
     band = f"{ch.bandwidth_hz / 1e6:g} MHz {share}"
     if asynchronous:
-        policy = "asynchronous: server updates, no rounds"
+        policy = "asynchronous: server updates as jobs arrive"
     elif rd.policy == "deadline":
         policy = f"deadline {rd.deadline_s:g} s, late devices {rd.late}"
     elif rd.policy == "over_select":
@@ -43,7 +43,7 @@ def run_settings(scenario: Scenario) -> list[tuple[str, str]]:
         ("devices (N)", f"{scenario.fleet.n_devices:,}"),
         ("jobs in flight (C)" if asynchronous else "devices per round (K)", f"{scenario.method.clients_per_round:,}"),
         ("uplink bandwidth", band),
-        ("round policy", policy),
+        ("server policy" if asynchronous else "round policy", policy),
         ("cost mode", cost_mode(scenario.fleet)),
         ("learning", learning),
         ("model", scenario.model.name if scenario.learning == "torch" else "none (surrogate workload sizes)"),
