@@ -1,7 +1,7 @@
 """How many torch threads `edgefl run` should use by default: quickstart runs on a machine kept busy by another
 CPU-bound process, paired and alternated in one process run.
 
-    OMP_NUM_THREADS= .venv/bin/python benchmarks/threads.py [--pairs 5] [--busy 1] [--scenario quickstart]
+    .venv/bin/python benchmarks/threads.py [--pairs 5] [--busy 1] [--scenario quickstart] [--arms default,omp1]
 
 Three arms, each `edgefl run SCENARIO --quiet` in its own subprocess, taken in turn (the order rotates every pair):
 
@@ -66,15 +66,16 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=1, help="CPU-bound child processes kept spinning")
     parser.add_argument("--busy-limit-s", type=float, default=900.0, help="each child stops on its own after this")
     parser.add_argument("--scenario", default="quickstart")
+    parser.add_argument("--arms", default="default,omp1,cores", help="comma-separated subset of the three arms")
     args = parser.parse_args()
 
-    arms = ("default", "omp1", "cores")
+    arms = tuple(a for a in ("default", "omp1", "cores") if a in args.arms.split(","))
     times: dict[str, list[dict]] = {arm: [] for arm in arms}
     busy = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(args.busy_limit_s)]) for _ in range(args.busy)]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.pairs):
-                order = arms[i % 3:] + arms[: i % 3]  # rotate which arm goes first
+                order = arms[i % len(arms):] + arms[: i % len(arms)]  # rotate which arm goes first
                 for arm in order:
                     times[arm].append(run_once(arm, args.scenario, Path(tmp), i))
                     print(f"pair {i + 1}: {arm:<7} loop {times[arm][-1]['wall_s']:.2f} s, "
@@ -83,17 +84,18 @@ def main() -> None:
         for child in busy:
             child.kill()
             child.wait()
-    print(f"\n{args.scenario}, {args.pairs} rounds of the three arms, {args.busy} busy process(es), "
+    print(f"\n{args.scenario}, {args.pairs} rounds of the arms, {args.busy} busy process(es), "
           f"{os.cpu_count()} CPUs")  # fmt: skip
     for arm in arms:
         loop = median(sorted(r["wall_s"] for r in times[arm]))
         proc = median(sorted(r["process_s"] for r in times[arm]))
         print(f"  {arm:<7}: median loop {loop:.2f} s, median process {proc:.2f} s")
-    for arm in ("default", "cores"):
+    for arm in [a for a in ("default", "cores") if a in arms and "omp1" in arms]:
         ratios = sorted(a["wall_s"] / b["wall_s"] for a, b in zip(times[arm], times["omp1"]))
         print(f"  {arm}/omp1 paired loop-time ratio: median {median(ratios):.2f} (range {ratios[0]:.2f}-{ratios[-1]:.2f})")
-    same = all(a["rounds"] == b["rounds"] for a, b in zip(times["default"], times["omp1"]))
-    print(f"  default and omp1 rounds.csv identical (wall times aside): {same}")
+    if "default" in arms and "omp1" in arms:
+        same = all(a["rounds"] == b["rounds"] for a, b in zip(times["default"], times["omp1"]))
+        print(f"  default and omp1 rounds.csv identical (wall times aside): {same}")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def run(
 
     from edgefl.io import atomic_write_text
     from edgefl.cli.run_options import resume_without_options, run_option_overrides
-    from edgefl.learning.threads import torch_threads
+    from edgefl.learning.threads import run_threads
     from edgefl.results import default_run_dir, write_run
     from edgefl.runner import RunInterrupted, run_scenario
     from edgefl.scenario import load_scenario, scenario_to_toml
@@ -70,7 +70,7 @@ def run(
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(run_dir / "scenario.toml", scenario_to_toml(sc))  # what --resume reads back
         try:
-            with _progress(sc.rounds, enabled=not quiet) as on_round, torch_threads(sc.train.threads):
+            with _progress(sc.rounds, enabled=not quiet) as on_round, run_threads(sc.train.threads):
                 result = run_scenario(sc, progress=on_round, checkpoint_dir=run_dir / "checkpoint",
                                       resume=resume is not None)  # fmt: skip
         except RunInterrupted as stop:  # Ctrl-C: keep every completed round, and a checkpoint to resume from
