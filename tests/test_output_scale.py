@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from edgefl import overlay, report
 from edgefl.io import atomic_write_text
 from edgefl.output import read_device_rounds
-from edgefl.report_scale import ENERGY_GROUPS, TIMELINE_DEVICES
+from edgefl.report_scale import CURVE_POINTS, ENERGY_GROUPS, TIMELINE_DEVICES
 from edgefl.results import WALL_CLOCK_COLUMNS, RunResult, write_run
 from edgefl.runner import RunInterrupted, run_scenario
 from edgefl.scenario import load_scenario
@@ -168,3 +168,18 @@ def test_run_directory_files_get_the_users_umask(parquet_run, tmp_path):
         os.umask(old)
     for name in ("scenario.toml", "rounds.csv", "device_rounds.parquet", "summary.json", "report.html"):
         assert stat.S_IMODE((run_dir / name).stat().st_mode) == 0o644, name
+
+
+def test_accuracy_curves_of_many_evaluations_are_thinned_keeping_the_last_and_the_crossing():
+    n = 9_001  # e.g. an asynchronous run's server updates
+    rounds = pd.DataFrame({"round": np.arange(1, n + 1), "sim_time_s": np.arange(1, n + 1) * 0.5,
+                           "round_time_s": 0.5, "energy_cum_j": np.arange(1, n + 1) * 2.0,
+                           "test_accuracy": np.where(np.arange(1, n + 1) >= 4_567, 0.9, 0.5)})  # fmt: skip
+    fig = report.build_figures(rounds, pd.DataFrame(), target_accuracy=0.8)["accuracy_vs_round"]
+    curve = next(t for t in fig.data if t.name == "test accuracy")
+    step = -(-n // CURVE_POINTS)  # ceil: every step-th evaluation
+    assert step == 5 and f"every {step}th of 9,001 evaluations shown" in fig.layout.title.text
+    kept = list(curve.x)
+    assert kept == sorted({*range(1, n + 1, step), n, 4_567})  # every 5th from the first, the last, the crossing
+    (mark,) = [t for t in fig.data if t.name == "target reached"]
+    assert list(mark.x) == [4_567]
