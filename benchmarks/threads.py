@@ -97,7 +97,8 @@ def main() -> None:
         print(f"  {arm:<7}: median loop {loop:.2f} s, median process {proc:.2f} s")
     for arm in [a for a in ("default", "cores") if a in arms and "omp1" in arms]:
         ratios = sorted(a["wall_s"] / b["wall_s"] for a, b in zip(times[arm], times["omp1"]))
-        print(f"  {arm}/omp1 paired loop-time ratio: median {median(ratios):.2f} (range {ratios[0]:.2f}-{ratios[-1]:.2f})")
+        spread = f"range {ratios[0]:.2f}-{ratios[-1]:.2f}"
+        print(f"  {arm}/omp1 paired loop-time ratio: median {median(ratios):.2f} ({spread})")
     if "default" in arms and "omp1" in arms:
         same = all(a["rounds"] == b["rounds"] for a, b in zip(times["default"], times["omp1"]))
         print(f"  default and omp1 rounds.csv identical (wall times aside): {same}")

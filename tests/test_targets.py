@@ -89,7 +89,8 @@ def test_no_target_gives_null_keys():
 def test_unevaluated_rounds_never_reach_the_target():
     # eval_every = 2: round 3 is not evaluated; the target is first met at round 4, not at round 3
     rounds = pd.DataFrame({"round": [1, 2, 3, 4], "sim_time_s": [1.0, 2.0, 3.0, 4.0],
-                           "energy_cum_j": [10.0, 20.0, 30.0, 40.0], "test_accuracy": [0.1, 0.6, math.nan, 0.85]})  # fmt: skip
+                           "energy_cum_j": [10.0, 20.0, 30.0, 40.0],
+                           "test_accuracy": [0.1, 0.6, math.nan, 0.85]})  # fmt: skip
     assert run_target_summary(0.8, rounds) == {
         "target_accuracy": 0.8, "rounds_to_target": 4, "time_to_target_s": 4.0, "energy_to_target_j": 40.0
     }  # fmt: skip
