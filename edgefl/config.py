@@ -193,6 +193,9 @@ class TrainConfig(_Strict):
     lr_factor: float = Field(0.1, gt=0, le=1)  # multiplies the lr at each milestone (HeteroFL: 0.1)
     eval_every: int = Field(1, ge=1, le=1_000_000)
     global_loss: bool = False  # also record the global model's loss on all devices' training data
+    # a test accuracy in (0, 1]: summary.json gives the round, simulated time [s] and energy [J] that first reach it
+    target_accuracy: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    threads: int = Field(1, ge=1, le=1024)  # torch intra-op threads of `edgefl run` (README: "Threads")
 
     @model_validator(mode="after")
     def _milestones(self) -> TrainConfig:

@@ -1,4 +1,8 @@
-"""Atomic file writes: every result file is written to a temporary file in the same directory, then renamed."""
+"""Atomic file writes: every result file is written to a temporary file in the same directory, then renamed.
+
+The temporary file is created private (mode 0600); before the rename it gets the mode an ordinary ``open()``
+would give a new file, 0666 less the process umask, so result files are as readable as the user's other files.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,29 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "nan_to_none"]
+__all__ = ["atomic_write_bytes", "atomic_write_stream", "atomic_write_text", "atomic_write_json", "nan_to_none"]
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` so that a reader sees either the old file or the whole new one."""
+    return atomic_write_stream(path, lambda fh: fh.write(data))
+
+
+def atomic_write_stream(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any]) -> Path:
+    """Call ``write`` with a binary file open on a temporary file beside ``path``, then rename it to ``path``:
+    a reader sees either the old file or the whole new one, and a large table is streamed, never held as bytes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
+            os.fchmod(fh.fileno(), _new_file_mode())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -30,6 +42,25 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def _new_file_mode() -> int:
+    """0o666 less the process umask: the mode ``open(path, "w")`` gives a new file."""
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask: read from /proc (Linux) where it can be, as setting it to read it races with threads."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: reading the umask means setting it; put it back at once
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

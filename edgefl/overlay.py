@@ -2,7 +2,8 @@
 
 A run directory is what :func:`edgefl.results.write_run` writes; the overlay reads two of its files:
 
-- ``summary.json``: ``name``, ``method`` and ``seed`` label the run (``complete`` is shown when present);
+- ``summary.json``: ``name``, ``method`` and ``seed`` label the run (``complete`` is shown when present;
+  ``target_accuracy``, when the run had one, is drawn with the round where the run first reached it);
 - ``rounds.csv``: ``round``, ``sim_time_s`` [s], ``energy_cum_j`` [J] and at least one of ``test_accuracy``
   (a fraction in [0, 1], empty on rounds without evaluation), ``test_loss``, ``train_loss``.
 
@@ -31,6 +32,7 @@ import plotly.graph_objects as go
 from edgefl.errors import EdgeflError
 from edgefl.io import atomic_write_text
 from edgefl.report import AXIS_TITLES, format_value
+from edgefl.report_marks import SYNC_WORDS, crossing, draw_target
 
 __all__ = [
     "FIGURE_KEYS",
@@ -81,6 +83,7 @@ class RunData:
     seed: Any
     complete: bool | None
     rounds: pd.DataFrame
+    target_accuracy: float | None = None
 
     @property
     def label(self) -> str:
@@ -118,7 +121,16 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
         seed=summary["seed"],
         complete=None if complete is None else bool(complete),
         rounds=_read_rounds(run_dir / "rounds.csv"),
+        target_accuracy=_target_of(summary),
     )
+
+
+def _target_of(summary: dict[str, Any]) -> float | None:
+    """The run's target accuracy from its summary (``None`` if it had none or the value is not a fraction)."""
+    value = summary.get("target_accuracy")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return None
+    return float(value)
 
 
 def _read_summary(path: Path) -> dict[str, Any]:
@@ -242,8 +254,19 @@ def overlay_figures(runs: Sequence[RunData]) -> dict[str, go.Figure]:
             showlegend=True,
             legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0},
         )
+        if metric == "test_accuracy":
+            _draw_targets(fig, x_col, runs, labels)
         figures[key] = fig
     return figures
+
+
+def _draw_targets(fig: go.Figure, x_col: str, runs: list[RunData], labels: list[str]) -> None:
+    """Each target accuracy the runs had, with the point where each of its runs first reached it."""
+    for target in sorted({run.target_accuracy for run in runs if run.target_accuracy is not None}):
+        hits = [
+            (label, crossing(run.rounds, target)) for run, label in zip(runs, labels) if run.target_accuracy == target
+        ]
+        draw_target(fig, x_col, target, hits, SYNC_WORDS)
 
 
 def _points(run: RunData, metric: str) -> pd.DataFrame:
@@ -312,8 +335,18 @@ def write_overlay(
         raise OverlayError(f"output {str(out)!r}: cannot write: {exc.strerror or exc}") from None
 
 
+def _target_cell(run: RunData) -> str:
+    if run.target_accuracy is None:
+        return "none"
+    hit = crossing(run.rounds, run.target_accuracy) if "test_accuracy" in run.rounds.columns else None
+    if hit is None:
+        return f"{run.target_accuracy:.2%}: not reached"
+    return (f"{run.target_accuracy:.2%}: round {int(hit['round'])}, {float(hit['sim_time_s']):.4g} s, "
+            f"{float(hit['energy_cum_j']):.4g} J")  # fmt: skip
+
+
 def _runs_table(runs: list[RunData], metric: str) -> str:
-    head = ("run", "directory", "rounds", f"last {_words(metric)}", "simulated time", "energy", "complete")
+    head = ("run", "directory", "rounds", f"last {_words(metric)}", "simulated time", "energy", "target", "complete")
     rows = []
     for run, label in zip(runs, run_labels(runs)):
         rounds = run.rounds
@@ -326,6 +359,7 @@ def _runs_table(runs: list[RunData], metric: str) -> str:
             last,
             format_value(rounds["sim_time_s"].iloc[-1] if len(rounds) else None, ".4g", " s"),
             format_value(rounds["energy_cum_j"].iloc[-1] if len(rounds) else None, ".4g", " J"),
+            _target_cell(run),
             {True: "yes", False: "no (partial run)", None: "unknown"}[run.complete],
         )
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")

@@ -13,6 +13,12 @@ The page has a header with a summary table and five plotly figures:
 6. per-device total energy (compute and upload stacked) [J],
 7. for asynchronous runs (a ``staleness`` column), a histogram of the aggregated updates' staleness.
 
+The header lists the run's settings (given by the caller, :func:`edgefl.report_header.run_settings`). With a
+target accuracy the accuracy figures draw it and mark the first round that reached it (:mod:`edgefl.report_marks`).
+An asynchronous run's figures speak of server updates and late jobs, not rounds and stragglers. Device-level
+figures are sampled or aggregated above a size and say so (:mod:`edgefl.report_scale`), so the page stays a
+few MB whatever the fleet.
+
 Inputs are the two result tables: ``rounds`` (one row per round; ``sim_time_s`` is the simulated clock at the
 end of the round, ``test_accuracy`` is a fraction in [0, 1] and NaN on rounds without evaluation) and
 ``device_rounds`` (one row per selected device per round). For the timeline, ``device_rounds`` may carry
@@ -40,6 +46,8 @@ import plotly.graph_objects as go
 
 from edgefl.errors import EdgeflError
 from edgefl.io import atomic_write_text
+from edgefl.report_marks import Words, crossing, draw_target, words_for
+from edgefl.report_scale import group_energy, sample_timeline, thin_curve
 
 __all__ = [
     "AXIS_TITLES",
@@ -102,6 +110,7 @@ def build_figures(
     timeline_round: int | None = None,
     t_max_s: float | None = None,
     offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
+    target_accuracy: float | None = None,
 ) -> dict[str, go.Figure]:
     """Build the report's figures, keyed by ``FIGURE_KEYS`` (plus ``"staleness"`` after them when the device
     table has a ``staleness`` column: an asynchronous run).
@@ -110,6 +119,7 @@ def build_figures(
     ``t_max_s`` [s] is the round deadline drawn as a dashed vertical line on the timeline (none if ``None``).
     ``offline`` maps a device to its offline intervals ``(start, end)`` [s], drawn on the Gantt of device states
     (:func:`edgefl.results.offline_periods` regenerates them from a run's availability schedule).
+    ``target_accuracy`` (a fraction in (0, 1]) is drawn on the accuracy figures with the round that first reached it.
     Raises ``ReportError`` for a missing column, an unknown ``timeline_round`` or a bad ``t_max_s``.
     """
     rounds = _check_table(rounds, "rounds", _ROUNDS_REQUIRED)
@@ -121,13 +131,16 @@ def build_figures(
         timeline_round = _check_round(timeline_round, rounds, device_rounds)
 
     evaluated = _evaluated_rounds(rounds)
+    words = words_for("staleness" in device_rounds.columns)
+    hit = crossing(evaluated, target_accuracy)
+    curve = (evaluated, target_accuracy, hit, words)
     return {
-        "accuracy_vs_time": _accuracy_figure(evaluated, "sim_time_s", "Test accuracy vs simulated time"),
-        "accuracy_vs_energy": _accuracy_figure(evaluated, "energy_cum_j", "Test accuracy vs energy"),
-        "accuracy_vs_round": _accuracy_figure(evaluated, "round", "Test accuracy vs round"),
-        "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s),
+        "accuracy_vs_time": _accuracy_figure(*curve, "sim_time_s", "Test accuracy vs simulated time"),
+        "accuracy_vs_energy": _accuracy_figure(*curve, "energy_cum_j", "Test accuracy vs energy"),
+        "accuracy_vs_round": _accuracy_figure(*curve, "round", f"Test accuracy vs {words.round}"),
+        "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s, words),
         "device_states": _states_figure(device_rounds, offline or {}),
-        "device_energy": _device_energy_figure(device_rounds),
+        "device_energy": _device_energy_figure(device_rounds, words),
         **({"staleness": _staleness_figure(device_rounds)} if "staleness" in device_rounds.columns else {}),
     }
 
@@ -141,18 +154,25 @@ def build_report(
     t_max_s: float | None = None,
     notes: Sequence[str] = (),
     offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
+    settings: Sequence[tuple[str, str]] = (),
+    target_accuracy: float | None = None,
 ) -> str:
     """Return the report as one self-contained HTML page (plotly.js inlined once, no network needed).
-    ``notes``: sentences about the run's setup shown under the title (e.g. its laptop-scale cost scaling)."""
+    ``notes``: sentences about the run's setup shown under the title (e.g. its laptop-scale cost scaling);
+    ``settings``: ``(label, value)`` rows of the header's settings table (:func:`edgefl.report_header.run_settings`);
+    ``target_accuracy``: drawn on the accuracy figures, its crossing in the summary table."""
     if not isinstance(title, str):
         raise ReportError(f"title must be a str, got {type(title).__name__} {title!r}")
-    figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s, offline=offline)
+    figures = build_figures(rounds, device_rounds, timeline_round=timeline_round, t_max_s=t_max_s, offline=offline,
+                            target_accuracy=target_accuracy)  # fmt: skip
     summary = summarize(rounds)
+    words = words_for("staleness" in device_rounds.columns)
     intro = (
         '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
-        "(not host time); test accuracy is shown on evaluated rounds only.</p>\n"
+        f"(not host time); test accuracy is shown on evaluated {words.rounds} only.</p>\n"
         + "".join(f'<p class="note">{html.escape(n)}</p>\n' for n in notes)
-        + f"{_summary_table(summary)}"
+        + _settings_table(settings)
+        + f"{_summary_table(summary, words, _target_row(rounds, target_accuracy, words))}"
     )
     return figures_page(title, {key: figures[key] for key in FIGURE_KEYS}, intro_html=intro)
 
@@ -193,11 +213,13 @@ def write_report(
     t_max_s: float | None = None,
     notes: Sequence[str] = (),
     offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
+    settings: Sequence[tuple[str, str]] = (),
+    target_accuracy: float | None = None,
 ) -> Path:
     """Build the report and write it atomically to ``path``; return the path."""
     page = build_report(
         rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s, notes=notes,
-        offline=offline,
+        offline=offline, settings=settings, target_accuracy=target_accuracy,
     )  # fmt: skip
     return atomic_write_text(path, page)
 
@@ -318,6 +340,8 @@ def _numeric(series: pd.Series) -> pd.Series:
 
 def _as_bool(series: pd.Series) -> pd.Series:
     """Booleans as written by pandas or read back from CSV ("True"/"False", 1/0); missing is False."""
+    if series.dtype == bool:
+        return series
 
     def convert(value: Any) -> bool:
         if isinstance(value, str):
@@ -398,13 +422,17 @@ def format_value(value: Any, spec: str, unit: str = "") -> str:
     return "n/a" if number is None else f"{number:{spec}}{unit}"
 
 
-def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, title: str) -> go.Figure:
+def _accuracy_figure(
+    evaluated: pd.DataFrame, target: float | None, hit: pd.Series | None, words: Words, x_col: str, title: str
+) -> go.Figure:
     fig = go.Figure()
     if evaluated.empty:
         _placeholder(fig, "no evaluation yet")
     else:
+        evaluated, thinned = thin_curve(evaluated, [] if hit is None else [int(hit["round"])])
+        title += f" ({thinned})" if thinned else ""
         hover = [
-            f"round {int(r['round'])}<br>test accuracy {r['test_accuracy']:.2%}<br>"
+            f"{words.round} {int(r['round'])}<br>test accuracy {r['test_accuracy']:.2%}<br>"
             f"test loss {format_value(r['test_loss'], '.4f')}<br>"
             f"simulated time {format_value(r['sim_time_s'], '.4g', ' s')}<br>"
             f"cumulative energy {format_value(r['energy_cum_j'], '.4g', ' J')}"
@@ -421,10 +449,12 @@ def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, title: str) -> go.Figu
                 hoverinfo="text",
             )
         )
+    if target is not None:
+        draw_target(fig, x_col, target, [("", hit)], words)
     fig.update_layout(
         title=title,
         template=_TEMPLATE,
-        xaxis_title=AXIS_TITLES[x_col],
+        xaxis_title=words.round if x_col == "round" else AXIS_TITLES[x_col],
         yaxis={"title": AXIS_TITLES["test_accuracy"], "tickformat": ".0%"},
         showlegend=False,
     )
@@ -432,25 +462,27 @@ def _accuracy_figure(evaluated: pd.DataFrame, x_col: str, title: str) -> go.Figu
 
 
 def _timeline_figure(
-    rounds: pd.DataFrame, device_rounds: pd.DataFrame, round_: int | None, t_max_s: float | None
+    rounds: pd.DataFrame, device_rounds: pd.DataFrame, round_: int | None, t_max_s: float | None, words: Words
 ) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(
         template=_TEMPLATE,
-        xaxis_title="time since round start [s]",
+        xaxis_title=f"time since {words.round} start [s]",
         yaxis_title="device",
         barmode="overlay",
         legend={"orientation": "h", "y": -0.2},
     )
     if round_ is None:
         fig.update_layout(title="Device timeline")
-        _placeholder(fig, "no rounds yet")
+        _placeholder(fig, f"no {words.rounds} yet")
         return fig
     rows = _phase_times(_round_rows(device_rounds, round_))
     if rows.empty:
-        fig.update_layout(title=f"Device timeline, round {round_}")
-        _placeholder(fig, f"no device rows for round {round_}")
+        fig.update_layout(title=f"Device timeline, {words.round} {round_}")
+        _placeholder(fig, f"no device rows for {words.round} {round_}")
         return fig
+    straggler = find_straggler(device_rounds, round_)
+    rows, sampled = sample_timeline(rows, [] if straggler is None else [straggler])
 
     labels = [_device_label(d) for d in rows["device"]]
     rows["_label"] = labels
@@ -497,31 +529,33 @@ def _timeline_figure(
             )
         )
 
-    straggler = find_straggler(device_rounds, round_)
-    title = f"Device timeline, round {round_}"
+    title = f"Device timeline, {words.round} {round_}"
     if straggler is not None:
         row = rows[rows["_device"] == straggler].iloc[0]
         label = _device_label(straggler)
         status = "arrived" if row["_arrived"] else "dropped (late); nobody arrived"
         fig.add_trace(
             go.Scatter(
-                name="straggler",
+                name=words.straggler,
                 x=[float(row["_arrive"])],
                 y=[label],
                 mode="markers",
                 marker={"symbol": "star", "size": 14, "color": _COLOURS["straggler"]},
-                hovertext=[f"straggler: {label}<br>upload arrived at {row['_arrive']:.4g} s<br>{status}"],
+                hovertext=[f"{words.straggler}: {label}<br>upload arrived at {row['_arrive']:.4g} s<br>{status}"],
                 hoverinfo="text",
             )
         )
-        fig.add_annotation(x=float(row["_arrive"]), y=label, text=f"straggler ({label})", showarrow=True, ax=40, ay=-25)
-        title += f" (straggler: {label})"
+        fig.add_annotation(x=float(row["_arrive"]), y=label, text=f"{words.straggler} ({label})", showarrow=True,
+                           ax=40, ay=-25)  # fmt: skip
+        title += f" ({words.straggler}: {label})"
+    if sampled:
+        title += f"<br><sup>{sampled}</sup>"
 
     if t_max_s is not None:
         _vline(fig, t_max_s, "deadline", "dash", f"deadline {t_max_s:.4g} s", top=True)
     round_time = _round_time(rounds, round_)
     if round_time is not None:
-        _vline(fig, round_time, "round end", "dot", f"round end {round_time:.4g} s", top=False)
+        _vline(fig, round_time, "round end", "dot", f"{words.round} end {round_time:.4g} s", top=False)
 
     fig.update_layout(
         title=title,
@@ -629,11 +663,12 @@ def _staleness_figure(device_rounds: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _device_energy_figure(device_rounds: pd.DataFrame) -> go.Figure:
-    """Energy per device summed over all its rows [J]: what the simulator charged (NaN counts as 0 J)."""
+def _device_energy_figure(device_rounds: pd.DataFrame, words: Words) -> go.Figure:
+    """Energy per device summed over all its rows [J]: what the simulator charged (NaN counts as 0 J); above
+    :data:`edgefl.report_scale.ENERGY_DEVICES` devices, group means (:func:`edgefl.report_scale.group_energy`)."""
     fig = go.Figure()
     fig.update_layout(
-        title="Energy per device, all rounds",
+        title=f"Energy per device, all {words.rounds}",
         template=_TEMPLATE,
         xaxis_title="device",
         yaxis_title="energy [J]",
@@ -653,17 +688,20 @@ def _device_energy_figure(device_rounds: pd.DataFrame) -> go.Figure:
     devices = sorted(df["device"].dropna().unique())
     sums = df.groupby("device")[["compute", "upload"]].sum(min_count=0).reindex(devices, fill_value=0.0)
     counts = df[df["trained"]].groupby("device").size().reindex(devices, fill_value=0)
-    labels = [_device_label(d) for d in devices]
+    labels, bars, details, grouped = group_energy(sums, counts, words.round)
+    if grouped:
+        fig.update_layout(title=f"Energy per device, all {words.rounds}<br><sup>{grouped}</sup>",
+                          xaxis_title="devices, by total energy [share of the fleet]")  # fmt: skip
     for phase in ("compute", "upload"):
         fig.add_trace(
             go.Bar(
                 name=phase,
                 x=labels,
-                y=[float(v) for v in sums[phase]],
+                y=[float(v) for v in bars[phase]],
                 marker={"color": _COLOURS[phase]},
                 hovertext=[
-                    f"{label}<br>{phase} energy {value:.4g} J<br>trained in {int(n)} round(s)"
-                    for label, value, n in zip(labels, sums[phase], counts)
+                    f"{label}<br>{phase} energy {value:.4g} J<br>{detail}"
+                    for label, value, detail in zip(labels, bars[phase], details)
                 ],
                 hoverinfo="text",
             )
@@ -684,17 +722,38 @@ _CSS = (
 )
 
 
-def _summary_table(summary: dict[str, Any]) -> str:
+def _settings_table(settings: Sequence[tuple[str, str]]) -> str:
+    """The header's table of the run's settings (none when ``settings`` is empty)."""
+    if not settings:
+        return ""
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in settings)
+    return f'<table class="summary settings">{body}</table>'
+
+
+def _target_row(rounds: pd.DataFrame, target: float | None, words: Words) -> tuple[str, str] | None:
+    """The summary table's row for the target accuracy (``None`` without a target)."""
+    if target is None:
+        return None
+    hit = crossing(_evaluated_rounds(rounds), target)
+    if hit is None:
+        return (f"target {target:.2%}", "not reached")
+    return (f"target {target:.2%}", f"reached at {words.round} {int(hit['round'])}: "
+            f"{float(hit['sim_time_s']):.4g} s, {float(hit['energy_cum_j']):.4g} J")  # fmt: skip
+
+
+def _summary_table(summary: dict[str, Any], words: Words, target_row: tuple[str, str] | None = None) -> str:
     def accuracy(key: str) -> str:
         value = summary[f"{key}_accuracy"]
-        return "no evaluation yet" if value is None else f"{value:.2%} (round {summary[f'{key}_accuracy_round']})"
+        return ("no evaluation yet" if value is None
+                else f"{value:.2%} ({words.round} {summary[f'{key}_accuracy_round']})")  # fmt: skip
 
     rows = [
-        ("rounds", str(summary["rounds"])),
+        (words.rounds, str(summary["rounds"])),
         ("final test accuracy", accuracy("final")),
         ("best test accuracy", accuracy("best")),
         ("total simulated time", format_value(summary["sim_time_s"], ".4g", " s")),
         ("total energy, all devices", format_value(summary["energy_j"], ".4g", " J")),
+        *([target_row] if target_row is not None else []),
     ]
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f'<table class="summary">{body}</table>'

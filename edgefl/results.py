@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from edgefl.io import atomic_write_json, atomic_write_text
+from edgefl.output import write_device_rounds
 from edgefl.scenario import Scenario, scenario_to_toml
 
 __all__ = [
@@ -60,6 +61,7 @@ def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:
     """summary.json: the report's headline numbers (accuracies in [0, 1], time [s], energy [J]) plus what
     identifies the run; ``complete`` is true once every round of the scenario is in ``rounds``."""
     from edgefl.report import summarize as headline
+    from edgefl.targets import run_target_summary
 
     return {
         "name": scenario.name,
@@ -69,6 +71,7 @@ def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:
         "complete": int(len(rounds)) == scenario.rounds,
         "bits_up": float(rounds["bits_up"].sum()) if len(rounds) else 0.0,
         "wall_time_s": float(rounds["wall_time_s"].sum()) if len(rounds) else 0.0,
+        **run_target_summary(scenario.train.target_accuracy, rounds),
     }
 
 
@@ -110,14 +113,16 @@ def offline_periods(scenario: Scenario, devices: list[int], end_s: float) -> dic
 
 
 def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) -> Path:
-    """Write scenario.toml, rounds.csv, device_rounds.csv, summary.json (and report.html) into ``out_dir``."""
+    """Write scenario.toml, rounds.csv, device_rounds.csv (or .parquet, ``output.format``), summary.json (and
+    report.html) into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "scenario.toml", scenario_to_toml(result.scenario))
     atomic_write_text(out / "rounds.csv", result.rounds.to_csv(index=False))
-    atomic_write_text(out / "device_rounds.csv", result.device_rounds.to_csv(index=False))
+    write_device_rounds(out, result.device_rounds, result.scenario.output.format)
     if report:
         from edgefl.report import gantt_devices, write_report
+        from edgefl.report_header import report_header
 
         t_max = result.scenario.round.deadline_s if result.scenario.round.policy == "deadline" else None
         end_s = float(result.rounds["sim_time_s"].max()) if len(result.rounds) else 0.0
@@ -129,6 +134,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
             t_max_s=t_max,
             notes=setup_notes(result.scenario),
             offline=offline_periods(result.scenario, gantt_devices(result.device_rounds), end_s),
+            **report_header(result.scenario),
         )
     atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run
     return out

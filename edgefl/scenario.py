@@ -26,6 +26,7 @@ from edgefl.errors import ScenarioError
 from edgefl.keys import nearest_key
 from edgefl.method_settings import LuoSettings
 from edgefl.method_settings import Strict as _Strict
+from edgefl.output import OutputConfig
 
 __all__ = [
     "Scenario",
@@ -161,6 +162,7 @@ class Scenario(_Strict):
     fleet: FleetConfig = FleetConfig()
     channel: ChannelConfig = ChannelConfig()
     surrogate: SurrogateConfig = SurrogateConfig()
+    output: OutputConfig = OutputConfig()
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:

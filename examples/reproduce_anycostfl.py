@@ -137,6 +137,7 @@ def _tables(a, methods: list[str], parts: list[str]) -> None:
     import plotly.graph_objects as go
 
     from edgefl.io import atomic_write_text
+    from edgefl.output import read_device_rounds
     from edgefl.report import figures_page
 
     runs = {}
@@ -144,7 +145,7 @@ def _tables(a, methods: list[str], parts: list[str]) -> None:
         for m in methods:
             for s in range(a.seeds):
                 d = run_dir(a.out, m, p, s)
-                runs[m, p, s] = (pd.read_csv(d / "rounds.csv"), pd.read_csv(d / "device_rounds.csv"))
+                runs[m, p, s] = (pd.read_csv(d / "rounds.csv"), read_device_rounds(d))
     rows, targets, common = [], {}, {}
     for p in parts:
         best = {m: np.mean([runs[m, p, s][0]["test_accuracy"].max() for s in range(a.seeds)]) for m in methods}

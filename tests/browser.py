@@ -12,6 +12,9 @@ Per figure (keyed by the div id):
   non-empty box: a line, a marker or a bar); ``marks``: the number of such paths;
 - ``plot_area``: ``[width, height]`` in CSS px of the plot area (the ``.nsewdrag`` rectangle).
 
+and, for the page, ``tables``: the text of each ``<table>`` as the browser lays it out (cells tab-separated,
+rows on their own lines).
+
 :func:`problems` turns that into readable complaints; a page passes when it has none.
 """
 
@@ -67,6 +70,7 @@ _CHECK_SCRIPT = """<script>
   function done() {
     var out = {errors: window.__edgeflErrors || [], figures: {}};
     document.querySelectorAll('.plotly-graph-div').forEach(function (gd) { out.figures[gd.id] = measure(gd); });
+    out.tables = Array.prototype.map.call(document.querySelectorAll('table'), function (t) { return t.innerText; });
     var pre = document.createElement('pre');
     pre.id = 'edgefl-check';
     pre.textContent = JSON.stringify(out);

@@ -22,6 +22,8 @@ from edgefl.scenario import load_scenario
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason=SKIP_MESSAGE)
 
+TARGET = 0.3  # quickstart's test accuracy crosses it within its first 3 rounds (about 22%, 35%, 53%)
+
 
 def div_ids(keys) -> list[str]:
     """The figure div ids figures_page gives ``keys``."""
@@ -66,7 +68,7 @@ def checked(tmp_path_factory):
     """A real 3-round quickstart run (written with its report), and what Chromium found on each page:
     ``{"run": RunResult, "report" | "overlay" | "bad" | "no_plotly": render_check result}``."""
     work = tmp_path_factory.mktemp("browser")
-    result = run_scenario(load_scenario("quickstart", ["rounds=3"]))
+    result = run_scenario(load_scenario("quickstart", ["rounds=3", f"train.target_accuracy={TARGET}"]))
     run_dir = write_run(result, work / "quickstart")
     pages = {
         "report": run_dir / "report.html",
@@ -81,14 +83,28 @@ def checked(tmp_path_factory):
 def test_run_report_renders_every_figure(checked):
     page, result = checked["report"], checked["run"]
     assert problems(page, div_ids(report.FIGURE_KEYS)) == [], json.dumps(page, indent=1)
-    figures = report.build_figures(result.rounds, result.device_rounds)
+    figures = report.build_figures(result.rounds, result.device_rounds, target_accuracy=TARGET)
     for key, div_id in zip(report.FIGURE_KEYS, div_ids(report.FIGURE_KEYS)):
         fig = page["figures"][div_id]
         assert fig["traces"] == len(figures[key].data) >= 1, (div_id, fig)
         assert fig["drawn_traces"] == fig["traces"], (div_id, fig)  # every trace of the report has points
         assert min(fig["plot_area"]) > 0, (div_id, fig)
-    # a line and one marker per evaluated round (quickstart evaluates every round)
-    assert page["figures"]["edgefl-accuracy-vs-round"]["marks"] == 1 + 3
+    # a line and one marker per evaluated round (quickstart evaluates every round), and the target's crossing
+    reached = result.summary["rounds_to_target"] is not None
+    assert reached  # the case draws a crossing
+    assert page["figures"]["edgefl-accuracy-vs-round"]["marks"] == 1 + 3 + 1
+
+
+def test_run_report_header_shows_the_settings_and_the_target(checked):
+    page, result = checked["report"], checked["run"]
+    settings, summary = page["tables"][:2]
+    for row in ("method\tfedavg", "devices (N)\t20", "devices per round (K)\t5", "uplink bandwidth\t1 MHz per device",
+                "round policy\twait_all", "cost mode\tphysical", "learning\ttorch", "data\tdigits, iid partition",
+                "seed\t0", "target accuracy\t30.00%"):  # fmt: skip
+        assert row in settings.splitlines(), (row, settings)
+    s = result.summary
+    assert (f"target 30.00%\treached at round {s['rounds_to_target']}: {s['time_to_target_s']:.4g} s, "
+            f"{s['energy_to_target_j']:.4g} J") in summary.splitlines(), summary  # fmt: skip
 
 
 def test_overlay_page_renders_every_figure(checked):
@@ -96,8 +112,8 @@ def test_overlay_page_renders_every_figure(checked):
     assert problems(page, div_ids(overlay.FIGURE_KEYS)) == [], json.dumps(page, indent=1)
     assert set(page["figures"]) == set(div_ids(overlay.FIGURE_KEYS))
     for fig in page["figures"].values():
-        assert fig["traces"] == fig["drawn_traces"] == 2, fig  # one curve per run
-        assert fig["marks"] == 2 * (1 + 3), fig  # each: a line and 3 markers
+        assert fig["traces"] == fig["drawn_traces"] == 2 + 1, fig  # one curve per run, and the target's crossings
+        assert fig["marks"] == 2 * (1 + 3) + 2, fig  # each: a line and 3 markers; the crossing of each run
         assert min(fig["plot_area"]) > 0, fig
 
 

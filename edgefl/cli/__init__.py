@@ -37,26 +37,33 @@ def run(
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Folder with dataset files (else $EDGEFL_DATA; Fashion-MNIST also from Debian's dataset-fashion-mnist).")] = None,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue an interrupted run in this run directory from its last checkpoint.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    target: Annotated[Optional[float], typer.Option("--target", help="Target test accuracy in (0, 1] (train.target_accuracy): time and energy to reach it.")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="Torch threads of the run (train.threads; default 1, see README).")] = None,
 ) -> None:
     """Run one scenario and write its tables, summary and report (checkpoints go to RUN_DIR/checkpoint)."""
     import json
 
     from edgefl.io import atomic_write_text
+    from edgefl.cli.run_options import resume_without_options, run_option_overrides
+    from edgefl.learning.threads import run_threads
     from edgefl.results import default_run_dir, write_run
     from edgefl.runner import RunInterrupted, prepare, run_scenario
     from edgefl.scenario import load_scenario, scenario_to_toml
+    from edgefl.targets import target_sentence
 
     with user_errors():
         if resume is not None:
             if scenario is not None or set_ or out is not None or seed is not None or data_dir is not None:
                 raise fail("--resume RUN_DIR continues that run as it was: "
                            "give no SCENARIO, --set, --out, --seed or --data-dir")  # fmt: skip
+            resume_without_options(target=target, threads=threads)
             sc, run_dir = _resumable(resume)
             sim = prepare(sc)
         else:
             if scenario is None:
                 raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
             overrides = list(set_ or []) + ([f"data.data_dir={json.dumps(str(data_dir))}"] if data_dir else [])
+            overrides += run_option_overrides(target=target, threads=threads)
             sc = load_scenario(scenario, overrides, seed=seed)  # validated before anything is written
             run_dir = out if out is not None else default_run_dir(sc.name)
             if run_dir.exists() and any(run_dir.iterdir()):
@@ -67,7 +74,7 @@ def run(
         for warning in sim.warnings:
             typer.echo(f"warning: {warning}", err=True)
         try:
-            with _progress(sc.rounds, enabled=not quiet) as on_round:
+            with _progress(sc.rounds, enabled=not quiet) as on_round, run_threads(sc.train.threads):
                 result = run_scenario(sc, progress=on_round, checkpoint_dir=run_dir / "checkpoint",
                                       resume=resume is not None, simulation=sim)  # fmt: skip
         except RunInterrupted as stop:  # Ctrl-C: keep every completed round, and a checkpoint to resume from
@@ -81,7 +88,8 @@ def run(
     acc = "n/a" if s["final_accuracy"] is None else f"{s['final_accuracy']:.4f}"
     _out.print(
         f"{sc.name}: {s['rounds']} rounds, final accuracy {acc}, "
-        f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s",
+        f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s"
+        + (f"; {target_sentence(s)}" if target_sentence(s) else ""),
         markup=False,
     )
     for warning in s.get("warnings", [])[len(sim.warnings):]:  # the pre-flight's were printed at the start

@@ -48,6 +48,7 @@ from edgefl.scenario import (
     set_dotted,
     short_repr,
 )
+from edgefl.targets import Target
 
 __all__ = ["SweepSpec", "Sweep", "RunSpec", "Target", "load_sweep", "sweep_from_dict", "list_sweep_presets"]
 
@@ -154,21 +155,6 @@ class SweepSpec(BaseModel):
             columns = (self.target_loss_column,) if self.target_loss_column else ("test_loss", "train_loss")
             return Target(columns=columns, value=self.target_loss, sense="min")
         return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Target:
-    """A metric threshold: reached at the first round whose metric is ``>= value`` (``sense="max"``, accuracy)
-    or ``<= value`` (``"min"``, a loss). The metric is the first of ``columns`` (rounds.csv columns) that has a
-    value in the run, so ``target_loss`` times the test loss, or the training loss where a run has no test loss
-    (``learning = "surrogate"``)."""
-
-    columns: tuple[str, ...]
-    value: float
-    sense: Literal["max", "min"]
-
-    def describe(self) -> str:
-        return f"{' or '.join(self.columns)} {'>=' if self.sense == 'max' else '<='} {self.value:g}"
 
 
 @dataclass(frozen=True, kw_only=True)

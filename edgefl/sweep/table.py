@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from edgefl.results import is_finished, read_summary
+from edgefl.targets import time_to_target
 
 if TYPE_CHECKING:
-    from edgefl.sweep.spec import RunSpec, Sweep, Target
+    from edgefl.sweep.spec import RunSpec, Sweep
+    from edgefl.targets import Target
 
 __all__ = ["METRIC_COLUMNS", "SWEEP_WALL_CLOCK_COLUMNS", "build_table", "time_to_target", "read_summary", "is_finished"]
 
@@ -31,34 +33,6 @@ METRIC_COLUMNS = (
 )  # fmt: skip
 SWEEP_WALL_CLOCK_COLUMNS = ("wall_time_s",)
 """Columns of sweep.csv measured on the host clock; every other column is a function of the sweep file."""
-
-
-def time_to_target(rounds: pd.DataFrame, target: Target | None) -> dict[str, Any]:
-    """``target_metric`` (the column checked), ``target_round``, ``sim_time_to_target_s`` [s] and
-    ``energy_to_target_j`` [J] at the end of the first round whose metric reaches the target; the metric is the
-    first of ``target.columns`` with a value in ``rounds``. NaN (and ``""`` for the metric) when none applies."""
-    out: dict[str, Any] = {
-        "target_metric": "", "target_round": math.nan, "sim_time_to_target_s": math.nan, "energy_to_target_j": math.nan
-    }  # fmt: skip
-    if target is None or rounds.empty:
-        return out
-    df = rounds.sort_values("round", kind="stable")
-    values = {c: pd.to_numeric(df[c], errors="coerce") for c in target.columns if c in df.columns}
-    column = next((c for c, v in values.items() if v.notna().any()), None)
-    if column is None:
-        return out
-    out["target_metric"] = column
-    metric = values[column]
-    hit = df[metric >= target.value] if target.sense == "max" else df[metric <= target.value]  # NaN never hits
-    if hit.empty:
-        return out
-    first = hit.iloc[0]
-    out.update(
-        target_round=int(first["round"]),
-        sim_time_to_target_s=float(first["sim_time_s"]),
-        energy_to_target_j=float(first["energy_cum_j"]),
-    )
-    return out
 
 
 def _last(rounds: pd.DataFrame, column: str) -> float:
