@@ -43,6 +43,9 @@ def checked_fleet_data(data: Any) -> Any:
             raise ScenarioError(f"fleet.n_devices={given!r}: the device table {table.where} has {table.n_devices} "
                                 "devices; leave n_devices out or make them agree")  # fmt: skip
         data = {**data, "n_devices": table.n_devices}
+        if "e_max_j" in table.values:
+            raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
+                                "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip
         step_given = [c for c in STEP_COST_FIELDS if c in table.values]
         kind = (data.get("step_costs") or {}).get("kind", "none") if isinstance(data.get("step_costs"), dict) else "none"
         if step_given and kind == "none":

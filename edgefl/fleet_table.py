@@ -16,7 +16,9 @@ Columns (SI or the engineer units the scenario takes; converted once, here):
   device keeps the direction of its drawn position); 100 km is beyond any cell;
 - ``n_samples`` (integer >= 1) or ``data_share`` (0, 1] of the training set: the device's local data size;
 - ``profile``: a device catalogue name (:mod:`edgefl.catalogue`); its values fill the columns not given;
-- ``device``: the device's index 0..N-1 in the results (any order; default: the row order).
+- ``device``: the device's index 0..N-1 in the results (any order; default: the row order);
+- ``e_max_j`` (0, 1e6] J: a per-round energy budget, read only by ``edgefl optimize anycost --devices`` (a run
+  draws its budgets from ``fleet.budget``).
 
 An empty cell means "not given" for that device. What a row does not give is drawn as the scenario says, from
 the same streams as without a table; a profile's values replace draws; explicit cells replace both. Line
@@ -67,6 +69,7 @@ COLUMNS: dict[str, tuple[str, Any, float, float, bool, str]] = {
     "y_m": ("y_m", float, -1e5, 1e5, False, "m"),
     "distance_m": ("distance_m", float, 1.0, 1e5, False, "m"),
     "n_samples": ("n_samples", float, 1.0, 1e9, False, "samples"),
+    "e_max_j": ("e_max_j", float, 0.0, 1e6, True, "J"),
     "data_share": ("data_share", float, 0.0, 1.0, True, "of the training set"),
 }
 _TEXT_COLUMNS = ("profile", "device")
