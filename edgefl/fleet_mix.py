@@ -29,7 +29,8 @@ __all__ = ["FleetBuild", "build_fleet", "checked_fleet_data", "device_profiles",
 
 
 def checked_fleet_data(data: Any) -> Any:
-    """The ``[fleet]`` dict with ``n_devices`` set from its device table (read and checked here, at load) and its
+    """The ``[fleet]`` dict with ``n_devices`` set to its device table's rows (read and checked here, at load; a
+    ``n_devices`` given beside a table is replaced) and its
     profile names checked against the catalogue; raises :class:`ScenarioError` naming the key."""
     if not isinstance(data, dict):
         return data
@@ -38,11 +39,7 @@ def checked_fleet_data(data: Any) -> Any:
         if not isinstance(devices, str):
             raise ScenarioError(f"fleet.devices={devices!r}: must be the path of a .csv or .parquet file")
         table = read_device_table(devices)
-        given = data.get("n_devices")
-        if given is not None and given != table.n_devices:
-            raise ScenarioError(f"fleet.n_devices={given!r}: the device table {table.where} has {table.n_devices} "
-                                "devices; leave n_devices out or make them agree")  # fmt: skip
-        data = {**data, "n_devices": table.n_devices}
+        data = {**data, "n_devices": table.n_devices}  # the table's rows are the fleet
         if "e_max_j" in table.values:
             raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
                                 "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip

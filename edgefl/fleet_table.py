@@ -16,6 +16,7 @@ Columns (SI or the engineer units the scenario takes; converted once, here):
   device keeps the direction of its drawn position); 100 km is beyond any cell;
 - ``n_samples`` (integer >= 1) or ``data_share`` (0, 1] of the training set: the device's local data size;
 - ``profile``: a device catalogue name (:mod:`edgefl.catalogue`); its values fill the columns not given;
+- the number of rows is ``fleet.n_devices`` (a value given beside a table is replaced);
 - ``device``: the device's index 0..N-1 in the results (any order; default: the row order);
 - ``e_max_j`` (0, 1e6] J: a per-round energy budget, read only by ``edgefl optimize anycost --devices`` (a run
   draws its budgets from ``fleet.budget``).
