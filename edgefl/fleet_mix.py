@@ -8,13 +8,16 @@ changes nothing. The profile of each device in a mix is drawn from its own ``pro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgefl.catalogue import FLEET_FIELDS, catalogue, profile
 from edgefl.errors import ScenarioError
-from edgefl.fleet_table import STEP_COST_FIELDS, DeviceTable, read_device_table, register_frame, table_of
+from edgefl.fleet_table import (
+    FRAME_PREFIX, STEP_COST_FIELDS, DeviceTable, read_device_table, register_frame, table_of,
+)
 from edgefl.system import Fleet, draw_columns
 
 if TYPE_CHECKING:
@@ -39,7 +42,9 @@ def checked_fleet_data(data: Any) -> Any:
         if not isinstance(devices, str):
             raise ScenarioError(f"fleet.devices={devices!r}: must be the path of a .csv or .parquet file")
         table = read_device_table(devices)
-        data = {**data, "n_devices": table.n_devices}  # the table's rows are the fleet
+        if not devices.startswith(FRAME_PREFIX):
+            devices = str(Path(devices).expanduser().resolve())  # the resolved scenario names the file wherever it is read
+        data = {**data, "n_devices": table.n_devices, "devices": devices}  # the table's rows are the fleet
         if "e_max_j" in table.values:
             raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
                                 "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip
