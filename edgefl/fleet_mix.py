@@ -43,13 +43,14 @@ def checked_fleet_data(data: Any) -> Any:
             raise ScenarioError(f"fleet.devices={devices!r}: must be the path of a .csv or .parquet file")
         table = read_device_table(devices)
         if not devices.startswith(FRAME_PREFIX):
-            devices = str(Path(devices).expanduser().resolve())  # the resolved scenario names the file wherever it is read
+            devices = str(Path(devices).expanduser().resolve())  # the resolved scenario names it from anywhere
         data = {**data, "n_devices": table.n_devices, "devices": devices}  # the table's rows are the fleet
         if "e_max_j" in table.values:
             raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
                                 "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip
         step_given = [c for c in STEP_COST_FIELDS if c in table.values]
-        kind = (data.get("step_costs") or {}).get("kind", "none") if isinstance(data.get("step_costs"), dict) else "none"
+        costs = data.get("step_costs")
+        kind = costs.get("kind", "none") if isinstance(costs, dict) else "none"
         if step_given and kind == "none":
             raise ScenarioError(f"device table {table.where}: column(s) {', '.join(step_given)} need "
                                 "fleet.step_costs.kind = 'normal' or 'lognormal' (costs given per step)")  # fmt: skip

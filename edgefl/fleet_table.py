@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.catalogue import FLEET_FIELDS, catalogue, profile
+from edgefl.catalogue import catalogue
 from edgefl.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -98,6 +98,11 @@ def _fail(where: str, label: str, column: str, raw: Any, why: str) -> ScenarioEr
     return ScenarioError(f"device table {where} {label}, column {column}: {raw!r} {why}")
 
 
+def _blank(raw: Any) -> bool:
+    """Whether a cell gives nothing: empty text, None or NaN."""
+    return raw is None or (isinstance(raw, str) and not raw.strip()) or (isinstance(raw, float) and math.isnan(raw))
+
+
 def _range_text(lo: float, hi: float, lo_open: bool, unit: str) -> str:
     return f"{'(' if lo_open else '['}{lo:g}, {hi:g}] {unit}"
 
@@ -113,7 +118,8 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
     for h in names:
         si = COLUMNS[h][0] if h in COLUMNS else h
         if si in seen:
-            raise ScenarioError(f"device table {where}: columns {seen[si]!r} and {h!r} give the same quantity; keep one")
+            raise ScenarioError(f"device table {where}: columns {seen[si]!r} and {h!r} give the same quantity; "
+                                "keep one")  # fmt: skip
         seen[si] = h
     if "distance_m" in seen and ("x_m" in seen or "y_m" in seen):
         raise ScenarioError(f"device table {where}: give a position as x_m and y_m, or as distance_m, not both")
@@ -133,7 +139,7 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
             col = np.full(n, np.nan)
             for i, row in enumerate(rows):
                 raw = row[j] if j < len(row) else ""
-                if raw is None or (isinstance(raw, str) and not raw.strip()) or (isinstance(raw, float) and math.isnan(raw)):
+                if _blank(raw):
                     continue
                 try:
                     v = float(raw)
@@ -141,7 +147,8 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
                     raise _fail(where, labels[i], h, raw, "is not a number") from None
                 ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
                 if not ok:
-                    raise _fail(where, labels[i], h, raw, f"is outside the allowed range {_range_text(lo, hi, lo_open, unit)}")
+                    allowed = _range_text(lo, hi, lo_open, unit)
+                    raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
                 if h == "n_samples" and v != int(v):
                     raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
                 col[i] = conv(v)
@@ -149,9 +156,10 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
         elif h == "profile":
             for i, row in enumerate(rows):
                 raw = row[j] if j < len(row) else ""
-                name = "" if raw is None or (isinstance(raw, float) and math.isnan(raw)) else str(raw).strip()
+                name = "" if _blank(raw) else str(raw).strip()
                 if name and name not in catalogue():
-                    raise _fail(where, labels[i], h, name, f"is not in the device catalogue; one of {', '.join(catalogue())}")
+                    known = ", ".join(catalogue())
+                    raise _fail(where, labels[i], h, name, f"is not in the device catalogue; one of {known}")
                 profiles[i] = name
         else:  # device
             for i, row in enumerate(rows):

@@ -71,7 +71,8 @@ def test_export_then_run_is_identical_to_the_drawn_run(tmp_path, extra):
     # the same from a DataFrame, and from Parquet
     _tables_equal(drawn, run_scenario(with_devices(load_scenario("quickstart", base), pd.read_csv(out))))
     write_table(pd.read_csv(out), tmp_path / "fleet.parquet")
-    _tables_equal(drawn, run_scenario(load_scenario("quickstart", [*base, f'fleet.devices="{tmp_path / "fleet.parquet"}"'])))
+    parquet = tmp_path / "fleet.parquet"
+    _tables_equal(drawn, run_scenario(load_scenario("quickstart", [*base, f'fleet.devices="{parquet}"'])))
 
 
 def test_a_bad_value_on_line_7_fails_naming_line_and_column(tmp_path):
@@ -155,7 +156,8 @@ def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
     rate = 1e6 * np.log2(1 + gain * p_tx / 10 ** ((-114 - 30) / 10))
     profs = [catalogue()[k] for k in ("jetson_nano", "snapdragon_7_gen1", "helio_p23")]
     (tmp_path / "own.csv").write_text("samples,eps,f_min_hz,f_max_hz,e_max_j,rate_bps,p_tx_w\n" + "".join(
-        f"1000,{p.energy_coeff!r},{p.f_min_hz!r},{p.f_max_hz!r},3.0,{float(r)!r},{p_tx!r}\n" for p, r in zip(profs, rate)))
+        f"1000,{p.energy_coeff!r},{p.f_min_hz!r},{p.f_max_hz!r},3.0,{float(r)!r},{p_tx!r}\n"
+        for p, r in zip(profs, rate)))  # fmt: skip
     args = ["--t-max-s", "10", "--cycles-per-sample", "3e6", "--update-bits", "53.23e6", "--json"]
 
     def solve(*extra):
