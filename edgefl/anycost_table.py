@@ -21,7 +21,7 @@ __all__ = ["anycost_devices", "is_device_table"]
 
 def is_device_table(path: Path, anycost_columns: tuple[str, ...]) -> bool:
     """Whether ``path`` is a device table rather than the optimizer's own CSV (Parquet always is; a CSV is when
-    its header lacks one of ``anycost_columns``)."""
+    its header has a device-table column and none of ``anycost_columns`` that a device table does not have)."""
     if path.suffix.lower() in (".parquet", ".pq"):
         return True
     try:
@@ -29,7 +29,8 @@ def is_device_table(path: Path, anycost_columns: tuple[str, ...]) -> bool:
             header = {c.strip().lower() for c in handle.readline().split(",")}
     except (OSError, UnicodeDecodeError):
         return False
-    return not all(c in header for c in anycost_columns) and any(c in header for c in (*COLUMNS, "profile"))
+    own = {c.lower() for c in anycost_columns} - set(COLUMNS)  # samples, eps, rate_bps, p_tx_w
+    return not (header & own) and any(c in header for c in (*COLUMNS, "profile"))
 
 
 def _line(label: str) -> int:
