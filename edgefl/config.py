@@ -328,11 +328,22 @@ class FleetConfig(_Strict):
     budget: BudgetConfig = BudgetConfig()
     step_costs: StepCostsConfig = StepCostsConfig()
     availability: AvailabilityConfig = AvailabilityConfig()
+    # a device table (CSV or Parquet path, relative to the scenario file) and a catalogue profile mix
+    # {name = weight}: see edgefl.fleet_table and edgefl.fleet_mix
+    devices: str | None = None
+    profiles: dict[str, PositiveFloat] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
         return _convert(check_limits(cls, data, _FLEET_UNITS), _FLEET_UNITS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _devices(cls, data: Any) -> Any:
+        from edgefl.fleet_mix import checked_fleet_data
+
+        return checked_fleet_data(data)
 
     @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
     @classmethod

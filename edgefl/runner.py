@@ -21,6 +21,7 @@ from edgefl.algorithms import MethodSetup, make_method
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
 from edgefl.errors import SimulationError
+from edgefl.fleet_mix import build_fleet, placed_positions
 from edgefl.radio import Radio
 from edgefl.record import Records
 from edgefl.results import RunResult
@@ -29,7 +30,6 @@ from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
 from edgefl.sim import Clock
 from edgefl.state import RunState
-from edgefl.system import Fleet
 
 __all__ = ["run_scenario", "build_run", "prepare", "select_devices", "Simulation", "RunInterrupted"]
 
@@ -60,9 +60,10 @@ def build_run(scenario: Scenario) -> Run:
     """The parts of a run of ``scenario``, ready to play round 1."""
     streams = Streams(scenario.seed)
     workload = _workload(scenario, streams)
-    fleet = Fleet.from_config(scenario.fleet, workload.n_samples, streams.numpy("fleet"), streams.numpy("step_costs"))
+    fleet = build_fleet(scenario.fleet, workload.n_samples, streams).fleet  # draws, profiles, device table
     costs = CostModel(fleet)
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
+    radio.positions_m = placed_positions(scenario.fleet, radio.positions_m)
     mcfg = scenario.method
     setup = MethodSetup(
         workload=workload, costs=costs, streams=streams, n_devices=fleet.n_devices,

@@ -313,7 +313,11 @@ def read_scenario_dict(source: str | Path) -> dict[str, Any]:
         path = preset_path(str(source))  # raises ScenarioError naming the presets when unknown
     if not path.is_file():
         raise ScenarioError(f"scenario file {str(path)!r} does not exist (see `edgefl scenarios list`)")
-    return read_toml(path, str(path))
+    data = read_toml(path, str(path))
+    fleet = data.get("fleet")
+    if isinstance(fleet, dict) and isinstance(fleet.get("devices"), str):  # a device table beside the scenario
+        fleet["devices"] = str((path.parent / Path(fleet["devices"]).expanduser()).resolve())
+    return data
 
 
 def read_toml(path: Path, where: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from edgefl.config import BudgetConfig, FleetConfig
 
-__all__ = ["Fleet", "draw_per_device", "draw_budgets_j"]
+__all__ = ["Fleet", "draw_per_device", "draw_budgets_j", "draw_columns"]
 
 
 def draw_per_device(spec: float | tuple[float, float], n: int, rng: np.random.Generator) -> np.ndarray:
@@ -83,27 +83,37 @@ class Fleet:
         With ``cfg.step_costs.kind`` ``"normal"`` or ``"lognormal"`` the per-step and per-upload costs are drawn
         from ``cost_rng`` (its own stream, so the rest of the fleet does not change).
         """
-        n = cfg.n_devices
-        sc = cfg.step_costs
-        step: dict[str, np.ndarray] = {}
-        if sc.kind != "none":
-            if cost_rng is None:
-                raise ValueError(f"fleet.step_costs.kind={sc.kind!r} needs a random stream for the costs")
-            sigma = math.sqrt(math.log1p(sc.std_ratio**2))
-            for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j"):
-                mean = getattr(sc, name)
-                if sc.kind == "normal":
-                    step[name] = np.maximum(cost_rng.normal(mean, sc.std_ratio * mean, size=n), 0.01 * mean)
-                else:  # lognormal of this mean and standard deviation std_ratio * mean
-                    step[name] = cost_rng.lognormal(math.log(mean) - sigma**2 / 2, sigma, size=n)
-        f_max = draw_per_device(cfg.f_max_hz, n, rng)
-        f_min = np.minimum(draw_per_device(cfg.f_min_hz, n, rng), f_max)
-        return cls(
-            f_min_hz=f_min,
-            f_max_hz=f_max,
-            energy_coeff=draw_per_device(cfg.energy_coeff, n, rng),
-            flops_per_cycle=draw_per_device(cfg.flops_per_cycle, n, rng) * cfg.flops_per_cycle_scale,
-            tx_power_w=draw_per_device(cfg.tx_power_w, n, rng),
-            n_samples=np.asarray(n_samples, dtype=np.int64),
-            **step,
-        )
+        cols = draw_columns(cfg, rng, cost_rng)
+        cols["flops_per_cycle"] = cols["flops_per_cycle"] * cfg.flops_per_cycle_scale
+        return cls(n_samples=np.asarray(n_samples, dtype=np.int64), **cols)
+
+
+def draw_columns(
+    cfg: FleetConfig, rng: np.random.Generator, cost_rng: np.random.Generator | None = None
+) -> dict[str, np.ndarray]:
+    """The per-device quantities of :class:`Fleet` drawn from the scenario's ranges, each shape (n_devices,), in
+    a fixed order from ``rng`` (per-step costs from ``cost_rng``); ``flops_per_cycle`` before
+    ``cfg.flops_per_cycle_scale`` is applied."""
+    n = cfg.n_devices
+    sc = cfg.step_costs
+    step: dict[str, np.ndarray] = {}
+    if sc.kind != "none":
+        if cost_rng is None:
+            raise ValueError(f"fleet.step_costs.kind={sc.kind!r} needs a random stream for the costs")
+        sigma = math.sqrt(math.log1p(sc.std_ratio**2))
+        for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j"):
+            mean = getattr(sc, name)
+            if sc.kind == "normal":
+                step[name] = np.maximum(cost_rng.normal(mean, sc.std_ratio * mean, size=n), 0.01 * mean)
+            else:  # lognormal of this mean and standard deviation std_ratio * mean
+                step[name] = cost_rng.lognormal(math.log(mean) - sigma**2 / 2, sigma, size=n)
+    f_max = draw_per_device(cfg.f_max_hz, n, rng)
+    f_min = np.minimum(draw_per_device(cfg.f_min_hz, n, rng), f_max)
+    return {
+        "f_min_hz": f_min,
+        "f_max_hz": f_max,
+        "energy_coeff": draw_per_device(cfg.energy_coeff, n, rng),
+        "flops_per_cycle": draw_per_device(cfg.flops_per_cycle, n, rng),
+        "tx_power_w": draw_per_device(cfg.tx_power_w, n, rng),
+        **step,
+    }

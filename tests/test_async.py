@@ -133,7 +133,7 @@ def test_async_config_errors(sets, match):
 FLEET_PLAN_SETS = [
     "fleet.n_devices=300", "method.clients_per_round=30", "method.fedbuff.buffer_size=5", "rounds=40",
     "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[20.0, 80.0]",
-    "fleet.availability.offline_mean_s=[5.0, 40.0]", "fleet.budget.kind=fixed", "fleet.budget.value_j=60.0",
+    "fleet.availability.offline_mean_s=[5.0, 40.0]", "fleet.budget.kind=fixed", "fleet.budget.value_j=6.0",
 ]  # fmt: skip
 
 

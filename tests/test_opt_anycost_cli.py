@@ -50,7 +50,7 @@ def test_json_matches_library(app, tmp_path):
     sol = library()
     assert len(out) == len(ROWS)
     for i, rec in enumerate(out):
-        assert set(rec) == {"alpha", "beta", "f_hz", "gain", "feasible", "reason"}
+        assert set(rec) == {"alpha", "beta", "f_hz", "gain", "feasible", "reason", "t_s", "e_j"}
         assert (rec["alpha"], rec["beta"], rec["f_hz"], rec["gain"]) == (
             sol.alpha[i], sol.beta[i], sol.f_hz[i], sol.gain[i]
         )

@@ -192,9 +192,9 @@ _register_optimizer_commands()
 
 def _register_commands() -> None:
     # top-level commands that live in their own modules
-    from edgefl.cli import design, models, plot, sweep
+    from edgefl.cli import design, fleet, models, plot, sweep
 
-    for module in (design, models, plot, sweep):
+    for module in (design, fleet, models, plot, sweep):
         module.register(app)
 
 

@@ -4,8 +4,11 @@
                             [--epochs 1] [--alpha-min 0.25] [--beta-max 0.0667] [--json]
 
 The CSV has a header with the columns ``samples, eps, f_min_hz, f_max_hz, e_max_j, rate_bps, p_tx_w`` (any
-order, extra columns ignored) and one row per device. ``--json`` prints a JSON list with one object per device
-(``alpha, beta, f_hz, gain, feasible, reason``; ``reason`` is null when feasible); otherwise a table.
+order, extra columns ignored) and one row per device, or it is a device table in the format of ``fleet.devices``
+(:mod:`edgefl.fleet_table`: ``n_samples``, a position, a ``profile`` or the device columns, ``e_max_j`` or
+``--e-max-j``), whose uplink rates are computed with the channel model (:mod:`edgefl.anycost_table`).
+``--json`` prints a JSON list with one object per device (``alpha, beta, f_hz, gain, feasible, reason, t_s,
+e_j``: planned time [s] and energy [J] of the round; ``reason`` is null when feasible); otherwise a table.
 Bad input prints one ``error: ...`` line on stderr and exits with code 2.
 """
 
@@ -15,12 +18,12 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from edgefl.algorithms.anycostfl import AnycostFLSettings
-from edgefl.cli._common import fail, option_names, read_numeric_csv
+from edgefl.cli._common import fail, option_names, read_numeric_csv, user_errors
 from optimizers.anycost_model import AnycostDevices  # numpy only; the solvers load on first use
 
 if TYPE_CHECKING:
@@ -34,16 +37,23 @@ _OPTIONS = {
     "t_max_s": "--t-max-s", "cycles_per_sample": "--cycles-per-sample", "update_bits": "--update-bits",
     "epochs": "--epochs", "alpha_min": "--alpha-min", "beta_max": "--beta-max",
 }  # fmt: skip
-_DEVICES_HELP = f"CSV with columns {', '.join(CSV_COLUMNS)}; one device per row."
+_DEVICES_HELP = (f"CSV with columns {', '.join(CSV_COLUMNS)}; one device per row. Or a device table (the format of "
+                 "fleet.devices: n_samples, distance_m or x_m/y_m, profile or the device columns; rates from the "
+                 "channel model).")
 _DEFAULTS = AnycostFLSettings()  # the [method.anycostfl] defaults, defined once there
 _INDEXED = re.compile(r"^(\w+)\[(\d+)\]=(.*)$", re.DOTALL)
 
 
-def _read_devices(path: Path) -> tuple[AnycostDevices, list[int]]:
-    """The devices of a CSV file and the file line number of each device row."""
+def _read_devices(path: Path, e_max_j: float | None) -> tuple[AnycostDevices, list[int]]:
+    """The devices of a CSV file and the file line number of each device row (a device table, the format of
+    ``fleet.devices``, is converted by :func:`edgefl.anycost_table.anycost_devices`)."""
     from optimizers.errors import OptimizerInputError
 
+    from edgefl.anycost_table import anycost_devices, is_device_table
+
     where = f"--devices {str(path)!r}"
+    if is_device_table(path, CSV_COLUMNS):
+        return anycost_devices(path, e_max_j=e_max_j)
     columns, lines = read_numeric_csv(path, CSV_COLUMNS, "--devices", rows_are="device")
     try:
         return AnycostDevices(**columns), lines
@@ -65,6 +75,8 @@ def _records(solution: AnycostSolution) -> list[dict]:
             "gain": float(solution.gain[i]),
             "feasible": bool(solution.feasible[i]),
             "reason": str(solution.reason[i]) or None,
+            "t_s": float(solution.t_cmp_s[i] + solution.t_com_s[i]),
+            "e_j": float(solution.e_cmp_j[i] + solution.e_com_j[i]),
         }
         for i in range(len(solution))
     ]
@@ -92,13 +104,15 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
             float, typer.Option("--beta-max", help="Largest compression rate, in (0, 1].", show_default="1/15 = 0.0667")
         ] = _DEFAULTS.beta_max,
         as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per device.")] = False,
+        e_max: Annotated[Optional[float], typer.Option("--e-max-j", help="Energy budget per device [J] for a device table without e_max_j.")] = None,
     ) -> None:
         """Per-device model shrinking alpha, compression beta and CPU frequency maximising alpha^4 beta
         under latency and energy budgets (AnycostFL eqs. 19-26, closed form)."""
         from optimizers.anycost import solve_anycost
         from optimizers.errors import OptimizerInputError
 
-        fleet, lines = _read_devices(devices)
+        with user_errors():
+            fleet, lines = _read_devices(devices, e_max)
         try:
             solution = solve_anycost(
                 fleet, t_max_s=t_max_s, cycles_per_sample=cycles_per_sample, update_bits=update_bits,
@@ -119,7 +133,7 @@ def _print_table(records: list[dict], lines: list[int], *, title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for column in ("line", "alpha", "beta", "f [GHz]", "gain", "feasible"):
+    for column in ("line", "alpha", "beta", "f [GHz]", "gain", "t (s)", "E (J)", "feasible"):
         table.add_column(column, justify="right")
     for line, rec in zip(lines, records):
         ok = rec["feasible"]
@@ -129,6 +143,8 @@ def _print_table(records: list[dict], lines: list[int], *, title: str) -> None:
             f"{rec['beta']:.4g}" if ok else "-",
             f"{rec['f_hz'] / 1e9:.4f}" if ok else "-",
             f"{rec['gain']:.4g}" if ok else "-",
+            f"{rec['t_s']:.4g}" if ok else "-",
+            f"{rec['e_j']:.4g}" if ok else "-",
             "yes" if ok else f"no ({rec['reason']})",
         )
     Console(highlight=False).print(table)

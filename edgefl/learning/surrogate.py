@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from edgefl.fleet_mix import table_sample_sizes
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
 from edgefl.learning.protocol import Assessment, RoundWork
 from edgefl.seeding import Streams
@@ -78,6 +79,7 @@ class SurrogateWorkload:
         else:
             drawn = np.full(n, cfg.samples_per_device)
         self.n_samples = np.maximum(1, np.round(drawn)).astype(np.int64)  # shape (n,)
+        self.n_samples = table_sample_sizes(scenario.fleet, self.n_samples, int(self.n_samples.sum()))  # device table
         self.train_config = local_train_config(scenario.train)
 
     def flops_per_sample(self, width: float | np.ndarray | None = None) -> float | np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from edgefl.fleet_mix import resized_partition
 from edgefl.errors import ScenarioError
 from edgefl.learning import partition as part
 from edgefl.learning.datasets import (
@@ -78,6 +79,7 @@ class Workload:
         )  # fmt: skip
         try:
             parts = _partition(d, self.dataset, n, streams.numpy("partition"))
+            parts = resized_partition(scenario.fleet, parts, int(self.dataset.x_train.shape[0]))  # device table sizes
         except ValueError as exc:
             raise ScenarioError(f"data.partition={d.partition!r} with fleet.n_devices={n}: {exc}") from None
         if any(p.size == 0 for p in parts):

@@ -1,0 +1,274 @@
+"""A user's device table (``[fleet] devices = "fleet.csv"``, CSV or Parquet, or a pandas DataFrame from Python):
+one row per device, any subset of the per-device quantities as columns.
+
+Columns (SI or the engineer units the scenario takes; converted once, here):
+
+- ``f_min_hz``/``f_min_ghz``, ``f_max_hz``/``f_max_ghz``: CPU frequency range, (0, 10] GHz (no CPU runs above);
+- ``energy_coeff``: eps [J/(cycle Hz^2)], (0, 1e-25] (1e-25 at 1 GHz is 100 W of CPU power, beyond any device
+  on battery or a small board);
+- ``flops_per_cycle``: FLOPs per cycle, (0, 1024] (multiplied by ``fleet.flops_per_cycle_scale`` as the
+  scenario's own value is);
+- ``tx_power_w`` (0, 2] W / ``tx_power_dbm`` [-40, 33] dBm: 3GPP's highest UE power class (class 1.5) is 29 dBm
+  and no UE transmits above 33 dBm; -40 dBm is the least a UE can be set to (TS 38.101-1 Table 6.3.1-1);
+- ``step_time_s``, ``comm_time_s`` (0, 1e6] s and ``step_energy_j``, ``comm_energy_j`` (0, 1e6] J: Luo et al.'s
+  per-step costs, only with ``fleet.step_costs.kind`` other than ``"none"``;
+- position: ``x_m`` and ``y_m`` [-1e5, 1e5] m, or ``distance_m`` [1, 1e5] m from the base station (the
+  device keeps the direction of its drawn position); 100 km is beyond any cell;
+- ``n_samples`` (integer >= 1) or ``data_share`` (0, 1] of the training set: the device's local data size;
+- ``profile``: a device catalogue name (:mod:`edgefl.catalogue`); its values fill the columns not given;
+- the number of rows is ``fleet.n_devices`` (a value given beside a table is replaced);
+- ``device``: the device's index 0..N-1 in the results (any order; default: the row order);
+- ``e_max_j`` (0, 1e6] J: a per-round energy budget, read only by ``edgefl optimize anycost --devices`` (a run
+  draws its budgets from ``fleet.budget``).
+
+An empty cell means "not given" for that device. What a row does not give is drawn as the scenario says, from
+the same streams as without a table; a profile's values replace draws; explicit cells replace both. Line
+numbers in errors count as a text editor does: line 1 is the CSV header, the first device is line 2. A Parquet
+file or a DataFrame has no lines: errors name its row, the first device being row 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edgefl.catalogue import catalogue
+from edgefl.errors import ScenarioError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from edgefl.config import FleetConfig
+
+__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "COLUMNS"]
+
+
+def _dbm_to_w(dbm: float) -> float:
+    return 10.0 ** ((dbm - 30.0) / 10.0)  # dBm -> W
+
+
+# column -> (SI name, conversion to SI, low, high, low open?, unit as the user wrote it)
+COLUMNS: dict[str, tuple[str, Any, float, float, bool, str]] = {
+    "f_min_hz": ("f_min_hz", float, 0.0, 10e9, True, "Hz"),
+    "f_min_ghz": ("f_min_hz", lambda v: v * 1e9, 0.0, 10.0, True, "GHz"),
+    "f_max_hz": ("f_max_hz", float, 0.0, 10e9, True, "Hz"),
+    "f_max_ghz": ("f_max_hz", lambda v: v * 1e9, 0.0, 10.0, True, "GHz"),
+    "energy_coeff": ("energy_coeff", float, 0.0, 1e-25, True, "J/(cycle Hz^2)"),
+    "flops_per_cycle": ("flops_per_cycle", float, 0.0, 1024.0, True, "FLOP/cycle"),
+    "tx_power_w": ("tx_power_w", float, 0.0, 2.0, True, "W"),
+    "tx_power_dbm": ("tx_power_w", _dbm_to_w, -40.0, 33.0, False, "dBm"),
+    "step_time_s": ("step_time_s", float, 0.0, 1e6, True, "s"),
+    "comm_time_s": ("comm_time_s", float, 0.0, 1e6, True, "s"),
+    "step_energy_j": ("step_energy_j", float, 0.0, 1e6, True, "J"),
+    "comm_energy_j": ("comm_energy_j", float, 0.0, 1e6, True, "J"),
+    "x_m": ("x_m", float, -1e5, 1e5, False, "m"),
+    "y_m": ("y_m", float, -1e5, 1e5, False, "m"),
+    "distance_m": ("distance_m", float, 1.0, 1e5, False, "m"),
+    "n_samples": ("n_samples", float, 1.0, 1e9, False, "samples"),
+    "e_max_j": ("e_max_j", float, 0.0, 1e6, True, "J"),
+    "data_share": ("data_share", float, 0.0, 1.0, True, "of the training set"),
+}
+_TEXT_COLUMNS = ("profile", "device")
+STEP_COST_FIELDS = ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")
+
+
+@dataclass(frozen=True)
+class DeviceTable:
+    """A validated device table: per SI quantity an array of shape (n,) with NaN where a row gives nothing,
+    the profile name per row ('' for none), and where each row came from (for messages)."""
+
+    where: str
+    n_devices: int
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    profiles: tuple[str, ...] = ()
+    row_labels: tuple[str, ...] = ()
+
+    def given(self, name: str) -> np.ndarray:
+        """Bool shape (n,): rows that give quantity ``name``."""
+        col = self.values.get(name)
+        return np.zeros(self.n_devices, dtype=bool) if col is None else ~np.isnan(col)
+
+
+def _fail(where: str, label: str, column: str, raw: Any, why: str) -> ScenarioError:
+    return ScenarioError(f"device table {where} {label}, column {column}: {raw!r} {why}")
+
+
+def _blank(raw: Any) -> bool:
+    """Whether a cell gives nothing: empty text, None or NaN."""
+    return raw is None or (isinstance(raw, str) and not raw.strip()) or (isinstance(raw, float) and math.isnan(raw))
+
+
+def _range_text(lo: float, hi: float, lo_open: bool, unit: str) -> str:
+    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}] {unit}"
+
+
+def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[str]) -> DeviceTable:
+    """Validate raw cells (strings or numbers) into a :class:`DeviceTable`."""
+    names = [str(h).strip() for h in header]
+    unknown = [h for h in names if h not in COLUMNS and h not in _TEXT_COLUMNS]
+    if unknown:
+        raise ScenarioError(f"device table {where}: unknown column(s) {', '.join(map(repr, unknown))}; columns are "
+                            f"{', '.join([*COLUMNS, *_TEXT_COLUMNS])}")  # fmt: skip
+    seen: dict[str, str] = {}
+    for h in names:
+        si = COLUMNS[h][0] if h in COLUMNS else h
+        if si in seen:
+            raise ScenarioError(f"device table {where}: columns {seen[si]!r} and {h!r} give the same quantity; "
+                                "keep one")  # fmt: skip
+        seen[si] = h
+    if "distance_m" in seen and ("x_m" in seen or "y_m" in seen):
+        raise ScenarioError(f"device table {where}: give a position as x_m and y_m, or as distance_m, not both")
+    if ("x_m" in seen) != ("y_m" in seen):
+        raise ScenarioError(f"device table {where}: a position needs both x_m and y_m columns")
+    if "n_samples" in seen and "data_share" in seen:
+        raise ScenarioError(f"device table {where}: give n_samples or data_share, not both")
+    if not rows:
+        raise ScenarioError(f"device table {where}: no device rows after the header")
+    n = len(rows)
+    values: dict[str, np.ndarray] = {}
+    profiles = [""] * n
+    device_ids: list[int | None] = [None] * n
+    for j, h in enumerate(names):
+        if h in COLUMNS:
+            si, conv, lo, hi, lo_open, unit = COLUMNS[h]
+            col = np.full(n, np.nan)
+            for i, row in enumerate(rows):
+                raw = row[j] if j < len(row) else ""
+                if _blank(raw):
+                    continue
+                try:
+                    v = float(raw)
+                except (TypeError, ValueError):
+                    raise _fail(where, labels[i], h, raw, "is not a number") from None
+                ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+                if not ok:
+                    allowed = _range_text(lo, hi, lo_open, unit)
+                    raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
+                if h == "n_samples" and v != int(v):
+                    raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
+                col[i] = conv(v)
+            values[si] = col
+        elif h == "profile":
+            for i, row in enumerate(rows):
+                raw = row[j] if j < len(row) else ""
+                name = "" if _blank(raw) else str(raw).strip()
+                if name and name not in catalogue():
+                    known = ", ".join(catalogue())
+                    raise _fail(where, labels[i], h, name, f"is not in the device catalogue; one of {known}")
+                profiles[i] = name
+        else:  # device
+            for i, row in enumerate(rows):
+                raw = row[j] if j < len(row) else ""
+                try:
+                    v = float(raw)
+                    ok = v == int(v) and 0 <= v < n
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    raise _fail(where, labels[i], h, raw, f"must be a device index 0..{n - 1} (one per row)")
+                device_ids[i] = int(v)
+    if "device" in names:
+        ids = [d for d in device_ids if d is not None]
+        if len(set(ids)) != n:
+            dup = next(d for d in ids if ids.count(d) > 1)
+            i = device_ids.index(dup, device_ids.index(dup) + 1)
+            raise _fail(where, labels[i], "device", dup, "repeats an earlier row's device index")
+        order = np.argsort(np.asarray(device_ids))  # row of device 0, 1, ...
+        values = {k: v[order] for k, v in values.items()}
+        profiles = [profiles[i] for i in order]
+        labels = [labels[i] for i in order]
+    if "data_share" in values and np.nansum(values["data_share"]) > 1.0 + 1e-9:
+        raise ScenarioError(f"device table {where}: data_share sums to {np.nansum(values['data_share']):g}; "
+                            "the shares of the training set must sum to at most 1")  # fmt: skip
+    for i in range(n):
+        lo, hi = values.get("f_min_hz", np.full(n, np.nan))[i], values.get("f_max_hz", np.full(n, np.nan))[i]
+        if lo > hi:
+            raise ScenarioError(f"device table {where} {labels[i]}: f_min ({lo / 1e9:g} GHz) exceeds f_max "
+                                f"({hi / 1e9:g} GHz); need f_min <= f_max")  # fmt: skip
+    return DeviceTable(where=where, n_devices=n, values=values, profiles=tuple(profiles), row_labels=tuple(labels))
+
+
+def _read_csv(path: Path) -> DeviceTable:
+    where = repr(str(path))
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            lines = list(enumerate(csv.reader(handle), start=1))
+    except OSError as exc:
+        raise ScenarioError(f"device table {where}: cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ScenarioError(f"device table {where}: not a UTF-8 CSV file: {exc}") from None
+    lines = [(k, row) for k, row in lines if any(cell.strip() for cell in row)]  # blank lines: no device
+    if not lines:
+        raise ScenarioError(f"device table {where}: empty file; expected a header line, e.g. device,distance_m,profile")
+    (_, header), body = lines[0], lines[1:]
+    labels = [f"line {k} (line 1 is the header)" for k, _ in body]
+    return _parse(where, header, [row for _, row in body], labels)
+
+
+def _rows_of_frame(frame: pd.DataFrame) -> tuple[list[str], list[list[Any]]]:
+    return [str(c) for c in frame.columns], frame.astype(object).where(frame.notna(), None).values.tolist()
+
+
+def _read_parquet(path: Path) -> DeviceTable:
+    import pandas as pd
+
+    where = repr(str(path))
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ScenarioError(f"device table {where}: cannot read as Parquet: {exc}") from None
+    header, rows = _rows_of_frame(frame)
+    return _parse(where, header, rows, [f"row {i + 1} (row 1 is the first device)" for i in range(len(rows))])
+
+
+def device_table_from_frame(frame: pd.DataFrame, where: str = "DataFrame") -> DeviceTable:
+    """A validated table from a pandas DataFrame (errors name the row, the first device being row 1)."""
+    header, rows = _rows_of_frame(frame)
+    return _parse(where, header, rows, [f"row {i + 1} (row 1 is the first device)" for i in range(len(rows))])
+
+
+_CACHE: dict[tuple[str, int, int], DeviceTable] = {}
+_FRAMES: dict[str, DeviceTable] = {}
+FRAME_PREFIX = "dataframe:"
+
+
+def register_frame(frame: pd.DataFrame) -> str:
+    """Validate a DataFrame and return the ``fleet.devices`` value that names it in this process."""
+    table = device_table_from_frame(frame)
+    key = f"{FRAME_PREFIX}{len(_FRAMES) + 1}"
+    _FRAMES[key] = table
+    return key
+
+
+def read_device_table(source: str) -> DeviceTable:
+    """The device table ``source`` (a ``.csv`` or ``.parquet`` path, or a key of :func:`register_frame`)."""
+    if source.startswith(FRAME_PREFIX):
+        if source not in _FRAMES:
+            raise ScenarioError(f"fleet.devices={source!r}: a DataFrame given in another process; save it with "
+                                "DataFrame.to_csv and give the file's path")  # fmt: skip
+        return _FRAMES[source]
+    path = Path(source)
+    if not path.is_file():
+        raise ScenarioError(f"fleet.devices={source!r}: no such file (a relative path is read from the scenario "
+                            "file's folder)")  # fmt: skip
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _CACHE:
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            _CACHE[key] = _read_csv(path)
+        elif suffix in (".parquet", ".pq"):
+            _CACHE[key] = _read_parquet(path)
+        else:
+            raise ScenarioError(f"fleet.devices={source!r}: must end in .csv or .parquet")
+    return _CACHE[key]
+
+
+def table_of(cfg: FleetConfig) -> DeviceTable | None:
+    """The scenario's device table, or None."""
+    return None if cfg.devices is None else read_device_table(cfg.devices)

@@ -1,0 +1,175 @@
+"""Device tables (``fleet.devices``): a user's own fleet runs, an exported fleet reruns identically, bad cells
+fail naming the file's line and column, and the AnycostFL optimizer takes the same table."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from edgefl.catalogue import catalogue
+from edgefl.cli.fleet import write_table
+from edgefl.errors import ScenarioError
+from edgefl.fleet_mix import fleet_frame, placed_positions, with_devices
+from edgefl.runner import run_scenario
+from edgefl.scenario import load_scenario
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+NEAR = [50.0, 62.5, 75.0, 87.5, 100.0]  # [m], half the devices near the base station
+EDGE = [540.0, 545.0, 550.0, 550.0, 549.0]  # [m], half at the 550 m cell edge
+PROFILES = ["jetson_nano", "snapdragon_7_gen1"]
+
+
+def _ten_devices(path: Path) -> Path:
+    rows = ["device,distance_m,profile"]
+    for i, d in enumerate(NEAR + EDGE):
+        rows.append(f"{i},{d},{PROFILES[i % 2]}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _tables_equal(a, b) -> None:
+    pd.testing.assert_frame_equal(a.rounds.drop(columns=["wall_time_s"]), b.rounds.drop(columns=["wall_time_s"]))
+    pd.testing.assert_frame_equal(a.device_rounds, b.device_rounds)
+
+
+def test_ten_device_table_runs_with_quickstart_with_each_devices_own_values(tmp_path):
+    table = _ten_devices(tmp_path / "fleet.csv")
+    sc = load_scenario("quickstart", [f'fleet.devices="{table}"', "rounds=1", "method.clients_per_round=10",
+                                      'channel.mobility="static"'])  # fmt: skip
+    assert sc.fleet.n_devices == 10
+    dr = run_scenario(sc).device_rounds.set_index("device")
+    np.testing.assert_array_equal(dr["distance_m"].to_numpy(), NEAR + EDGE)
+    for i in range(10):
+        p = catalogue()[PROFILES[i % 2]]
+        assert dr.loc[i, "cpu_hz"] == p.f_max_hz  # fedavg cpu_policy = "max"
+        # compute power e_cmp / t_cmp = eps f^3 = the cited power (eps = P / f^3 at f = f_max)
+        assert dr.loc[i, "e_cmp_j"] / dr.loc[i, "t_cmp_s"] == pytest.approx(p.power_w, rel=1e-9)
+        # uplink power e_com / t_com = 23 dBm = 0.1995 W (UE power class 3)
+        assert dr.loc[i, "e_com_j"] / dr.loc[i, "t_com_s"] == pytest.approx(0.199526231, rel=1e-8)
+    frame = fleet_frame(sc)  # the fleet as a table: each device's own range and power
+    np.testing.assert_array_equal(frame["f_min_hz"], [catalogue()[PROFILES[i % 2]].f_min_hz for i in range(10)])
+    np.testing.assert_allclose(np.hypot(frame["x_m"], frame["y_m"]), NEAR + EDGE, rtol=1e-12)
+
+
+@pytest.mark.parametrize("extra", [[], ["fleet.profiles={jetson_nano=0.3, dimensity_8100=0.7}"]])
+def test_export_then_run_is_identical_to_the_drawn_run(tmp_path, extra):
+    base = ["rounds=3", *extra]
+    out = tmp_path / "fleet.csv"
+    done = subprocess.run([sys.executable, "-m", "edgefl", "fleet", "quickstart", "--out", str(out), *sum(
+        (["--set", s] for s in base), [])], capture_output=True, text=True, env=ENV)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    drawn = run_scenario(load_scenario("quickstart", base))
+    _tables_equal(drawn, run_scenario(load_scenario("quickstart", [*base, f'fleet.devices="{out}"'])))
+    # the same from a DataFrame, and from Parquet
+    _tables_equal(drawn, run_scenario(with_devices(load_scenario("quickstart", base), pd.read_csv(out))))
+    write_table(pd.read_csv(out), tmp_path / "fleet.parquet")
+    parquet = tmp_path / "fleet.parquet"
+    _tables_equal(drawn, run_scenario(load_scenario("quickstart", [*base, f'fleet.devices="{parquet}"'])))
+
+
+def test_a_bad_value_on_line_7_fails_naming_line_and_column(tmp_path):
+    table = _ten_devices(tmp_path / "fleet.csv")
+    lines = table.read_text().splitlines()
+    lines[0] += ",f_max_ghz"
+    lines = [lines[0]] + [row + "," for row in lines[1:]]
+    lines[6] = lines[6] + "25"  # line 7 of the file: a 25 GHz CPU
+    table.write_text("\n".join(lines) + "\n")
+    (tmp_path / "sc.toml").write_text((Path(__file__).parents[1] / "scenarios/quickstart.toml").read_text()
+                                      .replace("n_devices = 20", 'devices = "fleet.csv"'))  # fmt: skip
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "edgefl", "run", str(tmp_path / "sc.toml"), "--out", str(out)],
+                          capture_output=True, text=True, env=ENV)  # fmt: skip
+    assert done.returncode == 2
+    err = done.stderr.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert "line 7 (line 1 is the header), column f_max_ghz: '25' is outside the allowed range (0, 10] GHz" in err
+    assert not out.exists()  # nothing written
+
+
+def test_parquet_and_dataframe_errors_name_the_row(tmp_path):
+    frame = pd.DataFrame({"distance_m": [100.0, 200.0, 0.5], "tx_power_dbm": [23.0, 23.0, 23.0]})
+    frame.to_parquet(tmp_path / "f.parquet", index=False)
+    with pytest.raises(ScenarioError, match=r"row 3 \(row 1 is the first device\), column distance_m: 0\.5 is "
+                                            r"outside the allowed range \[1, 100000\] m"):  # fmt: skip
+        load_scenario("quickstart", [f'fleet.devices="{tmp_path / "f.parquet"}"'])
+    with pytest.raises(ScenarioError, match=r"DataFrame row 2 .*column tx_power_dbm: 40\.0 is outside the allowed "
+                                            r"range \[-40, 33\] dBm"):  # fmt: skip
+        with_devices(load_scenario("quickstart"), pd.DataFrame({"tx_power_dbm": [20.0, 40.0]}))
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("f_max_gz\n1\n", r"unknown column\(s\) 'f_max_gz'; columns are f_min_hz"),
+    ("distance_m,x_m,y_m\n100,1,1\n", "as x_m and y_m, or as distance_m, not both"),
+    ("profile\niphone\n", r"line 2 \(line 1 is the header\), column profile: 'iphone' is not in the device catalogue"),
+    ("f_min_ghz,f_max_ghz\n2.0,1.0\n", r"line 2 \(line 1 is the header\): f_min \(2 GHz\) exceeds f_max \(1 GHz\)"),
+    ("device\n0\n0\n", r"line 3 \(line 1 is the header\), column device: 0 repeats an earlier row's device index"),
+    ("n_samples\n1.5\n", "must be a whole number of samples"),
+])  # fmt: skip
+def test_table_mistakes_are_one_line_errors(tmp_path, text, pattern):
+    (tmp_path / "t.csv").write_text(text)
+    with pytest.raises(ScenarioError, match=pattern):
+        load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"'])
+
+
+def test_the_table_sets_n_devices(tmp_path):
+    _ten_devices(tmp_path / "t.csv")
+    sc = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=20"])
+    assert sc.fleet.n_devices == 10
+
+
+def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path):
+    (tmp_path / "t.csv").write_text("distance_m,n_samples,tx_power_dbm\n100,30,\n,,20\n300,50,\n")
+    sc = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "method.clients_per_round=3"])
+    drawn = np.array([[3.0, 4.0], [-6.0, 8.0], [0.0, -2.0]])
+    placed = placed_positions(sc.fleet, drawn)
+    np.testing.assert_allclose(placed, [[60.0, 80.0], [-6.0, 8.0], [0.0, -300.0]], rtol=1e-12)
+    from edgefl.learning.workload import Workload
+    from edgefl.seeding import Streams
+
+    wl = Workload(sc, Streams(sc.seed))
+    drawn_sizes = Workload(load_scenario("quickstart", ["fleet.n_devices=3", "method.clients_per_round=3"]),
+                           Streams(sc.seed)).n_samples  # fmt: skip
+    assert wl.n_samples.tolist() == [30, drawn_sizes[1], 50]  # the row without a size keeps its drawn size
+    assert len(set(np.concatenate(wl.partitions).tolist())) == int(wl.n_samples.sum())  # no sample twice
+    (tmp_path / "big.csv").write_text("n_samples\n100000\n")
+    with pytest.raises(ScenarioError, match="more than the .* training samples"):
+        Workload(load_scenario("quickstart", [f'fleet.devices="{tmp_path / "big.csv"}"', "method.clients_per_round=1"]),
+                 Streams(0))  # fmt: skip
+
+
+def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
+    """A device table with distances gives the solution of the optimizer's own CSV with rates computed by hand:
+    r = B log2(1 + g P / (N0 B)), g = 10^(-(128.1 + 37.6 log10(d/km))/10), B = 1 MHz, N0 B = -114 dBm."""
+    d = np.array([100.0, 300.0, 540.0])
+    (tmp_path / "t.csv").write_text("distance_m,profile,n_samples\n" + "".join(
+        f"{x},{p},1000\n" for x, p in zip(d, ["jetson_nano", "snapdragon_7_gen1", "helio_p23"])))  # fmt: skip
+    gain = 10 ** (-(128.1 + 37.6 * np.log10(d / 1000)) / 10)
+    p_tx = 10 ** ((23 - 30) / 10)
+    rate = 1e6 * np.log2(1 + gain * p_tx / 10 ** ((-114 - 30) / 10))
+    profs = [catalogue()[k] for k in ("jetson_nano", "snapdragon_7_gen1", "helio_p23")]
+    (tmp_path / "own.csv").write_text("samples,eps,f_min_hz,f_max_hz,e_max_j,rate_bps,p_tx_w\n" + "".join(
+        f"1000,{p.energy_coeff!r},{p.f_min_hz!r},{p.f_max_hz!r},3.0,{float(r)!r},{p_tx!r}\n"
+        for p, r in zip(profs, rate)))  # fmt: skip
+    args = ["--t-max-s", "10", "--cycles-per-sample", "3e6", "--update-bits", "53.23e6", "--json"]
+
+    def solve(*extra):
+        done = subprocess.run([sys.executable, "-m", "edgefl", "optimize", "anycost", *extra, *args],
+                              capture_output=True, text=True, env=ENV)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    table = solve("--devices", str(tmp_path / "t.csv"), "--e-max-j", "3")
+    own = solve("--devices", str(tmp_path / "own.csv"))
+    for a, b in zip(table, own):
+        assert a["feasible"] and b["feasible"]
+        for key in ("alpha", "beta", "f_hz", "t_s", "e_j"):
+            assert a[key] == pytest.approx(b[key], rel=1e-9), key
+        assert 0 < a["t_s"] <= 10.0 * (1 + 1e-9) and 0 < a["e_j"] <= 3.0 * (1 + 1e-9)
