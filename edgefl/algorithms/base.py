@@ -39,13 +39,16 @@ class Needs:
     ``deadline``: plans for a round deadline T_max (``round.policy = "deadline"``); ``budget``: plans for a
     per-round energy budget E_max (``fleet.budget.kind`` not ``"none"``); ``surrogate``: its plan needs no real
     model, so ``learning = "surrogate"`` can stand in for training; ``cost_modes``: the cost modes of
-    :class:`edgefl.costs.CostModel` it can plan in (``"physical"``, ``"per_step"``).
+    :class:`edgefl.costs.CostModel` it can plan in (``"physical"``, ``"per_step"``); ``asynchronous``: it has no
+    rounds but server updates (:class:`edgefl.asynchronous.AsyncDriver` plays it; it then implements
+    :class:`edgefl.algorithms.asynchronous.AsyncMethod`'s ``buffer_size``, ``weights`` and ``server_step``).
     """
 
     deadline: bool = False
     budget: bool = False
     surrogate: bool = False
     cost_modes: tuple[str, ...] = ("physical", "per_step")
+    asynchronous: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
