@@ -228,18 +228,6 @@ def _on_end(server: AsyncServer, batch: _Batch):
     return on_end
 
 
-class _StreamDrawn(Exception):
-    """The method drew from its stream while planning the whole fleet at once."""
-
-
-class _NoStream:
-    """The method's stream in a plan made for every dispatch of an update: each dispatch has its own stream, so
-    a draw from this one raises :class:`_StreamDrawn` (and the driver plans dispatch by dispatch instead)."""
-
-    def __getattr__(self, name: str):
-        raise _StreamDrawn(name)
-
-
 def _plans_per_update(run: Run) -> bool:
     """Whether one plan of the fleet per server update gives every dispatch's plan, with the same numbers:
     the method plans each device alone (:attr:`edgefl.algorithms.base.Method.plans_each_device_alone`), the
@@ -304,17 +292,18 @@ def _fleet_plan(run: Run, server: AsyncServer, u: int) -> _FleetPlan | None:
 def _plan_devices(run: Run, state: RunState, server: AsyncServer, devices: np.ndarray, distance_m, gain) -> bool:
     """Plan and price, in one call of the method's plan, those of ``devices`` the update's fleet plan does not
     know yet (the same numbers for each device as planning the whole fleet: its plan and rate are its own;
-    fixed sub-bands). Returns False, and turns the per-update plan off, if the method draws from its stream."""
+    fixed sub-bands). Returns False, discards the plan and turns the per-update plan off if the method drew from
+    its stream (a method that plans each device alone does not: each dispatch has a stream of its own)."""
     fp = server.fleet_plan
     todo = np.unique(devices[~fp.known[devices]])
     if not todo.size:
         return True
     fp.rate_bps[todo] = run.radio.rates_bps(gain[todo], run.fleet.tx_power_w[todo])
+    rng = run.streams.lazy_numpy("method", fp.u)
     ctx = RoundContext(round_index=fp.u, selected=todo, rate_bps=fp.rate_bps, e_max_j=fp.e_max_j, t_budget_s=None,
-                       costs=run.costs, rng=_NoStream())  # fmt: skip
-    try:
-        plan = run.method.plan_round(ctx)
-    except _StreamDrawn:
+                       costs=run.costs, rng=rng)  # fmt: skip
+    plan = run.method.plan_round(ctx)
+    if rng.used:
         server.per_update, server.fleet_plan = False, None
         return False
     dev = plan.jobs.device
