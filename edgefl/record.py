@@ -6,9 +6,7 @@ then the method's own columns (``Method.device_columns``).
 
 The timeline columns are absolute simulated times [s] on the run's clock: ``t_start_s`` (compute start) and
 ``t_arrive_s`` (upload end, empty for a job that never arrived), then ``t_down_s`` (download start: the job's
-dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). Before the run-long
-clock ``t_start_s`` and ``t_arrive_s`` were relative to the round start; subtract the round's start, the previous
-round's ``sim_time_s``, to get those. ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
+dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
 (less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so).
 """
 
@@ -25,6 +23,7 @@ from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult
 
 if TYPE_CHECKING:
     from edgefl.algorithms.base import RoundPlan
+    from edgefl.availability import Availability
     from edgefl.learning.protocol import RoundWork
     from edgefl.scenario import Scenario
     from edgefl.sim import RoundOutcome
@@ -51,13 +50,16 @@ class Records:
         self.round_rows.append(record.row)
         self.device_blocks.append(record.block)
 
-    def result(self, scenario: Scenario, *, release: bool = False) -> RunResult:
-        """The run's tables. ``release`` (the run is over) lets the device table reuse the blocks' memory;
-        the records cannot be used afterwards."""
+    def result(
+        self, scenario: Scenario, *, release: bool = False, availability: Availability | None = None
+    ) -> RunResult:
+        """The run's tables, with the run's ``availability`` schedule. ``release`` (the run is over) lets the
+        device table reuse the blocks' memory; the records cannot be used afterwards."""
         return RunResult(
             scenario=scenario,
             rounds=_frame(self.round_rows, ROUND_COLUMNS),
             device_rounds=_device_frame(self.device_blocks, release=release),
+            availability=availability,
         )
 
 

@@ -175,7 +175,7 @@ class Simulation:
         ``final=True`` (the run is over) lets the device table reuse the per-round blocks' memory; the
         simulation cannot be stepped or checkpointed afterwards.
         """
-        return self.records.result(self.run.scenario, release=final)
+        return self.records.result(self.run.scenario, release=final, availability=self.run.clock.availability)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
