@@ -259,10 +259,10 @@ def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) ->
 def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max) -> tuple:
     """The work of ``plan``'s jobs and what it costs (uplink at ``rate_dev`` [bit/s], shape (m,)): their rows
     and updates."""
-    costs, wl, jobs = run.costs, run.workload, plan.jobs
+    costs, jobs = run.costs, plan.jobs
     dev = jobs.device
     down_s, e_down = downloads(run, jobs, gain)
-    work = wl.work(run.method, jobs, state.model, u)
+    work = run.learner.work(jobs, state.model, u)
     t_cmp, e_cmp = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
     t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate_dev)
     rows = _job_rows(
@@ -554,7 +554,7 @@ class AsyncDriver:
 def play_update(run: Run, state: RunState, server: AsyncServer) -> tuple[RunState, RoundRecord]:
     """Play until ``server``'s next model update (update ``state.rounds_done + 1``); return the state after it
     and its record (module docstring)."""
-    clock, method, wl = run.clock, run.method, run.workload
+    clock, method = run.clock, run.method
     u = state.rounds_done + 1
     wall0 = time.perf_counter()
     distance_m, gain = run.radio.round_state(u)
@@ -582,12 +582,10 @@ def play_update(run: Run, state: RunState, server: AsyncServer) -> tuple[RunStat
     taken, server.buffer = server.buffer[:m_needed], server.buffer[m_needed:]
     taken_rows = _rows(taken)
     tau = server.version - taken_rows[:, _COL["version"]]
-    if wl.trains:
-        updates = [b.updates[j] for b, j in taken]
-        model = method.server_step(state.model, updates, [b.model for b, _ in taken], tau)
-    else:
-        alpha, beta = taken_rows[:, _COL["alpha"]], taken_rows[:, _COL["beta"]]
-        model = wl.async_step(state.model, omega=method.weights(tau), alpha=alpha, beta=beta)
+    model = run.learner.server_step(
+        state.model, updates=[b.updates[j] for b, j in taken], bases=[b.model for b, _ in taken], tau=tau,
+        alpha=taken_rows[:, _COL["alpha"]], beta=taken_rows[:, _COL["beta"]],
+    )  # fmt: skip
     server.version += 1
     server._prune(clock, lazily=True)
     record = _record(run, state, server, u, taken, tau, model, wall0)
@@ -605,7 +603,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
             model: Any, wall0: float) -> RoundRecord:
     """The update's row and the device rows of the jobs that ended since the previous update (sorted by device,
     stably: in order of their end for a device's several jobs)."""
-    wl, method, env, rules = run.workload, run.method, run.clock.env, run.rules
+    env, rules = run.clock.env, run.rules
     ended, server.ended = server.ended, []
     skipped, server.skipped = server.skipped, []
     rows = _rows(ended)
@@ -652,7 +650,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],
                           losses=work.losses[kept_idx], updates=[work.updates[i] for i in kept_idx])  # fmt: skip
-    seen = wl.assess(method, model, seen_work, evaluate=rules.evaluates(u), global_loss=rules.global_loss)
+    seen = run.learner.assess(model, seen_work, evaluate=rules.evaluates(u), global_loss=rules.global_loss)
     row = rounds_row(
         run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
         selected=server.dispatched, arrived=len(taken), dropped=int(np.count_nonzero(lost)),

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from edgefl.algorithms.base import Method
     from edgefl.config import BudgetConfig
     from edgefl.costs import CostModel
+    from edgefl.learner import Learner
     from edgefl.learning.protocol import Learning
     from edgefl.radio import Radio
     from edgefl.record import RoundRecord
@@ -70,7 +71,8 @@ class RoundRules:
 class Run:
     """The built parts of a run (see :func:`edgefl.runner.build_run`).
 
-    ``rules``: the per-round rules; ``clock``: the run's SimPy clock (device states and jobs in flight, carried
+    ``rules``: the per-round rules; ``workload``: sizes and the trainer (:class:`edgefl.learning.protocol.Learning`);
+    ``learner``: the learning steps the driver calls (:mod:`edgefl.learner`); ``clock``: the run's SimPy clock (device states and jobs in flight, carried
     from round to round); ``driver``: what plays each round or server update (its memory between them);
     ``scenario``: what the run was built from, for the front ends and the result (drivers do not read it).
     """
@@ -83,6 +85,7 @@ class Run:
     costs: CostModel
     radio: Radio
     method: Method
+    learner: Learner
     clock: Clock
     driver: Driver
 

@@ -54,8 +54,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
 
     The radio and the method advance their own memory (positions, histories) as the round is played.
     """
-    fleet, costs, radio, streams, method, wl, rules = (
-        run.fleet, run.costs, run.radio, run.streams, run.method, run.workload, run.rules
+    fleet, costs, radio, streams, method, wl, learner, rules = (
+        run.fleet, run.costs, run.radio, run.streams, run.method, run.workload, run.learner, run.rules
     )  # fmt: skip
     r = state.rounds_done + 1
     n, clock = fleet.n_devices, run.clock
@@ -94,7 +94,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
 
     def start() -> tuple[np.ndarray, np.ndarray]:
         """At dispatch: the jobs' work, charged by the cost model from what was really done."""
-        work = done["work"] = wl.work(method, jobs, state.model, r)
+        work = done["work"] = learner.work(jobs, state.model, r)
         t_cmp, done["e_cmp"] = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
         t_com, done["e_com"] = costs.upload(dev, bits=work.bits, rate_bps=rate[dev])
         return t_cmp, t_com
@@ -106,12 +106,12 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     work = done["work"]
     charges = charge(run, outcome, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
     kept = outcome.kept_index  # arrival order
-    model = wl.advance(method, state.model, jobs, work, kept, int(selected.size))
+    model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=int(selected.size))
     block = device_block(
         r, plan, outcome, work, distance_m, rate, e_max, rules.t_max_s, e_cmp=charges.e_cmp_j,
         e_com=charges.e_com_j, e_down=charges.e_down_j, extra=method.device_values(jobs, work.updates),
     )  # fmt: skip
-    seen = wl.assess(method, model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
+    seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
         run, r=r, start_s=state.sim_time_s, end_s=outcome.end_s, energy_before_j=state.energy_cum_j,
         charges=charges, selected=int(selected.size), arrived=int(kept.size), dropped=len(jobs) - int(kept.size),

@@ -23,6 +23,7 @@ from edgefl.asynchronous import AsyncDriver
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
 from edgefl.driver import Driver, RoundRules, Run
+from edgefl.learner import make_learner
 from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
 from edgefl.record import Records
@@ -74,8 +75,9 @@ def build_run(scenario: Scenario) -> Run:
     method = make_method(mcfg.name, settings=mcfg.settings_of(), setup=setup)
     clock = Clock(fleet.n_devices, availability=make_availability(scenario.fleet.availability, fleet.n_devices, streams))
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
+    learner = make_learner(method=method, workload=workload)
     return Run(scenario=scenario, rules=round_rules(scenario, fleet.n_devices), streams=streams, workload=workload,
-               fleet=fleet, costs=costs, radio=radio, method=method, clock=clock, driver=driver)  # fmt: skip
+               fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock, driver=driver)  # fmt: skip
 
 
 def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:

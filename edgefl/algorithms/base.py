@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from edgefl.costs import CostModel
-    from edgefl.learning.workload import State
+    from edgefl.learning.protocol import State
     from edgefl.seeding import LazyGenerator, Streams
     from edgefl.system import Fleet
 
@@ -277,8 +277,9 @@ class Method(ABC):
 
     def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
         """Every job's :meth:`client_update` of a round computed together (vectorised), in job order, or None
-        (the default): the workload then calls :meth:`client_update` job by job. Only for a method whose
-        devices' local work depends on nothing but the global state, the job and the round."""
+        (the default): the run's executor (:class:`edgefl.learner.InProcessExecutor`) then calls
+        :meth:`client_update` job by job. Only for a method whose devices' local work depends on nothing but the
+        global state, the job and the round."""
         return None
 
     @abstractmethod

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
-from edgefl.learning.protocol import Assessment, RoundWork
+from edgefl.learning.protocol import RoundWork
 from edgefl.seeding import Streams
 
 if TYPE_CHECKING:
@@ -112,8 +112,8 @@ class SurrogateWorkload:
         """Global training loss F(w_t) = loss_floor + gap."""
         return self.config.loss_floor + state.gap
 
-    # ------------------------------------------------------------------ the learning protocol
-    def work(self, method: Any, jobs: Any, state: SurrogateState, round_index: int) -> RoundWork:
+    # ------------------------------------------------------------------ the steps of edgefl.learner.BoundLearner
+    def planned_work(self, jobs: Any) -> RoundWork:
         """The planned work of each job: FLOPs of its width-w submodel, its planned bits (the full update when
         the method planned none) and its planned steps; nothing trains."""
         dev = jobs.device
@@ -121,21 +121,6 @@ class SurrogateWorkload:
         bits = np.where(np.isnan(jobs.bits_planned), float(self.update_bits), jobs.bits_planned)
         return RoundWork(flops=flops, bits=bits, steps=jobs.local_steps, losses=np.full(len(jobs), math.nan),
                          updates=[None] * len(jobs))  # fmt: skip
-
-    def advance(
-        self, method: Any, state: SurrogateState, jobs: Any, work: RoundWork, kept: np.ndarray,
-        n_selected: int,
-    ) -> SurrogateState:  # fmt: skip
-        """The bound's next state from the kept jobs' knobs (:meth:`bound_step`)."""
-        return self.bound_step(
-            state, n_selected=n_selected, alpha=jobs.alpha[kept], beta=jobs.beta[kept], local_steps=work.steps[kept]
-        )
-
-    def assess(
-        self, method: Any, state: SurrogateState, work: RoundWork, *, evaluate: bool, global_loss: bool
-    ) -> Assessment:
-        """No test set: the training loss is the bound's loss."""
-        return Assessment(math.nan, math.nan, self.loss(state), math.nan)
 
     def async_step(
         self, state: SurrogateState, *, omega: np.ndarray, alpha: np.ndarray, beta: np.ndarray

@@ -26,7 +26,6 @@ from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.config import (
     BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round, scheduled_lr,
 )
-from edgefl.learning.protocol import Assessment, RoundWork
 from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
 from edgefl.config import DataConfig, ModelConfig, TrainConfig
 from edgefl.seeding import Streams
@@ -166,35 +165,6 @@ class Workload:
         from edgefl.learning.models import output_layer
 
         return output_layer(self.model.name, hidden=self.model.hidden)
-
-    # ------------------------------------------------------------------ the learning protocol
-    def work(self, method: Any, jobs: Any, state: State, round_index: int) -> RoundWork:
-        """Train every job for real, in job order (all together when the method can vectorise them)."""
-        updates = method.client_updates(jobs, state, round_index)
-        if updates is None:
-            updates = [method.client_update(jobs[i], state, round_index) for i in range(len(jobs))]
-        return RoundWork(
-            flops=np.array([u.flops for u in updates], dtype=float),
-            bits=np.array([u.bits for u in updates], dtype=float),
-            steps=np.array([u.steps for u in updates], dtype=np.int64),
-            losses=np.array([u.train_loss for u in updates], dtype=float),
-            updates=updates,
-        )
-
-    def advance(
-        self, method: Any, state: State, jobs: Any, work: RoundWork, kept: np.ndarray, n_selected: int
-    ) -> State:
-        """The method's aggregation of the kept updates (arrival order)."""
-        return method.aggregate(state, [work.updates[i] for i in kept])
-
-    def assess(self, method: Any, state: State, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
-        """Test accuracy and loss (by the method's inference rule) when ``evaluate``, the jobs' mean training loss,
-        and F(w) over every device's data when ``evaluate`` and ``global_loss``."""
-        acc, test_loss = method.evaluate(state) if evaluate else (math.nan, math.nan)
-        losses = work.losses
-        train_loss = float(np.mean(losses[losses == losses])) if np.any(losses == losses) else math.nan
-        f_w = self.global_train_loss(state) if evaluate and global_loss else math.nan
-        return Assessment(acc, test_loss, train_loss, f_w)
 
     # ------------------------------------------------------------------ train / evaluate
     def train(
