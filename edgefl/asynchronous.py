@@ -56,7 +56,7 @@ from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
 from edgefl.mechanics import charge, downloads, rounds_row
 from edgefl.record import RoundRecord, device_block
-from edgefl.sim import KEPT, LOST, RoundOutcome
+from edgefl.sim import KEPT, LOST, RoundOutcome, phase_times_done
 from edgefl.state import RunState
 from edgefl.system import draw_budgets_j
 
@@ -616,9 +616,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
     lost = col("lost").astype(bool)
     t_dl, t_cmp, t_com, t_end, t_down = col("t_dl_s"), col("t_cmp_s"), col("t_com_s"), col("t_end_s"), col("t_down_s")
     t_start = t_down + t_dl
-    dl_done = np.where(lost, np.clip(t_end - t_down, 0.0, t_dl), t_dl)
-    cmp_done = np.where(lost, np.clip(t_end - t_start, 0.0, t_cmp), t_cmp)
-    com_done = np.where(lost, np.clip(t_end - (t_start + t_cmp), 0.0, t_com), t_com)
+    dl_done, cmp_done, com_done = phase_times_done(lost, t_end, t_down, t_dl, t_cmp, t_com)
     kept = np.array([(id(b), j) in aggregated for b, j in ended], dtype=bool)
     staleness = np.array([aggregated.get((id(b), j), math.nan) for b, j in ended], dtype=float)
     work = RoundWork(flops=col("flops"), bits=col("bits"), steps=col("steps").astype(np.int64), losses=col("losses"),
