@@ -635,15 +635,10 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
     plan = RoundPlan(jobs, skip_dev, skip_reason)
     skip_distance = np.array([b.skip_distance_m[i] for b, i in skipped], dtype=float)
     skip_e_max = np.array([b.skip_e_max_j[i] for b, i in skipped], dtype=float)
-    per_job = {
-        "distance_m": np.concatenate([col("distance_m"), skip_distance]),
-        "rate_bps": col("rate_bps"),
-        "e_max_j": np.concatenate([col("e_max_j"), skip_e_max]),
-    }
     block = device_block(
-        u, plan, outcome, work, None, None, None, None, e_cmp=charges.e_cmp_j, e_com=charges.e_com_j,
-        e_down=charges.e_down_j,
-        extra={"staleness": staleness}, per_job=per_job,
+        r=u, plan=plan, outcome=outcome, work=work, distance_m=np.concatenate([col("distance_m"), skip_distance]),
+        rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
+        e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra={"staleness": staleness},
     )  # fmt: skip
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],

@@ -107,9 +107,11 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     charges = charge(run, outcome, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
     kept = outcome.kept_index  # arrival order
     model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=int(selected.size))
+    rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
     block = device_block(
-        r, plan, outcome, work, distance_m, rate, e_max, rules.t_max_s, e_cmp=charges.e_cmp_j,
-        e_com=charges.e_com_j, e_down=charges.e_down_j, extra=method.device_values(jobs, work.updates),
+        r=r, plan=plan, outcome=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
+        e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
+        e_down_j=charges.e_down_j, extra=method.device_values(jobs, work.updates),
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
