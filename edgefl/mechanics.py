@@ -18,7 +18,7 @@ from edgefl.costs import prorated_energy_j
 if TYPE_CHECKING:
     from edgefl.algorithms.base import JobTable
     from edgefl.driver import Run
-    from edgefl.learning.protocol import Assessment, RoundWork
+    from edgefl.learning.protocol import Assessment
     from edgefl.sim import RoundOutcome
 
 __all__ = ["Charges", "charge", "downloads", "rounds_row", "select_devices"]

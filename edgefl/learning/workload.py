@@ -6,7 +6,6 @@ state and get back the update ``u = w_after - w_before`` plus what was computed 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
