@@ -507,16 +507,16 @@ def _start_one(clock: Any, server: AsyncServer, plan: _FleetPlan, device: int, m
 _GC_YOUNG = 10_000
 """Allocations between the garbage collector's young-generation passes while an asynchronous run plays
 (Python's default is 700): every job in flight is a few small objects that outlive several passes, and at
-10^4 devices with 1,000 jobs in flight the default passes cost ~10% of the run (``benchmarks/async_scale.py``'s
-preset, 2,000 updates, quiet machine, 3 pairs back to back: paired ratio 1.03-1.33, median 1.10; under load,
-21,400 against 24,500 jobs per CPU second)."""
+10^4 devices with 1,000 jobs in flight the default passes cost about a tenth of the run
+(``benchmarks/async_scale.py``)."""
 
 
 @contextmanager
 def fewer_collections():
     """Raise the garbage collector's young-generation threshold to :data:`_GC_YOUNG` (unless the collector is
     off or already rarer) for the ``with`` block, and restore the caller's thresholds on the way out
-    (:func:`edgefl.runner.run_scenario` plays asynchronous runs inside it). Results do not depend on it."""
+    (:meth:`AsyncDriver.playing`: :func:`edgefl.runner.run_scenario` plays the run inside it). Results do not
+    depend on it."""
     saved = gc.get_threshold()
     if 0 < saved[0] < _GC_YOUNG:
         gc.set_threshold(_GC_YOUNG, *saved[1:])
