@@ -6,6 +6,16 @@ training inside, and the per-device knobs of four papers' optimizers. Typical us
     from edgefl import load_scenario, run_scenario, write_run
     result = run_scenario(load_scenario("quickstart", ["rounds=5"]))
     write_run(result, "runs/my-run")
+
+Shape of a run: :func:`edgefl.runner.build_run` turns the scenario into values once (streams, workload, fleet
+and cost model, radio, method, the per-round rules :class:`edgefl.driver.RoundRules`, the learner of
+:mod:`edgefl.learner`, the SimPy clock, and a driver picked from the method's declared needs); a driver then plays
+``play(run, state) -> (state, record)`` step by step: :class:`edgefl.round.SyncDriver` one synchronous round
+(select -> plan -> jobs on the clock, their work done by the learner at dispatch -> wait under the round policy
+-> charge -> aggregate -> assess -> row), :class:`edgefl.asynchronous.AsyncDriver` one server update (keep C jobs
+in flight, refill a slot when a job ends, step once M updates are buffered, weighting each by its staleness).
+Both use the shared round mechanics of :mod:`edgefl.mechanics`; :mod:`edgefl.record` and
+:mod:`edgefl.checkpoint` keep what was played; the report draws from the result.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Asynchronous FL on the run's clock: ``play_update(run, state) -> (state, record)``, one server update each.
+"""The asynchronous driver: ``AsyncDriver.play(run, state) -> (state, record)``, one server update each.
 
 The server keeps C = ``method.clients_per_round`` jobs in flight: whenever one ends (its arrival, or its loss
 when the device goes offline) it dispatches the current global model to another online, idle device (seeded
@@ -33,16 +33,9 @@ one SimPy event (:meth:`edgefl.sim.Clock.dispatch`), and its numbers are a row o
 which the update's record gathers at once. A run whose jobs are all lost offline, max(1000, 20 C) in a row,
 stops with an error.
 
-Measured with ``.venv/bin/python benchmarks/async_scale.py`` (FedBuff, surrogate, 10^4 devices, C = 1000,
-M = 100, 2000 server updates) on the shared 2-core machine: see the script's docstring for the latest figures.
-Where the time goes (at 16ffbe9, quiet machine, CPU time of 300-update runs with M = 100 and M = 1000 over the same
-30,000 jobs, solved for the two unknowns): 1.45-1.65 ms per server update whatever its number of jobs (the radio state
-of all 10^4 devices, positions redrawn and fading drawn from the same streams as synchronous rounds, 0.8 ms; the
-record; planning the ~350 devices the update reaches) and 15-18 us per job (selection, the row, the clock's event
-and its end, the record's share). Before the lazy fleet plan (647ce3c) an update cost 2.6 ms, planning all 10^4
-devices; before :func:`_start_one`, a job 37 us. At M = 100 that is ~33 us a job; the benchmark's 2,000-update
-runs, whose garbage collector has more live objects to walk, measured 26,000 jobs/s, and 32,600-33,500 with the
-rarer young-generation passes of :func:`fewer_collections` (the issue asks for 30,000).
+A job costs a few microseconds (selection, its row, the clock's event and its end, the record's share); an update
+a millisecond or two whatever its number of jobs (the radio state of every device, the record, planning the devices
+the update reaches). ``benchmarks/async_scale.py`` measures both.
 """
 
 from __future__ import annotations
@@ -50,22 +43,24 @@ from __future__ import annotations
 import gc
 import math
 import time
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, RoundContext, RoundPlan
-from edgefl.costs import prorated_energy_j
+from edgefl.driver import Run
 from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
+from edgefl.mechanics import charge, downloads, rounds_row
 from edgefl.record import RoundRecord, device_block
-from edgefl.sim import KEPT, LOST, RoundOutcome
+from edgefl.sim import KEPT, LOST, RoundOutcome, phase_times_done
 from edgefl.state import RunState
 from edgefl.system import draw_budgets_j
 
-__all__ = ["AsyncServer", "fewer_collections", "play_update"]
+__all__ = ["AsyncDriver", "AsyncServer", "fewer_collections", "play_update"]
 
 
 _JOB_COLUMNS = tuple(f.name for f in fields(JobTable))
@@ -233,31 +228,17 @@ def _on_end(server: AsyncServer, batch: _Batch):
     return on_end
 
 
-class _StreamDrawn(Exception):
-    """The method drew from its stream while planning the whole fleet at once."""
-
-
-class _NoStream:
-    """The method's stream in a plan made for every dispatch of an update: each dispatch has its own stream, so
-    a draw from this one raises :class:`_StreamDrawn` (and the driver plans dispatch by dispatch instead)."""
-
-    def __getattr__(self, name: str):
-        raise _StreamDrawn(name)
-
-
-def _plans_per_update(run: Any) -> bool:
+def _plans_per_update(run: Run) -> bool:
     """Whether one plan of the fleet per server update gives every dispatch's plan, with the same numbers:
     the method plans each device alone (:attr:`edgefl.algorithms.base.Method.plans_each_device_alone`), the
     work is the plan's (surrogate learning), a device's uplink and downlink rates do not depend on how many
-    devices share the band (``bandwidth_mode = "fixed"``), and the energy budgets are not drawn per dispatch
-    (none, or one fixed value)."""
-    sc = run.scenario
-    budget, dl = sc.fleet.budget, sc.channel.downlink
+    devices share the band (:attr:`edgefl.driver.RoundRules.fixed_bands`), and the energy budgets are not drawn
+    per dispatch (none, or one fixed value)."""
+    budget = run.rules.budget
     return (
         run.method.plans_each_device_alone
         and not run.workload.trains
-        and sc.channel.bandwidth_mode == "fixed"
-        and (dl is None or dl.bandwidth_mode == "fixed")
+        and run.rules.fixed_bands
         and (budget.kind == "none" or (budget.kind == "fixed" and not isinstance(budget.value_j, tuple)))
     )
 
@@ -275,15 +256,13 @@ def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) ->
     return rows
 
 
-def _price(run: Any, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max) -> tuple:
+def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max) -> tuple:
     """The work of ``plan``'s jobs and what it costs (uplink at ``rate_dev`` [bit/s], shape (m,)): their rows
     and updates."""
-    from edgefl.round import _downloads
-
-    costs, wl, jobs = run.costs, run.workload, plan.jobs
+    costs, jobs = run.costs, plan.jobs
     dev = jobs.device
-    down_s, e_down = _downloads(run, jobs, gain)
-    work = wl.work(run.method, jobs, state.model, u)
+    down_s, e_down = downloads(run, jobs, gain)
+    work = run.learner.work(jobs, state.model, u)
     t_cmp, e_cmp = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
     t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate_dev)
     rows = _job_rows(
@@ -293,7 +272,7 @@ def _price(run: Any, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, d
     return rows, work.updates
 
 
-def _fleet_plan(run: Any, server: AsyncServer, u: int) -> _FleetPlan | None:
+def _fleet_plan(run: Run, server: AsyncServer, u: int) -> _FleetPlan | None:
     """The fleet plan of update ``u`` (made empty at its first dispatch), or None when dispatches plan one by
     one."""
     if server.per_update is None:
@@ -305,25 +284,26 @@ def _fleet_plan(run: Any, server: AsyncServer, u: int) -> _FleetPlan | None:
     n = run.fleet.n_devices
     server.fleet_plan = _FleetPlan(
         u=u, known=np.zeros(n, dtype=bool), feasible=np.zeros(n, dtype=bool), rows=np.empty((n, len(_COLUMNS))),
-        updates={}, reason={}, e_max_j=draw_budgets_j(run.scenario.fleet.budget, n, None), rate_bps=np.zeros(n),
+        updates={}, reason={}, e_max_j=draw_budgets_j(run.rules.budget, n, None), rate_bps=np.zeros(n),
     )  # fmt: skip  # no budget is drawn: none, or one value
     return server.fleet_plan
 
 
-def _plan_devices(run: Any, state: RunState, server: AsyncServer, devices: np.ndarray, distance_m, gain) -> bool:
+def _plan_devices(run: Run, state: RunState, server: AsyncServer, devices: np.ndarray, distance_m, gain) -> bool:
     """Plan and price, in one call of the method's plan, those of ``devices`` the update's fleet plan does not
     know yet (the same numbers for each device as planning the whole fleet: its plan and rate are its own;
-    fixed sub-bands). Returns False, and turns the per-update plan off, if the method draws from its stream."""
+    fixed sub-bands). Returns False, discards the plan and turns the per-update plan off if the method drew from
+    its stream (a method that plans each device alone does not: each dispatch has a stream of its own)."""
     fp = server.fleet_plan
     todo = np.unique(devices[~fp.known[devices]])
     if not todo.size:
         return True
     fp.rate_bps[todo] = run.radio.rates_bps(gain[todo], run.fleet.tx_power_w[todo])
+    rng = run.streams.lazy_numpy("method", fp.u)
     ctx = RoundContext(round_index=fp.u, selected=todo, rate_bps=fp.rate_bps, e_max_j=fp.e_max_j, t_budget_s=None,
-                       costs=run.costs, rng=_NoStream())  # fmt: skip
-    try:
-        plan = run.method.plan_round(ctx)
-    except _StreamDrawn:
+                       costs=run.costs, rng=rng)  # fmt: skip
+    plan = run.method.plan_round(ctx)
+    if rng.used:
         server.per_update, server.fleet_plan = False, None
         return False
     dev = plan.jobs.device
@@ -336,14 +316,14 @@ def _plan_devices(run: Any, state: RunState, server: AsyncServer, devices: np.nd
     return True
 
 
-def _plan_dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, selected, distance_m, gain):
+def _plan_dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: int, selected, distance_m, gain):
     """Plan and price one dispatch's ``selected`` devices (those alone: a device's uplink rate depends only on
     its own gain and power and on how many share the band, :meth:`edgefl.radio.Radio.rates_bps`); returns the
     jobs' rows and updates, and the devices that sit out, why, and their budgets [J]. The budget stream is drawn
     only when there are budgets, the method's stream only if the method draws from it."""
-    sc, clock, fleet, radio = run.scenario, run.clock, run.fleet, run.radio
+    clock, fleet, radio = run.clock, run.fleet, run.radio
     n = fleet.n_devices
-    e_max = draw_budgets_j(sc.fleet.budget, n, run.streams.lazy_numpy("budgets", u, k))
+    e_max = draw_budgets_j(run.rules.budget, n, run.streams.lazy_numpy("budgets", u, k))
     held = clock.n_busy()
     rate_sel = radio.rates_bps(gain[selected], fleet.tx_power_w[selected], held=held)
     if server.rate_bps is None:
@@ -438,7 +418,7 @@ class _Selection:
         return np.sort(np.array(chosen, dtype=np.int64))
 
 
-def _dispatch(run: Any, state: RunState, server: AsyncServer, u: int, k: int, distance_m, gain) -> int:
+def _dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: int, distance_m, gain) -> int:
     """Dispatch up to the free slots to online, idle devices; return how many jobs started or sat out."""
     clock = run.clock
     free = run.n_select - server.in_flight
@@ -527,16 +507,16 @@ def _start_one(clock: Any, server: AsyncServer, plan: _FleetPlan, device: int, m
 _GC_YOUNG = 10_000
 """Allocations between the garbage collector's young-generation passes while an asynchronous run plays
 (Python's default is 700): every job in flight is a few small objects that outlive several passes, and at
-10^4 devices with 1,000 jobs in flight the default passes cost ~10% of the run (``benchmarks/async_scale.py``'s
-preset, 2,000 updates, quiet machine, 3 pairs back to back: paired ratio 1.03-1.33, median 1.10; under load,
-21,400 against 24,500 jobs per CPU second)."""
+10^4 devices with 1,000 jobs in flight the default passes cost about a tenth of the run
+(``benchmarks/async_scale.py``)."""
 
 
 @contextmanager
 def fewer_collections():
     """Raise the garbage collector's young-generation threshold to :data:`_GC_YOUNG` (unless the collector is
     off or already rarer) for the ``with`` block, and restore the caller's thresholds on the way out
-    (:func:`edgefl.runner.run_scenario` plays asynchronous runs inside it). Results do not depend on it."""
+    (:meth:`AsyncDriver.playing`: :func:`edgefl.runner.run_scenario` plays the run inside it). Results do not
+    depend on it."""
     saved = gc.get_threshold()
     if 0 < saved[0] < _GC_YOUNG:
         gc.set_threshold(_GC_YOUNG, *saved[1:])
@@ -546,10 +526,35 @@ def fewer_collections():
         gc.set_threshold(*saved)
 
 
-def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
-    """Play until the server's next model update (update ``state.rounds_done + 1``); return the state after it
+class AsyncDriver:
+    """Plays an asynchronous run server update by server update (:func:`play_update`); its memory between
+    updates is its :attr:`server` (checkpointed with :meth:`state_dict`)."""
+
+    def __init__(self) -> None:
+        self.server = AsyncServer()
+
+    def play(self, run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
+        return play_update(run, state, self.server)
+
+    def playing(self) -> AbstractContextManager[Any]:
+        return fewer_collections()
+
+    def state_dict(self, run: Run) -> tuple[dict, dict | None]:
+        return self.server.state_dict(run.clock, run.workload.trains)
+
+    def load_state_dict(self, meta: dict | None, tensors: dict | None) -> None:
+        if meta is None:
+            raise SimulationError("the checkpoint has no asynchronous server state")
+        self.server.load_state_dict(meta, tensors)
+
+    def job_ends(self) -> Callable[[int], Callable[[int, bool], None]]:
+        return self.server.on_end_of
+
+
+def play_update(run: Run, state: RunState, server: AsyncServer) -> tuple[RunState, RoundRecord]:
+    """Play until ``server``'s next model update (update ``state.rounds_done + 1``); return the state after it
     and its record (module docstring)."""
-    sc, clock, method, wl, server = run.scenario, run.clock, run.method, run.workload, run.async_server
+    clock, method = run.clock, run.method
     u = state.rounds_done + 1
     wall0 = time.perf_counter()
     distance_m, gain = run.radio.round_state(u)
@@ -577,12 +582,10 @@ def play_update(run: Any, state: RunState) -> tuple[RunState, RoundRecord]:
     taken, server.buffer = server.buffer[:m_needed], server.buffer[m_needed:]
     taken_rows = _rows(taken)
     tau = server.version - taken_rows[:, _COL["version"]]
-    if wl.trains:
-        updates = [b.updates[j] for b, j in taken]
-        model = method.server_step(state.model, updates, [b.model for b, _ in taken], tau)
-    else:
-        alpha, beta = taken_rows[:, _COL["alpha"]], taken_rows[:, _COL["beta"]]
-        model = wl.async_step(state.model, omega=method.weights(tau), alpha=alpha, beta=beta)
+    model = run.learner.server_step(
+        state.model, updates=[b.updates[j] for b, j in taken], bases=[b.model for b, _ in taken], tau=tau,
+        alpha=taken_rows[:, _COL["alpha"]], beta=taken_rows[:, _COL["beta"]],
+    )  # fmt: skip
     server.version += 1
     server._prune(clock, lazily=True)
     record = _record(run, state, server, u, taken, tau, model, wall0)
@@ -596,10 +599,11 @@ def _rows(jobs: list[tuple[_Batch, int]]) -> np.ndarray:
     return np.array([b.rows[j] for b, j in jobs])
 
 
-def _record(run, state, server, u, taken, tau, model, wall0) -> RoundRecord:
+def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[tuple[_Batch, int]], tau: np.ndarray,
+            model: Any, wall0: float) -> RoundRecord:
     """The update's row and the device rows of the jobs that ended since the previous update (sorted by device,
     stably: in order of their end for a device's several jobs)."""
-    sc, wl, method, env = run.scenario, run.workload, run.method, run.clock.env
+    env, rules = run.clock.env, run.rules
     ended, server.ended = server.ended, []
     skipped, server.skipped = server.skipped, []
     rows = _rows(ended)
@@ -612,14 +616,9 @@ def _record(run, state, server, u, taken, tau, model, wall0) -> RoundRecord:
     lost = col("lost").astype(bool)
     t_dl, t_cmp, t_com, t_end, t_down = col("t_dl_s"), col("t_cmp_s"), col("t_com_s"), col("t_end_s"), col("t_down_s")
     t_start = t_down + t_dl
-    dl_done = np.where(lost, np.clip(t_end - t_down, 0.0, t_dl), t_dl)
-    cmp_done = np.where(lost, np.clip(t_end - t_start, 0.0, t_cmp), t_cmp)
-    com_done = np.where(lost, np.clip(t_end - (t_start + t_cmp), 0.0, t_com), t_com)
+    dl_done, cmp_done, com_done = phase_times_done(lost, t_end, t_down, t_dl, t_cmp, t_com)
     kept = np.array([(id(b), j) in aggregated for b, j in ended], dtype=bool)
     staleness = np.array([aggregated.get((id(b), j), math.nan) for b, j in ended], dtype=float)
-    e_cmp = prorated_energy_j(col("e_cmp_j"), t_cmp, cmp_done)
-    e_com = prorated_energy_j(col("e_com_j"), t_com, com_done)
-    e_down = prorated_energy_j(col("e_down_j"), t_dl, dl_done)
     work = RoundWork(flops=col("flops"), bits=col("bits"), steps=col("steps").astype(np.int64), losses=col("losses"),
                      updates=[b.updates[j] for b, j in ended])  # fmt: skip
     m = len(ended)
@@ -630,48 +629,26 @@ def _record(run, state, server, u, taken, tau, model, wall0) -> RoundRecord:
         t_dl_s=t_dl, t_cmp_s=t_cmp, t_com_s=t_com, cmp_done_s=cmp_done, com_done_s=com_done, dl_done_s=dl_done,
         kept_mask=kept, status=np.where(lost, LOST, KEPT).astype(object), arrival_order=arrival[~lost[arrival]],
     )  # fmt: skip
+    charges = charge(run, outcome, e_cmp_j=col("e_cmp_j"), e_com_j=col("e_com_j"), e_down_j=col("e_down_j"))
     skip_dev = np.array([b.skipped_device[i] for b, i in skipped], dtype=np.int64)
     skip_reason = np.array([b.skipped_reason[i] for b, i in skipped], dtype=object)
     plan = RoundPlan(jobs, skip_dev, skip_reason)
     skip_distance = np.array([b.skip_distance_m[i] for b, i in skipped], dtype=float)
     skip_e_max = np.array([b.skip_e_max_j[i] for b, i in skipped], dtype=float)
-    per_job = {
-        "distance_m": np.concatenate([col("distance_m"), skip_distance]),
-        "rate_bps": col("rate_bps"),
-        "e_max_j": np.concatenate([col("e_max_j"), skip_e_max]),
-    }
     block = device_block(
-        u, plan, outcome, work, None, None, None, None, e_cmp=e_cmp, e_com=e_com, e_down=e_down,
-        extra={"staleness": staleness}, per_job=per_job,
+        r=u, plan=plan, outcome=outcome, work=work, distance_m=np.concatenate([col("distance_m"), skip_distance]),
+        rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
+        e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra={"staleness": staleness},
     )  # fmt: skip
-    energy = float(np.sum(e_cmp) + np.sum(e_com))
-    if sc.channel.downlink is not None:
-        energy += float(np.sum(e_down))
-    evaluate = u % sc.train.eval_every == 0 or u == sc.rounds
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],
                           losses=work.losses[kept_idx], updates=[work.updates[i] for i in kept_idx])  # fmt: skip
-    seen = wl.assess(method, model, seen_work, evaluate=evaluate, global_loss=sc.train.global_loss)
-    row = {
-        "round": u,
-        "sim_time_s": env.now,
-        "round_time_s": env.now - state.sim_time_s,
-        "energy_j": energy,
-        "energy_cum_j": state.energy_cum_j + energy,
-        "selected": server.dispatched,
-        "arrived": len(taken),
-        "dropped": int(np.count_nonzero(lost)),
-        "bits_up": float(np.sum(work.bits)),
-        "test_accuracy": seen.test_accuracy,
-        "test_loss": seen.test_loss,
-        "train_loss": seen.train_loss,
-        "wall_time_s": time.perf_counter() - wall0,
-        "skipped": len(skipped),
-        "learning_gain": math.nan,
-        "wanted": run.n_select,
-        "available": int(np.count_nonzero(run.clock.available())),
-        "staleness_mean": float(np.mean(tau)) if tau.size else math.nan,
-    }
-    if sc.train.global_loss:
-        row["global_train_loss"] = seen.global_train_loss
+    seen = run.learner.assess(model, seen_work, evaluate=rules.evaluates(u), global_loss=rules.global_loss)
+    row = rounds_row(
+        run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
+        selected=server.dispatched, arrived=len(taken), dropped=int(np.count_nonzero(lost)),
+        bits_up=float(np.sum(work.bits)), seen=seen, skipped=len(skipped), learning_gain=math.nan,
+        available=int(np.count_nonzero(run.clock.available())), wall0=wall0,
+        staleness_mean=float(np.mean(tau)) if tau.size else math.nan,
+    )  # fmt: skip
     return RoundRecord(row, block)

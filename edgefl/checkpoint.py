@@ -53,8 +53,8 @@ class Restored:
     method_state: dict
     radio_state: dict
     clock_state: dict | None = None
-    async_state: dict | None = None  # an asynchronous run's server (JSON part)
-    async_tensors: dict | None = None  # and its trained updates and model versions (torch runs)
+    driver_state: dict | None = None  # the driver's memory (an asynchronous run's server), JSON part
+    driver_tensors: dict | None = None  # and its tensors (trained updates, model versions of torch runs)
 
 
 def _scenario_digest(scenario: Scenario) -> str:
@@ -72,13 +72,13 @@ def checkpoint_round(checkpoint_dir: str | Path) -> int:
 def save_checkpoint(
     checkpoint_dir: Path, scenario: Scenario, state: RunState, records: Records, saved_blocks: int, *,
     method_state: dict, radio_state: dict, trains: bool, clock_state: dict | None = None,
-    async_state: tuple[dict, dict | None] | None = None,
+    driver_state: tuple[dict, dict | None] | None = None,
 ) -> int:  # fmt: skip
     """Write ``state`` (after its last completed round) with ``records``, ``method_state`` (the method's
     ``state_dict()``) and ``radio_state``; return how many device blocks are now saved. ``trains``: the model is
     a torch state dict (saved in a ``.pt`` file) rather than the surrogate's (saved in ``meta.json``).
-    ``async_state``: an asynchronous run's server (:meth:`edgefl.asynchronous.AsyncServer.state_dict`), its JSON
-    part in ``meta.json`` and its tensors (jobs' updates, model versions) in the ``.pt`` file."""
+    ``driver_state``: the driver's memory (:meth:`edgefl.driver.Driver.state_dict`: an asynchronous run's
+    server), its JSON part in ``meta.json`` and its tensors (jobs' updates, model versions) in the ``.pt`` file."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     old = _read_meta(checkpoint_dir / META) if (checkpoint_dir / META).is_file() else None
     segments = list(old["segments"]) if old else []
@@ -98,8 +98,8 @@ def save_checkpoint(
         buf = io.BytesIO()
         model = {k: v.detach().clone() for k, v in state.model.items()}
         saved = {"model": model, "method": method_state}
-        if async_state is not None:
-            saved["async"] = async_state[1]
+        if driver_state is not None:
+            saved["async"] = driver_state[1]
         torch.save(saved, buf)  # tensors and plain data only
         atomic_write_bytes(checkpoint_dir / model_name, buf.getvalue())
     meta = {
@@ -113,7 +113,7 @@ def save_checkpoint(
         "surrogate": None if trains else {"gap": state.model.gap, "progress": state.model.progress},
         "model": model_name,
         "clock": clock_state,
-        "async": None if async_state is None else async_state[0],
+        "async": None if driver_state is None else driver_state[0],
         "segments": segments,
         "rounds": records.round_rows,
     }
@@ -146,7 +146,7 @@ def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, trai
 
         try:
             saved = torch.load(checkpoint_dir / meta["model"], weights_only=True)  # tensors only, never code
-            model, method_state, async_tensors = saved["model"], saved["method"], saved.get("async")
+            model, method_state, driver_tensors = saved["model"], saved["method"], saved.get("async")
         except Exception as exc:  # noqa: BLE001 - any unreadable model file is the same user-facing problem
             raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({exc})") from None
         if set(model) != set(like):
@@ -154,13 +154,13 @@ def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, trai
     else:
         from edgefl.learning.surrogate import SurrogateState
 
-        model, method_state, async_tensors = SurrogateState(**meta["surrogate"]), meta["method"], None
+        model, method_state, driver_tensors = SurrogateState(**meta["surrogate"]), meta["method"], None
     state = RunState(rounds_done=int(meta["round"]), sim_time_s=float(meta["sim_time_s"]),
                      energy_cum_j=float(meta["energy_cum_j"]), model=model)  # fmt: skip
     records = Records(round_rows=[dict(row) for row in meta["rounds"]], device_blocks=blocks)
     radio_state = {"radio_round": meta["radio_round"], "positions_m": meta["positions_m"]}
     return Restored(state=state, records=records, method_state=method_state, radio_state=radio_state,
-                    clock_state=meta.get("clock"), async_state=meta.get("async"), async_tensors=async_tensors)  # fmt: skip
+                    clock_state=meta.get("clock"), driver_state=meta.get("async"), driver_tensors=driver_tensors)  # fmt: skip
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

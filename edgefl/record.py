@@ -6,9 +6,7 @@ then the method's own columns (``Method.device_columns``).
 
 The timeline columns are absolute simulated times [s] on the run's clock: ``t_start_s`` (compute start) and
 ``t_arrive_s`` (upload end, empty for a job that never arrived), then ``t_down_s`` (download start: the job's
-dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). Before the run-long
-clock ``t_start_s`` and ``t_arrive_s`` were relative to the round start; subtract the round's start, the previous
-round's ``sim_time_s``, to get those. ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
+dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
 (less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so).
 """
 
@@ -25,6 +23,7 @@ from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult
 
 if TYPE_CHECKING:
     from edgefl.algorithms.base import RoundPlan
+    from edgefl.availability import Availability
     from edgefl.learning.protocol import RoundWork
     from edgefl.scenario import Scenario
     from edgefl.sim import RoundOutcome
@@ -51,13 +50,16 @@ class Records:
         self.round_rows.append(record.row)
         self.device_blocks.append(record.block)
 
-    def result(self, scenario: Scenario, *, release: bool = False) -> RunResult:
-        """The run's tables. ``release`` (the run is over) lets the device table reuse the blocks' memory;
-        the records cannot be used afterwards."""
+    def result(
+        self, scenario: Scenario, *, release: bool = False, availability: Availability | None = None
+    ) -> RunResult:
+        """The run's tables, with the run's ``availability`` schedule. ``release`` (the run is over) lets the
+        device table reuse the blocks' memory; the records cannot be used afterwards."""
         return RunResult(
             scenario=scenario,
             rounds=_frame(self.round_rows, ROUND_COLUMNS),
             device_rounds=_device_frame(self.device_blocks, release=release),
+            availability=availability,
         )
 
 
@@ -102,34 +104,31 @@ def _device_frame(blocks: list[dict[str, np.ndarray]], *, release: bool = False)
 
 
 def device_block(
+    *,
     r: int,
     plan: RoundPlan,
     outcome: RoundOutcome,
     work: RoundWork,
     distance_m: np.ndarray,
-    rate: np.ndarray,
-    e_max: np.ndarray,
-    t_max: float | None,
-    *,
-    e_cmp: np.ndarray,
-    e_com: np.ndarray,
-    e_down: np.ndarray | None = None,
+    rate_bps: np.ndarray,
+    e_max_j: np.ndarray,
+    t_max_s: float | None,
+    e_cmp_j: np.ndarray,
+    e_com_j: np.ndarray,
+    e_down_j: np.ndarray,
     extra: dict[str, np.ndarray],
-    per_job: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """One round's device rows as columns (jobs, then skipped devices), sorted by device id. ``extra``: the
-    method's own columns, one value per job (skipped devices get NaN). ``distance_m``, ``rate`` and ``e_max``
-    are per device (shape (n,)), or None with ``per_job`` giving ``distance_m`` and ``e_max_j`` per row (jobs,
-    then skipped) and ``rate_bps`` per job (asynchronous updates, whose jobs come from several dispatches)."""
+    """Round (server update) ``r``'s device rows as columns (jobs, then skipped devices), sorted by device id.
+
+    Per row (jobs, then the devices that sat out; shape (m + s,)): ``distance_m`` [m] and the energy budget
+    ``e_max_j`` [J] (inf: none); per job (shape (m,)): the uplink ``rate_bps`` [bit/s] and the energies charged
+    ``e_cmp_j``, ``e_com_j``, ``e_down_j`` [J]; ``t_max_s``: the round deadline [s] (None: none). ``extra``: the
+    method's own columns, one value per job (skipped devices get NaN)."""
     jobs, skip = plan.jobs, plan.skipped_device
     flops, bits, steps, losses = work.flops, work.bits, work.steps, work.losses
     m, s = len(jobs), skip.size
     nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
     dev = np.concatenate([jobs.device, skip])
-    if per_job is not None:
-        distance_rows, rate_jobs, e_max_rows = per_job["distance_m"], per_job["rate_bps"], per_job["e_max_j"]
-    else:
-        distance_rows, rate_jobs, e_max_rows = distance_m[dev], rate[jobs.device], e_max[dev]
     reason = np.where(outcome.status == "cancelled", "cancelled", np.where(outcome.status == "offline", "offline", ""))
     cols: dict[str, np.ndarray] = {
         "round": np.full(m + s, r, dtype=np.int64),
@@ -139,8 +138,8 @@ def device_block(
         "feasible": np.arange(m + s) < m,
         "reason": np.concatenate([reason.astype(object), plan.skipped_reason.astype(object)]),
         "arrived": np.concatenate([outcome.kept_mask, np.zeros(s, dtype=bool)]),
-        "distance_m": distance_rows,
-        "rate_bps": np.concatenate([rate_jobs, nan_s]),
+        "distance_m": distance_m,
+        "rate_bps": np.concatenate([rate_bps, nan_s]),
         "cpu_hz": np.concatenate([jobs.cpu_hz, nan_s]),
         "width": np.concatenate([jobs.width, nan_s]),
         "alpha": np.concatenate([jobs.alpha, nan_s]),
@@ -148,12 +147,12 @@ def device_block(
         "local_steps": np.concatenate([steps, np.zeros(s, dtype=np.int64)]),
         "t_cmp_s": np.concatenate([outcome.cmp_done_s, zero_s]),
         "t_com_s": np.concatenate([outcome.com_done_s, zero_s]),
-        "e_cmp_j": np.concatenate([e_cmp, zero_s]),
-        "e_com_j": np.concatenate([e_com, zero_s]),
+        "e_cmp_j": np.concatenate([e_cmp_j, zero_s]),
+        "e_com_j": np.concatenate([e_com_j, zero_s]),
         "bits_planned": np.concatenate([jobs.bits_planned, nan_s]),
         "bits": np.concatenate([bits, zero_s]),
-        "t_max_s": np.full(m + s, math.nan if t_max is None else t_max),
-        "e_max_j": _budget(e_max_rows),
+        "t_max_s": np.full(m + s, math.nan if t_max_s is None else t_max_s),
+        "e_max_j": _budget(e_max_j),
         "t_start_s": np.concatenate([outcome.t_start_s, nan_s]),
         "t_arrive_s": np.concatenate([outcome.t_arrive_s, nan_s]),
         "flops": np.concatenate([flops, zero_s]),
@@ -164,7 +163,7 @@ def device_block(
         "e_com_planned_j": np.concatenate([jobs.e_com_planned_j, nan_s]),
         "t_down_s": np.concatenate([outcome.t_down_s, nan_s]),
         "t_end_s": np.concatenate([outcome.t_end_s, nan_s]),
-        "e_down_j": np.concatenate([np.zeros(m) if e_down is None else e_down, zero_s]),
+        "e_down_j": np.concatenate([e_down_j, zero_s]),
     }
     for name, values in extra.items():  # numbers as floats (NaN when skipped), anything else as text ("")
         col = np.asarray(values)

@@ -7,13 +7,16 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from edgefl.io import atomic_write_json, atomic_write_text
 from edgefl.output import write_device_rounds
 from edgefl.scenario import Scenario, scenario_to_toml
+
+if TYPE_CHECKING:
+    from edgefl.availability import Availability
 
 __all__ = [
     "ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "setup_notes", "write_run",
@@ -37,11 +40,13 @@ WALL_CLOCK_COLUMNS = ("wall_time_s",)
 class RunResult:
     """Everything one run produced. ``rounds``: one row per round; ``device_rounds``: one row per selected
     device per round (columns of DESIGN.md first, method-specific ones after); ``summary``: headline numbers,
-    derived from ``rounds`` when first read."""
+    derived from ``rounds`` when first read; ``availability``: the schedule that put the devices on- and offline
+    (the run clock's, :mod:`edgefl.availability`; None: always online), from which the report draws offline bars."""
 
     scenario: Scenario
     rounds: pd.DataFrame
     device_rounds: pd.DataFrame
+    availability: Availability | None = None
     warnings: list[str] = field(default_factory=list)
 
     @cached_property
@@ -99,17 +104,23 @@ def setup_notes(scenario: Scenario) -> list[str]:
     return notes
 
 
-def offline_periods(scenario: Scenario, devices: list[int], end_s: float) -> dict[int, list[tuple[float, float]]]:
-    """Each of ``devices``' offline intervals [s] in [0, ``end_s``], regenerated from the scenario's availability
-    schedule (a pure function of the seed, :mod:`edgefl.availability`); empty under ``kind = "always"``."""
-    from edgefl.availability import make_availability
-    from edgefl.seeding import Streams
-
-    n = scenario.fleet.n_devices
-    schedule = make_availability(scenario.fleet.availability, n, Streams(scenario.seed))
-    if schedule is None or end_s <= 0:
+def offline_periods(
+    availability: Availability | None, devices: list[int], end_s: float
+) -> dict[int, list[tuple[float, float]]]:
+    """Each of ``devices``' offline intervals [s] in [0, ``end_s``] under a run's ``availability`` schedule
+    (:attr:`RunResult.availability`); empty when every device is always online."""
+    if availability is None or end_s <= 0:
         return {}
-    return {d: schedule.offline_periods(d, end_s) for d in devices if 0 <= d < n}
+    n = availability.n_devices
+    return {d: availability.offline_periods(d, end_s) for d in devices if 0 <= d < n}
+
+
+def _deadline_s(device_rounds: pd.DataFrame) -> float | None:
+    """The round deadline T_max [s] the run recorded (``t_max_s``), or None when it had none."""
+    if "t_max_s" not in device_rounds:
+        return None
+    t_max = device_rounds["t_max_s"].dropna()
+    return float(t_max.iloc[0]) if len(t_max) else None
 
 
 def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) -> Path:
@@ -124,7 +135,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
         from edgefl.report import gantt_devices, write_report
         from edgefl.report_header import report_header
 
-        t_max = result.scenario.round.deadline_s if result.scenario.round.policy == "deadline" else None
+        t_max = _deadline_s(result.device_rounds)
         end_s = float(result.rounds["sim_time_s"].max()) if len(result.rounds) else 0.0
         write_report(
             out / "report.html",
@@ -133,7 +144,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
             title=f"{result.scenario.name} ({result.scenario.method.name}, seed {result.scenario.seed})",
             t_max_s=t_max,
             notes=setup_notes(result.scenario),
-            offline=offline_periods(result.scenario, gantt_devices(result.device_rounds), end_s),
+            offline=offline_periods(result.availability, gantt_devices(result.device_rounds), end_s),
             **report_header(result.scenario),
         )
     atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run

@@ -1,16 +1,18 @@
-"""Build a run from a scenario and drive it round by round: the run in three parts.
+"""Build a run from a scenario and drive it step by step: the run in three parts.
 
-- building (:func:`build_run`): streams, workload, fleet, cost model, radio and method from the scenario;
-- playing one round (:func:`edgefl.round.play_round`): ``(run state) -> (run state, round record)``;
+- building (:func:`build_run`): streams, workload, fleet, cost model, radio, method, the per-round rules and
+  the driver, from the scenario (the only place a run reads it);
+- playing one step (:class:`edgefl.driver.Driver`): ``(run state) -> (run state, record)``, a synchronous round
+  (:class:`edgefl.round.SyncDriver`) or an asynchronous server update (:class:`edgefl.asynchronous.AsyncDriver`);
 - recording (:class:`edgefl.record.Records`): the rows and device blocks, and the tables built from them.
 
 The run state (:class:`edgefl.state.RunState`) is a value; checkpoints (:mod:`edgefl.checkpoint`) write and
-read it with the records, the method's and the radio's memory, and never touch the runner.
+read it with the records, the method's, the radio's, the clock's and the driver's memory, and never touch the
+runner.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,14 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from edgefl.algorithms import MethodSetup, make_method
+from edgefl.asynchronous import AsyncDriver
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
-from edgefl.errors import SimulationError
+from edgefl.driver import Driver, RoundRules, Run
 from edgefl.fleet_mix import build_fleet, placed_positions
+from edgefl.learner import make_learner
+from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
 from edgefl.record import Records
 from edgefl.results import RunResult
-from edgefl.round import Run, play_round, select_devices
+from edgefl.round import SyncDriver
 from edgefl.scenario import Scenario
 from edgefl.seeding import Streams
 from edgefl.sim import Clock
@@ -70,18 +75,34 @@ def build_run(scenario: Scenario) -> Run:
         clients_per_round=mcfg.clients_per_round, rounds=scenario.rounds, width=scenario.model.width,
     )  # fmt: skip
     method = make_method(mcfg.name, settings=mcfg.settings_of(), setup=setup)
-    rcfg = scenario.round
-    k, n = mcfg.clients_per_round, fleet.n_devices
-    n_select = min(n, math.ceil(k * (1 + rcfg.over_select_fraction))) if rcfg.policy == "over_select" else k
-    t_max = rcfg.deadline_s if rcfg.policy == "deadline" else None
-    clock = Clock(n, availability=make_availability(scenario.fleet.availability, n, streams))
-    server = None
-    if getattr(method, "asynchronous", False):
-        from edgefl.asynchronous import AsyncServer
+    clock = Clock(fleet.n_devices, availability=make_availability(scenario.fleet.availability, fleet.n_devices, streams))
+    driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
+    learner = make_learner(method=method, workload=workload)
+    return Run(scenario=scenario, rules=round_rules(scenario, fleet.n_devices), streams=streams, workload=workload,
+               fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock, driver=driver)  # fmt: skip
 
-        server = AsyncServer()
-    return Run(scenario=scenario, streams=streams, workload=workload, fleet=fleet, costs=costs, radio=radio,
-               method=method, n_select=n_select, t_max_s=t_max, clock=clock, async_server=server)  # fmt: skip
+
+def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
+    """The rules of every round of ``scenario`` on a fleet of ``n_devices`` (:class:`edgefl.driver.RoundRules`)."""
+    rcfg, ch, k = scenario.round, scenario.channel, scenario.method.clients_per_round
+    dl = ch.downlink
+    over = rcfg.policy == "over_select"
+    return RoundRules(
+        rounds=scenario.rounds,
+        n_select=min(n_devices, math.ceil(k * (1 + rcfg.over_select_fraction))) if over else k,
+        keep=k,
+        policy=rcfg.policy,
+        late=rcfg.late,
+        deadline_s=rcfg.deadline_s,
+        t_max_s=rcfg.deadline_s if rcfg.policy == "deadline" else None,
+        downlink_s=rcfg.downlink_s,
+        downlink_rx_power_w=None if dl is None else dl.rx_power_w,
+        width=scenario.model.width,
+        budget=scenario.fleet.budget,
+        eval_every=scenario.train.eval_every,
+        global_loss=scenario.train.global_loss,
+        fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
+    )
 
 
 def prepare(scenario: Scenario) -> Simulation:
@@ -113,14 +134,8 @@ def run_scenario(
     every = scenario.checkpoint_every
     if resume and checkpoint_dir is not None:
         sim.restore(checkpoint_dir)
-    if sim.run.async_server is not None:
-        from edgefl.asynchronous import fewer_collections
-
-        rarer_gc = fewer_collections()
-    else:
-        rarer_gc = contextlib.nullcontext()
     try:
-        with rarer_gc:
+        with sim.run.driver.playing():
             for r in range(sim.rounds_done + 1, scenario.rounds + 1):
                 row = sim.step(r)
                 if checkpoint_dir is not None and every and r % every == 0 and r < scenario.rounds:
@@ -167,12 +182,7 @@ class Simulation:
         """
         if r != self.state.rounds_done + 1:
             raise ValueError(f"round {r}: the next round to simulate is {self.state.rounds_done + 1}")
-        if self.run.async_server is not None:
-            from edgefl.asynchronous import play_update
-
-            self.state, record = play_update(self.run, self.state)
-        else:
-            self.state, record = play_round(self.run, self.state)
+        self.state, record = self.run.driver.play(self.run, self.state)
         self.records.append(record)
         return record.row
 
@@ -182,21 +192,21 @@ class Simulation:
         ``final=True`` (the run is over) lets the device table reuse the per-round blocks' memory; the
         simulation cannot be stepped or checkpointed afterwards.
         """
-        return replace(self.records.result(self.run.scenario, release=final), warnings=list(self.warnings))
+        result = self.records.result(self.run.scenario, release=final, availability=self.run.clock.availability)
+        return replace(result, warnings=list(self.warnings))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
-        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py);
-        an asynchronous run also writes its server and its jobs in flight."""
+        """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py),
+        with the driver's memory (an asynchronous run's server and its jobs in flight)."""
         from edgefl.checkpoint import save_checkpoint
 
         run = self.run
-        server = run.async_server
         self._saved_blocks = save_checkpoint(
             Path(checkpoint_dir), run.scenario, self.state, self.records, self._saved_blocks,
             method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), trains=run.workload.trains,
             clock_state=run.clock.state_dict(),
-            async_state=None if server is None else server.state_dict(run.clock, run.workload.trains),
+            driver_state=run.driver.state_dict(run),
         )  # fmt: skip
 
     def restore(self, checkpoint_dir: str | Path) -> bool:
@@ -210,13 +220,9 @@ class Simulation:
         self.state, self.records = found.state, found.records
         run.radio.load_state_dict(found.radio_state)
         run.method.load_state_dict(found.method_state)
-        server = run.async_server
-        if server is not None:
-            if found.async_state is None:
-                raise SimulationError(f"{checkpoint_dir}: the checkpoint has no asynchronous server state")
-            server.load_state_dict(found.async_state, found.async_tensors)
+        run.driver.load_state_dict(found.driver_state, found.driver_tensors)
         run.clock.load_state_dict(found.clock_state or {"clock_s": found.state.sim_time_s, "in_flight": []},
-                                  on_end_of=None if server is None else server.on_end_of)  # fmt: skip
+                                  on_end_of=run.driver.job_ends())  # fmt: skip
         self._saved_blocks = len(self.records.device_blocks)
         return True
 

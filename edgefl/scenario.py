@@ -187,7 +187,7 @@ class Scenario(_Strict):
                 f"method.name={name!r} with fleet.budget.kind='none': {name} plans for a per-round energy budget "
                 "E_max; set fleet.budget.kind to 'fixed' or 'uniform'"
             )
-        if getattr(_registry()[name], "asynchronous", False):
+        if needs.asynchronous:
             if self.round.policy != "wait_all":
                 raise ValueError(
                     f"method.name={name!r} with round.policy={self.round.policy!r}: an asynchronous method has no "

@@ -68,6 +68,11 @@ class LazyGenerator:
         self._make = make
         self._rng: np.random.Generator | None = None
 
+    @property
+    def used(self) -> bool:
+        """Whether anything has been drawn from (or asked of) the generator."""
+        return self._rng is not None
+
     def __getattr__(self, name: str):
         if self._rng is None:
             self._rng = self._make()

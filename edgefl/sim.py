@@ -34,12 +34,6 @@ cancelled at the cut-off (``"cancel"``: it stops at the round end; it has spent 
 t_cmp)`` computing and ``clip(t_end - t_cmp_end, 0, t_com)`` uploading, and its energy is charged pro rata of
 those, :func:`edgefl.costs.prorated_energy_j`).
 
-Against the engine before the run-long clock (one fresh environment per round), results under ``wait_all`` are
-identical. Under ``deadline`` and ``over_select`` with ``late = "finish"`` a dropped device used to be free
-again at the next round's start although it was still uploading; now it is busy until its arrival, so the
-next round selects among fewer devices (a different draw of the selection stream) and, in ``split`` mode, each
-new device's sub-band is narrower. Rounds without a straggler carried over are unchanged.
-
 A kept update due within the deadline's rounding slack (``DEADLINE_RTOL``) after the cut-off frees its device at
 the cut-off. Availability: a device that goes offline during a job loses it at that instant (``status = "offline"``): energy
 is charged up to there, as for a cancelled job. Its loss counts as the end of its job for ``wait_all``.
@@ -62,8 +56,8 @@ if TYPE_CHECKING:
     from edgefl.availability import Availability
 
 __all__ = [
-    "Clock", "DeviceTimeline", "RoundOutcome", "simulate_round", "STATES", "OFFLINE", "IDLE", "DOWNLOADING",
-    "COMPUTING", "UPLOADING", "LATE_MODES",
+    "Clock", "DeviceTimeline", "RoundOutcome", "phase_times_done", "simulate_round", "STATES", "OFFLINE", "IDLE",
+    "DOWNLOADING", "COMPUTING", "UPLOADING", "LATE_MODES",
 ]  # fmt: skip
 
 Policy = Literal["wait_all", "deadline", "over_select"]
@@ -363,6 +357,28 @@ class Clock:
         return t_end, lost
 
     # ------------------------------------------------------------------ a round
+    def _serve(self, jobs: _RoundJobs, *, devices: np.ndarray, t_start: np.ndarray, t_cmp_end: np.ndarray,
+               t_end: np.ndarray, lost: np.ndarray, off: np.ndarray, chain_start: float, policy: str,
+               deadline_end_s: float | None):  # fmt: skip
+        """The server's SimPy process for one round: start the jobs, schedule their losses offline and the first
+        arrival, then wait under ``policy`` (every job ended; or that or ``deadline_end_s`` [s]; or that or the
+        ``keep``-th arrival)."""
+        env = self.env
+        first = env.timeout(chain_start)  # the first device starts computing (a common downlink: the broadcast)
+        first.callbacks.append(jobs.chain_begins)
+        self._start_jobs(devices, t_start, t_cmp_end, t_end)
+        for j in np.flatnonzero(lost).tolist():  # the loss frees the device (it is offline then)
+            env.timeout(max(0.0, off[j] - env.now)).callbacks.append(lambda _ev, j=j: jobs.end_job(j))
+        if jobs.n == 0:
+            jobs.everyone.succeed()
+        yield first
+        if policy == "wait_all":
+            yield jobs.everyone
+        elif policy == "deadline":
+            yield jobs.everyone | env.timeout(max(0.0, deadline_end_s - env.now))
+        else:
+            yield jobs.everyone | jobs.enough
+
     def play(
         self,
         *,
@@ -384,12 +400,7 @@ class Clock:
         round start (download included); ``keep`` is K for ``over_select``; ``late`` what a job the server no
         longer waits for does (module docstring).
         """
-        if policy == "deadline" and (deadline_s is None or deadline_s <= 0):
-            raise ValueError(f"deadline_s={deadline_s}: policy 'deadline' needs deadline_s > 0")
-        if policy == "over_select" and (keep is None or keep < 1):
-            raise ValueError(f"keep={keep}: policy 'over_select' needs keep >= 1")
-        if late not in LATE_MODES:
-            raise ValueError(f"late={late!r}: must be one of {', '.join(LATE_MODES)}")
+        _check_policy(policy, deadline_s, keep, late)
         env = self.env
         devices = self._idle_devices(devices, "play")
         n = devices.size
@@ -413,90 +424,121 @@ class Clock:
         chain_start = float(np.min(t_dl)) if n else float(np.max(np.asarray(down_s, dtype=float), initial=0.0))
         t_arrive[order] = _chain(start + chain_start, due[order])
         t_end = np.where(lost, off, t_arrive)
-        ended = [False] * n
-        count = {"done": 0, "chain_limit": order.size}
-        everyone = env.event()
-        enough = env.event()
-        dev_list, order_list, due_list, busy_flags = devices.tolist(), order.tolist(), due[order].tolist(), self._busy
-
-        def end_job(j: int) -> None:
-            # the job's device is free (it arrived, was lost offline, or stopped at the cut-off)
-            if ended[j]:
-                return
-            ended[j] = True
-            busy_flags[dev_list[j]] = False
-            count["done"] += 1
-            if count["done"] == n:
-                everyone.succeed()
-
-        def arrived(ev: simpy.Timeout) -> None:
-            k = ev.value
-            end_job(order_list[k])
-            if k + 1 < count["chain_limit"]:
-                schedule(k + 1)
-            if k + 1 == keep and policy == "over_select" and not enough.triggered:
-                enough.succeed()
-
-        def schedule(k: int) -> None:
-            # arrivals are due in a known order: keep only the next one in SimPy's queue
-            env.timeout(max(0.0, due_list[k] - env.now), value=k).callbacks.append(arrived)
-
-        def chain_begins(_ev: Any) -> None:
-            if order.size:
-                schedule(0)
-
-        def server():
-            first = env.timeout(chain_start)  # the first device starts computing (a common downlink: the broadcast)
-            first.callbacks.append(chain_begins)
-            self._start_jobs(devices, t_start, t_start + t_cmp, t_end)
-            for j in np.flatnonzero(lost).tolist():  # the loss frees the device (it is offline then)
-                env.timeout(max(0.0, off[j] - env.now)).callbacks.append(lambda _ev, j=j: end_job(j))
-            if n == 0:
-                everyone.succeed()
-            yield first
-            if policy == "wait_all":
-                yield everyone
-            elif policy == "deadline":
-                yield everyone | env.timeout(max(0.0, start + deadline_s - env.now))
-            else:
-                yield everyone | enough
-
-        env.run(until=env.process(server()))
+        jobs_on = _RoundJobs(env, self._busy, devices, order, due[order], keep if policy == "over_select" else None)
+        serve = self._serve(jobs_on, devices=devices, t_start=t_start, t_cmp_end=t_start + t_cmp, t_end=t_end,
+                            lost=lost, off=off, chain_start=chain_start, policy=policy,
+                            deadline_end_s=None if deadline_s is None else start + deadline_s)  # fmt: skip
+        env.run(until=env.process(serve))
         end = env.now
 
-        if policy == "deadline":
-            # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
-            # Lemma 3 makes the deadline tight) must not be dropped because start + busy rounds up by one ulp
-            kept = ~lost & (t_arrive - start <= deadline_s * (1 + DEADLINE_RTOL))
-        elif policy == "over_select":
-            kept = np.zeros(n, dtype=bool)
-            kept[order[:keep]] = True
-        else:
-            kept = ~lost
+        kept = _kept(policy, lost, order, t_arrive - start, deadline_s, keep)
         status = np.where(kept, KEPT, np.where(lost, LOST, LATE)).astype(object)
         # a kept update due within the deadline's rounding slack after the round end has arrived as far as the
         # server is concerned: its device is free at the round end (its recorded arrival stays as computed)
-        running = ~np.array(ended, dtype=bool)
+        running = ~np.array(jobs_on.ended, dtype=bool)
         free_now = kept & running & (t_end > end)
         cut = ~kept & ~lost & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
-        count["chain_limit"] = order.size - int(np.count_nonzero(cut))  # cancelled jobs end the chain
+        jobs_on.chain_limit = order.size - int(np.count_nonzero(cut))  # cancelled jobs end the chain
         for j in np.flatnonzero(free_now | cut).tolist():
-            end_job(j)
+            jobs_on.end_job(j)
         t_end = np.where(free_now | cut, end, t_end)
         t_arrive = np.where(cut, np.nan, t_arrive)
         status[cut] = CANCELLED
-        dl_done = np.clip(t_end - start, 0.0, t_dl)
-        cmp_done = np.clip(t_end - t_start, 0.0, t_cmp)
-        com_done = np.clip(t_end - (t_start + t_cmp), 0.0, t_com)
+        t_down = np.full(n, start)
         stopped = (status == CANCELLED) | (status == LOST)
+        dl_done, cmp_done, com_done = phase_times_done(stopped, t_end, t_down, t_dl, t_cmp, t_com)
         return RoundOutcome(
             start_s=start, end_s=end, jobs=range(n) if jobs is None else jobs,
-            updates=[None] * n if updates is None else updates, t_down_s=np.full(n, start), t_start_s=t_start,
+            updates=[None] * n if updates is None else updates, t_down_s=t_down, t_start_s=t_start,
             t_cmp_end_s=t_start + t_cmp, t_arrive_s=t_arrive, t_end_s=t_end, t_dl_s=t_dl, t_cmp_s=t_cmp,
-            t_com_s=t_com, cmp_done_s=np.where(stopped, cmp_done, t_cmp), com_done_s=np.where(stopped, com_done, t_com),
-            dl_done_s=np.where(stopped, dl_done, t_dl),
+            t_com_s=t_com, cmp_done_s=cmp_done, com_done_s=com_done, dl_done_s=dl_done,
             kept_mask=kept, status=status, arrival_order=order[~np.isnan(t_arrive[order])],
         )  # fmt: skip
+
+
+class _RoundJobs:
+    """The jobs of one round on the clock's environment: which have ended, the chain of their arrivals (only the
+    next one sits in SimPy's queue; ``chain_limit`` arrivals are scheduled in all) and the server's two wake-ups,
+    ``everyone`` (every job ended) and ``enough`` (the ``keep``-th arrival, under ``over_select``)."""
+
+    __slots__ = ("env", "n", "ended", "done", "chain_limit", "everyone", "enough", "dev_list", "order_list",
+                 "due_list", "busy_flags", "keep")  # fmt: skip
+
+    def __init__(self, env: simpy.Environment, busy_flags: np.ndarray, devices: np.ndarray, order: np.ndarray,
+                 due_in_order: np.ndarray, keep: int | None) -> None:  # fmt: skip
+        self.env, self.n, self.busy_flags, self.keep = env, int(devices.size), busy_flags, keep
+        self.ended = [False] * self.n
+        self.done, self.chain_limit = 0, int(order.size)
+        self.everyone, self.enough = env.event(), env.event()
+        self.dev_list, self.order_list, self.due_list = devices.tolist(), order.tolist(), due_in_order.tolist()
+
+    def end_job(self, j: int) -> None:
+        """Job ``j``'s device is free (it arrived, was lost offline, or stopped at the cut-off)."""
+        if self.ended[j]:
+            return
+        self.ended[j] = True
+        self.busy_flags[self.dev_list[j]] = False
+        self.done += 1
+        if self.done == self.n:
+            self.everyone.succeed()
+
+    def arrived(self, ev: simpy.Timeout) -> None:
+        k = ev.value
+        self.end_job(self.order_list[k])
+        if k + 1 < self.chain_limit:
+            self.schedule(k + 1)
+        if k + 1 == self.keep and not self.enough.triggered:
+            self.enough.succeed()
+
+    def schedule(self, k: int) -> None:
+        """Put the ``k``-th arrival in SimPy's queue (arrivals are due in a known order)."""
+        env = self.env
+        env.timeout(max(0.0, self.due_list[k] - env.now), value=k).callbacks.append(self.arrived)
+
+    def chain_begins(self, _ev: Any) -> None:
+        if self.order_list:
+            self.schedule(0)
+
+
+def _check_policy(policy: str, deadline_s: float | None, keep: int | None, late: str) -> None:
+    """Raise ValueError (naming the argument, its value and what is allowed) for round rules that cannot play."""
+    if policy == "deadline" and (deadline_s is None or deadline_s <= 0):
+        raise ValueError(f"deadline_s={deadline_s}: policy 'deadline' needs deadline_s > 0")
+    if policy == "over_select" and (keep is None or keep < 1):
+        raise ValueError(f"keep={keep}: policy 'over_select' needs keep >= 1")
+    if late not in LATE_MODES:
+        raise ValueError(f"late={late!r}: must be one of {', '.join(LATE_MODES)}")
+
+
+def _kept(policy: str, lost: np.ndarray, order: np.ndarray, since_start_s: np.ndarray, deadline_s: float | None,
+          keep: int | None) -> np.ndarray:  # fmt: skip
+    """Which jobs' updates the server keeps (bool, shape (m,)): under ``deadline`` those arrived within it
+    (``since_start_s``: arrival time from the round start [s]), under ``over_select`` the first ``keep`` arrivals
+    (``order``: job indices in order of arrival), else every job not ``lost``."""
+    if policy == "deadline":
+        # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
+        # Lemma 3 makes the deadline tight) must not be dropped because start + busy rounds up by one ulp
+        return ~lost & (since_start_s <= deadline_s * (1 + DEADLINE_RTOL))
+    if policy == "over_select":
+        kept = np.zeros(lost.size, dtype=bool)
+        kept[order[:keep]] = True
+        return kept
+    return ~lost
+
+
+def phase_times_done(
+    stopped: np.ndarray, t_end_s: np.ndarray, t_down_s: np.ndarray, t_dl_s: np.ndarray, t_cmp_s: np.ndarray,
+    t_com_s: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Time [s] each job spent downloading, computing and uploading, shape (m,) each: the whole phase, or for a
+    ``stopped`` job (cancelled at the cut-off, or lost offline) the part of it before ``t_end_s``. A job downloads
+    from ``t_down_s`` for ``t_dl_s``, then computes ``t_cmp_s`` and uploads ``t_com_s``; the charge of its energy
+    is pro rata of these (:func:`edgefl.costs.prorated_energy_j`)."""
+    t_start = t_down_s + t_dl_s
+    dl_done = np.where(stopped, np.clip(t_end_s - t_down_s, 0.0, t_dl_s), t_dl_s)
+    cmp_done = np.where(stopped, np.clip(t_end_s - t_start, 0.0, t_cmp_s), t_cmp_s)
+    com_done = np.where(stopped, np.clip(t_end_s - (t_start + t_cmp_s), 0.0, t_com_s), t_com_s)
+    return dl_done, cmp_done, com_done
 
 
 class _Chain:

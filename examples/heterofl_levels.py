@@ -51,7 +51,7 @@ def local_accuracy(sim: Simulation) -> float:
     with torch.no_grad():
         logits = torch.cat([model(wl.x_test[i : i + 2048]) for i in range(0, wl.x_test.shape[0], 2048)])
     accs = []
-    for dev in range(wl.scenario.fleet.n_devices):
+    for dev in range(wl.n_samples.size):
         classes = torch.unique(wl.device_labels(dev))
         keep = torch.isin(wl.y_test, classes)
         if not keep.any():

@@ -21,7 +21,7 @@ import pytest
 from edgefl.availability import DAY_S, TraceAvailability, read_trace
 from edgefl.costs import prorated_energy_j
 from edgefl.errors import ScenarioError, SimulationError
-from edgefl.runner import Simulation, run_scenario
+from edgefl.runner import Simulation, build_run, run_scenario
 from edgefl.scenario import load_scenario
 from edgefl.sim import OFFLINE, UPLOADING, Clock
 
@@ -159,7 +159,7 @@ def test_markov_online_fraction_and_selection_never_exceeds_available():
 def test_the_report_draws_each_gantt_devices_offline_periods(tmp_path):
     """A trace run written with its report: device 0 online [0, 2) and [5, 1e9), device 1 [1, 1e9), device 2 never.
     Offline by hand up to the run's end T: device 0 [2, 5); device 1 [0, 1); device 2 [0, T); and the
-    Gantt's offline bars are those of the devices with jobs (0 and 1), regenerated from the written scenario."""
+    Gantt's offline bars are those of the devices with jobs (0 and 1), drawn from the result's schedule."""
     from edgefl.report import build_figures, gantt_devices
     from edgefl.results import offline_periods, write_run
 
@@ -169,10 +169,11 @@ def test_the_report_draws_each_gantt_devices_offline_periods(tmp_path):
     res = run_scenario(sc)
     end = float(res.rounds["sim_time_s"].max())
     assert end > 5.0
-    assert offline_periods(sc, [0, 1, 2], end) == {0: [(2.0, 5.0)], 1: [(0.0, 1.0)], 2: [(0.0, end)]}
+    assert offline_periods(res.availability, [0, 1, 2], end) == {0: [(2.0, 5.0)], 1: [(0.0, 1.0)], 2: [(0.0, end)]}
     assert gantt_devices(res.device_rounds) == [0, 1]
-    assert offline_periods(load_scenario("quickstart", ["learning=surrogate"]), [0, 1], end) == {}
-    fig = build_figures(res.rounds, res.device_rounds, offline=offline_periods(sc, [0, 1], end))["device_states"]
+    always = build_run(load_scenario("quickstart", ["learning=surrogate"])).clock.availability
+    assert offline_periods(always, [0, 1], end) == {}
+    fig = build_figures(res.rounds, res.device_rounds, offline=offline_periods(res.availability, [0, 1], end))["device_states"]
     bars = {t.name: t for t in fig.data}
     assert list(bars["offline"].y) == ["device 0", "device 1"]
     assert list(bars["offline"].base) == [2.0, 0.0] and list(bars["offline"].x) == [3.0, 1.0]

@@ -45,7 +45,7 @@ def _overrides(method: str, mode: str, policy: str) -> list[str]:
 def _refusal(method: str, mode: str, policy: str) -> str | None:
     """The fragment of the load-time error a method must give, or None if it must run."""
     needs = METHODS[method].needs
-    if getattr(METHODS[method], "asynchronous", False) and policy != "wait_all":
+    if METHODS[method].needs.asynchronous and policy != "wait_all":
         return "an asynchronous method has no rounds to cut"
     if needs.deadline and policy != "deadline":
         return "plans for a deadline"
@@ -85,7 +85,7 @@ def test_planned_equals_charged(method, mode, policy):
 def test_planned_equals_charged_under_surrogate_learning(method):
     sets = ["rounds=2", "fleet.n_devices=40", "method.clients_per_round=40", f"method.name={method}",
             "fleet.budget.low_j=20", "fleet.budget.high_j=40"]  # fmt: skip
-    if getattr(METHODS[method], "asynchronous", False):  # no rounds to cut, nothing to checkpoint yet
+    if METHODS[method].needs.asynchronous:  # no rounds to cut, nothing to checkpoint yet
         sets += ["round.policy=wait_all", "checkpoint_every=0"]
     rows = run_scenario(load_scenario("anycostfl_surrogate_10k", sets)).device_rounds
     _check(rows)

@@ -132,7 +132,7 @@ def test_surrogate_run_never_imports_torch(tmp_path):
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_surrogate_runs_the_methods_it_supports_and_rejects_the_others_in_one_line(method):
     overrides = [f"method.name={method}", "fleet.n_devices=40", "method.clients_per_round=8", "rounds=2"]
-    if getattr(METHODS[method], "asynchronous", False):  # no rounds to cut, nothing to checkpoint yet
+    if METHODS[method].needs.asynchronous:  # no rounds to cut, nothing to checkpoint yet
         overrides += ["round.policy=wait_all", "checkpoint_every=0", "fleet.budget.kind=none"]
     if method == "fedavg":  # the full model at f_max costs ~100 J per job here, above every E_max (<= 4.5 J)
         overrides += ["fleet.budget.kind=none"]

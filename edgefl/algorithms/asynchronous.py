@@ -26,7 +26,7 @@ counts s(tau) of a fresh one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
@@ -76,8 +76,7 @@ class FedBuffSettings(_AsyncSettings):
 class AsyncMethod(FedAvg):
     """FedAvg's planning and local work with an asynchronous server step (:meth:`server_step`)."""
 
-    asynchronous: ClassVar[bool] = True
-    needs = Needs(surrogate=True)
+    needs = Needs(surrogate=True, asynchronous=True)
     device_columns = ("staleness",)
 
     @property

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from edgefl.costs import CostModel
-    from edgefl.learning.workload import State
+    from edgefl.learning.protocol import State
     from edgefl.seeding import LazyGenerator, Streams
     from edgefl.system import Fleet
 
@@ -39,13 +39,16 @@ class Needs:
     ``deadline``: plans for a round deadline T_max (``round.policy = "deadline"``); ``budget``: plans for a
     per-round energy budget E_max (``fleet.budget.kind`` not ``"none"``); ``surrogate``: its plan needs no real
     model, so ``learning = "surrogate"`` can stand in for training; ``cost_modes``: the cost modes of
-    :class:`edgefl.costs.CostModel` it can plan in (``"physical"``, ``"per_step"``).
+    :class:`edgefl.costs.CostModel` it can plan in (``"physical"``, ``"per_step"``); ``asynchronous``: it has no
+    rounds but server updates (:class:`edgefl.asynchronous.AsyncDriver` plays it; it then implements
+    :class:`edgefl.algorithms.asynchronous.AsyncMethod`'s ``buffer_size``, ``weights`` and ``server_step``).
     """
 
     deadline: bool = False
     budget: bool = False
     surrogate: bool = False
     cost_modes: tuple[str, ...] = ("physical", "per_step")
+    asynchronous: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,8 +277,9 @@ class Method(ABC):
 
     def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
         """Every job's :meth:`client_update` of a round computed together (vectorised), in job order, or None
-        (the default): the workload then calls :meth:`client_update` job by job. Only for a method whose
-        devices' local work depends on nothing but the global state, the job and the round."""
+        (the default): the run's executor (:class:`edgefl.learner.InProcessExecutor`) then calls
+        :meth:`client_update` job by job. Only for a method whose devices' local work depends on nothing but the
+        global state, the job and the round."""
         return None
 
     @abstractmethod

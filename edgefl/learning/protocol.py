@@ -1,18 +1,24 @@
 """The learning protocol a run's workload implements, torch (:class:`~edgefl.learning.workload.Workload`) or
-surrogate (:class:`~edgefl.learning.surrogate.SurrogateWorkload`), so that a round is played the same way for
-both: the workload does the round's local work, moves the global state, and assesses it.
+surrogate (:class:`~edgefl.learning.surrogate.SurrogateWorkload`): sizes in FLOPs and bits, the local-training
+settings and the initial global state; and the values a round's learning produces (:class:`RoundWork`,
+:class:`Assessment`). The steps that move the global state are :mod:`edgefl.learner`'s.
 
-No torch here: surrogate runs never import it. ``method`` arguments are an :class:`edgefl.algorithms.base.Method`
-and ``jobs`` a :class:`~edgefl.algorithms.base.JobTable` (not imported: methods build on learning, not back).
+No torch here: surrogate runs never import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+    State = dict[str, torch.Tensor]
+    """A torch model's parameters by name (:data:`edgefl.learning.workload.State`)."""
 
 __all__ = ["Learning", "RoundWork", "Assessment"]
 
@@ -41,7 +47,7 @@ class Assessment:
 
 
 class Learning(Protocol):
-    """What the runner and the methods use of a workload (sizes in FLOPs and bits, the round's work)."""
+    """What the runtime and the methods use of a workload (sizes in FLOPs and bits, the local-training settings)."""
 
     trains: bool
     """True when local work is real training (torch); False when a convergence bound stands in for it."""
@@ -61,16 +67,3 @@ class Learning(Protocol):
         ...
 
     def initial_state(self) -> Any: ...
-
-    def work(self, method: Any, jobs: Any, state: Any, round_index: int) -> RoundWork:
-        """Do the round's local work of ``jobs`` (called when the devices start, after the downlink)."""
-        ...
-
-    def advance(self, method: Any, state: Any, jobs: Any, work: RoundWork, kept: np.ndarray,
-                n_selected: int) -> Any:
-        """The next global state from the kept jobs (indices into ``jobs``, arrival order)."""
-        ...
-
-    def assess(self, method: Any, state: Any, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
-        """Measure the new global state (``evaluate``: on the test set this round)."""
-        ...

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgefl.fleet_mix import table_sample_sizes
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
-from edgefl.learning.protocol import Assessment, RoundWork
+from edgefl.learning.protocol import RoundWork
 from edgefl.seeding import Streams
+
+if TYPE_CHECKING:
+    from edgefl.config import SurrogateConfig
 
 __all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "learning_gain", "luo_round_progress"]
 
@@ -65,14 +68,17 @@ def luo_round_progress(k: int, e: float, n: int, a0: float, b0: float) -> float:
 
 class SurrogateWorkload:
     """Sizes and loss dynamics of a run whose learning is replaced by a convergence bound
-    (the :class:`~edgefl.learning.protocol.Learning` protocol: the round's work is what was planned)."""
+    (the :class:`~edgefl.learning.protocol.Learning` protocol: the round's work is what was planned), built from a
+    scenario's surrogate and training configs (read once here): ``config`` the bound's constants, ``width`` the
+    global model's width, ``n_devices`` N."""
 
     trains = False
 
     def __init__(self, scenario: Any, streams: Streams) -> None:
-        self.scenario = scenario
-        cfg = scenario.surrogate
-        n = scenario.fleet.n_devices
+        self.config: SurrogateConfig = scenario.surrogate
+        self.width: float = scenario.model.width
+        self.n_devices = n = scenario.fleet.n_devices
+        cfg = self.config
         if isinstance(cfg.samples_per_device, tuple):
             lo, hi = cfg.samples_per_device
             drawn = streams.numpy("surrogate_samples").uniform(lo, hi, size=n)
@@ -84,8 +90,8 @@ class SurrogateWorkload:
 
     def flops_per_sample(self, width: float | np.ndarray | None = None) -> float | np.ndarray:
         """Training FLOPs per sample of a width-``width`` submodel: full model x width^2 (conv/fc layers)."""
-        width = self.scenario.model.width if width is None else width
-        return self.scenario.surrogate.train_flops_per_sample * np.square(width)
+        width = self.width if width is None else width
+        return self.config.train_flops_per_sample * np.square(width)
 
     def samples_per_round(self, device: int | np.ndarray) -> np.ndarray:
         """Samples one local run processes on each device (epochs x local size, or steps x batch)."""
@@ -94,22 +100,22 @@ class SurrogateWorkload:
     @property
     def update_bits(self) -> int:
         """Size of the full uncompressed float32 update [bits]."""
-        return BITS_PER_PARAMETER * self.scenario.surrogate.model_parameters
+        return BITS_PER_PARAMETER * self.config.model_parameters
 
     def update_bits_at(self, width: float) -> int:
         """Size of an uncompressed float32 width-``width`` submodel [bits]: the full update x width^2."""
         return int(round(self.update_bits * width * width))
 
     def initial_state(self) -> SurrogateState:
-        cfg = self.scenario.surrogate
+        cfg = self.config
         return SurrogateState(gap=max(cfg.initial_loss - cfg.loss_floor, 0.0))
 
     def loss(self, state: SurrogateState) -> float:
         """Global training loss F(w_t) = loss_floor + gap."""
-        return self.scenario.surrogate.loss_floor + state.gap
+        return self.config.loss_floor + state.gap
 
-    # ------------------------------------------------------------------ the learning protocol
-    def work(self, method: Any, jobs: Any, state: SurrogateState, round_index: int) -> RoundWork:
+    # ------------------------------------------------------------------ the steps of edgefl.learner.BoundLearner
+    def planned_work(self, jobs: Any) -> RoundWork:
         """The planned work of each job: FLOPs of its width-w submodel, its planned bits (the full update when
         the method planned none) and its planned steps; nothing trains."""
         dev = jobs.device
@@ -118,28 +124,13 @@ class SurrogateWorkload:
         return RoundWork(flops=flops, bits=bits, steps=jobs.local_steps, losses=np.full(len(jobs), math.nan),
                          updates=[None] * len(jobs))  # fmt: skip
 
-    def advance(
-        self, method: Any, state: SurrogateState, jobs: Any, work: RoundWork, kept: np.ndarray,
-        n_selected: int,
-    ) -> SurrogateState:  # fmt: skip
-        """The bound's next state from the kept jobs' knobs (:meth:`bound_step`)."""
-        return self.bound_step(
-            state, n_selected=n_selected, alpha=jobs.alpha[kept], beta=jobs.beta[kept], local_steps=work.steps[kept]
-        )
-
-    def assess(
-        self, method: Any, state: SurrogateState, work: RoundWork, *, evaluate: bool, global_loss: bool
-    ) -> Assessment:
-        """No test set: the training loss is the bound's loss."""
-        return Assessment(math.nan, math.nan, self.loss(state), math.nan)
-
     def async_step(
         self, state: SurrogateState, *, omega: np.ndarray, alpha: np.ndarray, beta: np.ndarray
     ) -> SurrogateState:
         """An asynchronous server step (:mod:`edgefl.algorithms.asynchronous`): ``gap <- gap (1 - (nu/lambda)
         sum_i omega_i (1 - epsilon (1 - alpha_i^4 beta_i)))``, clipped at 0, with each update's
         staleness-discounted step ``omega_i`` (shape (m,) each; NaN alpha/beta = full/uncompressed = 1)."""
-        cfg = self.scenario.surrogate
+        cfg = self.config
         if cfg.bound != "anycostfl":
             raise ValueError("asynchronous methods under surrogate learning need surrogate.bound = 'anycostfl'")
         a = np.nan_to_num(np.asarray(alpha, dtype=float), nan=1.0)
@@ -157,13 +148,13 @@ class SurrogateWorkload:
         local_steps: np.ndarray,
     ) -> SurrogateState:
         """The state after a round whose arrived updates had these knobs (shape (k,) each; NaN = full/none)."""
-        cfg = self.scenario.surrogate
+        cfg = self.config
         if cfg.bound == "anycostfl":
             gain = learning_gain(alpha, beta, n_selected) if n_selected else 0.0  # nobody selected: no progress
             return SurrogateState(gap=state.gap * anycost_contraction(gain, cfg.nu_over_lambda, cfg.epsilon))
         k = int(alpha.size)
         e = float(np.mean(local_steps)) if k else 0.0
-        progress = state.progress + luo_round_progress(k, e, self.scenario.fleet.n_devices, cfg.a0, cfg.b0)
+        progress = state.progress + luo_round_progress(k, e, self.n_devices, cfg.a0, cfg.b0)
         initial = self.initial_state().gap
         gap = min(initial, 1.0 / progress) if progress > 0 else initial
         return SurrogateState(gap=gap, progress=progress)

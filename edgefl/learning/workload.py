@@ -6,7 +6,6 @@ state and get back the update ``u = w_after - w_before`` plus what was computed 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -27,9 +26,8 @@ from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.config import (
     BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round, scheduled_lr,
 )
-from edgefl.learning.protocol import Assessment, RoundWork
 from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
-from edgefl.config import DataConfig
+from edgefl.config import DataConfig, ModelConfig, TrainConfig
 from edgefl.seeding import Streams
 
 __all__ = ["Workload", "State", "TrainResult", "state_bits"]
@@ -62,16 +60,19 @@ LABEL_SKEWED = ("shards", "dirichlet", "gamma_mix")
 
 
 class Workload:
-    """Dataset split over devices + model factory + the shared trainer, built from a scenario
-    (an :class:`edgefl.scenario.Scenario`; the :class:`~edgefl.learning.protocol.Learning` protocol with real
-    torch training)."""
+    """Dataset split over devices + model factory + the shared trainer (the
+    :class:`~edgefl.learning.protocol.Learning` protocol with real torch training), built from a scenario's data,
+    model and training configs (an :class:`edgefl.scenario.Scenario`, read once here): ``data``, ``model`` (its
+    ``width`` the global model's) and ``train`` (the learning-rate schedule) are those configs."""
 
     trains = True
 
     def __init__(self, scenario: Any, streams: Streams) -> None:
-        self.scenario = scenario
         self.streams = streams
-        d = scenario.data
+        self.data: DataConfig = scenario.data
+        self.model: ModelConfig = scenario.model
+        self.train_schedule: TrainConfig = scenario.train
+        d = self.data
         n = scenario.fleet.n_devices
         self.dataset: Dataset = subset(
             _load(d, n, streams.numpy("dataset")), max_train=d.max_train_samples, max_test=d.max_test_samples,
@@ -90,7 +91,7 @@ class Workload:
         self.x_test = torch.from_numpy(self.dataset.x_test)
         self.y_test = torch.from_numpy(self.dataset.y_test)
         self._device_data = [(self.x_train[p], self.y_train[p]) for p in parts]
-        self.train_config = local_train_config(scenario.train)
+        self.train_config = local_train_config(self.train_schedule)
         self._models: dict[float, nn.Module] = {}
 
     # ------------------------------------------------------------------ model
@@ -100,7 +101,7 @@ class Workload:
         return np.array([p.size for p in self.partitions], dtype=np.int64)
 
     def make_model(self, width: float = 1.0) -> nn.Module:
-        m = self.scenario.model
+        m = self.model
         return build_model(
             m.name, input_shape=self.dataset.input_shape, n_classes=self.dataset.n_classes, hidden=m.hidden,
             width=width,
@@ -115,16 +116,16 @@ class Workload:
     def initial_state(self) -> State:
         """The global model at round 0: initialised from the ``torch_init`` stream, or all zeros
         (``model.init = "zeros"``, Luo et al.'s Algorithm 1 starts from w_0 = 0)."""
-        model = init_parameters(self.make_model(self.scenario.model.width), self.streams.torch("torch_init"))
+        model = init_parameters(self.make_model(self.model.width), self.streams.torch("torch_init"))
         state = {k: v.detach().clone() for k, v in model.named_parameters()}
-        if self.scenario.model.init == "zeros":
+        if self.model.init == "zeros":
             state = {k: torch.zeros_like(v) for k, v in state.items()}
         return state
 
     def flops_per_sample(self, width: float | None = None) -> float:
         """Measured training FLOPs (forward + backward) per sample for this architecture and width (cached)."""
-        width = self.scenario.model.width if width is None else width
-        m = self.scenario.model
+        width = self.model.width if width is None else width
+        m = self.model
         key = (m.name, m.hidden, self.dataset.input_shape, self.dataset.n_classes, float(width))
         if key not in _FLOPS_CACHE:  # an architecture's FLOPs never change: measure once per process
             _FLOPS_CACHE[key] = measure_train_flops_per_sample(
@@ -143,18 +144,18 @@ class Workload:
     @cached_property
     def update_bits(self) -> int:
         """Size of an uncompressed float32 update of the full model [bits]."""
-        return self.update_bits_at(self.scenario.model.width)
+        return self.update_bits_at(self.model.width)
 
     @property
     def labels_skewed(self) -> bool:
         """Whether the partition gives devices only some classes (shards, dirichlet, gamma_mix)."""
-        return self.scenario.data.partition in LABEL_SKEWED
+        return self.data.partition in LABEL_SKEWED
 
     def submodel_shapes(self, width: float):
         """Parameter shapes of the width-``width`` submodel (:func:`edgefl.learning.slicing.submodel_shapes`)."""
         from edgefl.learning.slicing import submodel_shapes
 
-        m = self.scenario.model
+        m = self.model
         return submodel_shapes(
             m.name, input_shape=self.dataset.input_shape, n_classes=self.dataset.n_classes, width=width,
             hidden=m.hidden,
@@ -164,36 +165,7 @@ class Workload:
         """Names of the model's output layer parameters (:func:`edgefl.learning.models.output_layer`)."""
         from edgefl.learning.models import output_layer
 
-        return output_layer(self.scenario.model.name, hidden=self.scenario.model.hidden)
-
-    # ------------------------------------------------------------------ the learning protocol
-    def work(self, method: Any, jobs: Any, state: State, round_index: int) -> RoundWork:
-        """Train every job for real, in job order (all together when the method can vectorise them)."""
-        updates = method.client_updates(jobs, state, round_index)
-        if updates is None:
-            updates = [method.client_update(jobs[i], state, round_index) for i in range(len(jobs))]
-        return RoundWork(
-            flops=np.array([u.flops for u in updates], dtype=float),
-            bits=np.array([u.bits for u in updates], dtype=float),
-            steps=np.array([u.steps for u in updates], dtype=np.int64),
-            losses=np.array([u.train_loss for u in updates], dtype=float),
-            updates=updates,
-        )
-
-    def advance(
-        self, method: Any, state: State, jobs: Any, work: RoundWork, kept: np.ndarray, n_selected: int
-    ) -> State:
-        """The method's aggregation of the kept updates (arrival order)."""
-        return method.aggregate(state, [work.updates[i] for i in kept])
-
-    def assess(self, method: Any, state: State, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
-        """Test accuracy and loss (by the method's inference rule) when ``evaluate``, the jobs' mean training loss,
-        and F(w) over every device's data when ``evaluate`` and ``global_loss``."""
-        acc, test_loss = method.evaluate(state) if evaluate else (math.nan, math.nan)
-        losses = work.losses
-        train_loss = float(np.mean(losses[losses == losses])) if np.any(losses == losses) else math.nan
-        f_w = self.global_train_loss(state) if evaluate and global_loss else math.nan
-        return Assessment(acc, test_loss, train_loss, f_w)
+        return output_layer(self.model.name, hidden=self.model.hidden)
 
     # ------------------------------------------------------------------ train / evaluate
     def train(
@@ -214,7 +186,7 @@ class Workload:
         ``steps``: run exactly that many SGD steps instead of the scenario's epochs/steps (FedNova's tau_i).
         ``penalty``: a term added to each batch's loss (see :func:`~edgefl.learning.train.local_train`).
         """
-        width = self.scenario.model.width if width is None else width
+        width = self.model.width if width is None else width
         model = self._loaded(global_state, width)
         x, y = self._device_data[device]
         cfg = self.train_config if steps is None else replace(self.train_config, steps=int(steps), epochs=1)
@@ -236,14 +208,14 @@ class Workload:
 
     def _scheduled(self, cfg: LocalTrainConfig, round_index: int) -> LocalTrainConfig:
         """``cfg`` with round ``round_index``'s learning rate (``train.lr_schedule``); rounds are 1-based."""
-        return replace(cfg, lr=scheduled_lr(self.scenario.train, cfg.lr, round_index))
+        return replace(cfg, lr=scheduled_lr(self.train_schedule, cfg.lr, round_index))
 
     def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
         """:meth:`train` for several devices at once (full width, the scenario's SGD settings), vectorised over
         devices; each device draws its batches from its own (torch_batches, round, device) stream as in
         :meth:`train`, so it ends where :meth:`train` would, up to float rounding. None when the model or the
         settings do not allow it (:func:`~edgefl.learning.train.trains_together`): train one by one then."""
-        width = self.scenario.model.width
+        width = self.model.width
         model = self._model(width)
         cfg = self._scheduled(self.train_config, round_index)
         if len(devices) < 2 or not trains_together(model, cfg):
@@ -278,7 +250,7 @@ class Workload:
 
     def _loaded(self, state: State, width: float | None = None) -> nn.Module:
         """The reusable module of ``width`` (default: the scenario's) holding ``state``'s parameters."""
-        model = self._model(self.scenario.model.width if width is None else width)
+        model = self._model(self.model.width if width is None else width)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 p.copy_(state[name])

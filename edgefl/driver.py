@@ -1,0 +1,124 @@
+"""What a driver plays: the built parts of a run (:class:`Run`), its rules (:class:`RoundRules`) and the protocol
+both drivers implement (:class:`Driver`).
+
+A driver turns the run state into the next state and the record of one step: a synchronous round
+(:class:`edgefl.round.SyncDriver`) or an asynchronous server update (:class:`edgefl.asynchronous.AsyncDriver`).
+:func:`edgefl.runner.build_run` resolves the scenario into these values once and picks the driver from the
+method's declared :class:`~edgefl.algorithms.base.Needs`; no driver reads the scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from edgefl.algorithms.base import Method
+    from edgefl.config import BudgetConfig
+    from edgefl.costs import CostModel
+    from edgefl.learner import Learner
+    from edgefl.learning.protocol import Learning
+    from edgefl.radio import Radio
+    from edgefl.record import RoundRecord
+    from edgefl.scenario import Scenario
+    from edgefl.seeding import Streams
+    from edgefl.sim import Clock
+    from edgefl.state import RunState
+    from edgefl.system import Fleet
+
+__all__ = ["Driver", "RoundRules", "Run"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundRules:
+    """The rules of every round (or server update) of a run, resolved from the scenario at build time.
+
+    ``rounds``: rounds (server updates) T; ``n_select``: devices the server starts per round (K, or more under
+    ``over_select``; the jobs kept in flight for an asynchronous method); ``keep``: updates an ``over_select``
+    round keeps (K); ``policy``, ``late``: the round policy and what a late job does (:meth:`edgefl.sim.Clock.play`);
+    ``deadline_s``: the configured deadline [s]; ``t_max_s``: the deadline a method plans for [s] (None unless
+    ``policy = "deadline"``); ``downlink_s``: a fixed download time [s] (no downlink model);
+    ``downlink_rx_power_w``: a device's receive power [W] under the downlink model (None: no downlink model,
+    downloads cost no energy); ``width``: the global model's width; ``budget``: the energy-budget distribution;
+    ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
+    of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
+    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
+    """
+
+    rounds: int
+    n_select: int
+    keep: int
+    policy: str
+    late: str
+    deadline_s: float
+    t_max_s: float | None
+    downlink_s: float
+    downlink_rx_power_w: float | None
+    width: float
+    budget: BudgetConfig
+    eval_every: int
+    global_loss: bool
+    fixed_bands: bool
+
+    def evaluates(self, r: int) -> bool:
+        """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""
+        return r % self.eval_every == 0 or r == self.rounds
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Run:
+    """The built parts of a run (see :func:`edgefl.runner.build_run`).
+
+    ``rules``: the per-round rules; ``workload``: sizes and the trainer (:class:`edgefl.learning.protocol.Learning`);
+    ``learner``: the learning steps the driver calls (:mod:`edgefl.learner`); ``clock``: the run's SimPy clock (device states and jobs in flight, carried
+    from round to round); ``driver``: what plays each round or server update (its memory between them);
+    ``scenario``: what the run was built from, for the front ends and the result (drivers do not read it).
+    """
+
+    scenario: Scenario
+    rules: RoundRules
+    streams: Streams
+    workload: Learning
+    fleet: Fleet
+    costs: CostModel
+    radio: Radio
+    method: Method
+    learner: Learner
+    clock: Clock
+    driver: Driver
+
+    @property
+    def n_select(self) -> int:
+        """Devices the server starts per round (:attr:`RoundRules.n_select`)."""
+        return self.rules.n_select
+
+    @property
+    def t_max_s(self) -> float | None:
+        """The round deadline a method plans for [s] (:attr:`RoundRules.t_max_s`)."""
+        return self.rules.t_max_s
+
+
+class Driver(Protocol):
+    """Plays a run one step at a time: a synchronous round or an asynchronous server update."""
+
+    def play(self, run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
+        """Play step ``state.rounds_done + 1``; return the state after it and its record."""
+        ...
+
+    def playing(self) -> AbstractContextManager[Any]:
+        """The context the whole run is played in (e.g. the garbage collector's thresholds)."""
+        ...
+
+    def state_dict(self, run: Run) -> tuple[dict, dict | None] | None:
+        """The driver's memory between steps, for a checkpoint: (JSON-able part, tensors or None), or None."""
+        ...
+
+    def load_state_dict(self, meta: dict | None, tensors: dict | None) -> None:
+        """Continue from :meth:`state_dict` (then restore the clock with :meth:`job_ends`)."""
+        ...
+
+    def job_ends(self) -> Callable[[int], Callable[[int, bool], None]] | None:
+        """For the clock's restored jobs: the ``on_end`` of the dispatch with a tag, or None (no such jobs)."""
+        ...

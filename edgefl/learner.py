@@ -1,0 +1,136 @@
+"""How a run's global model learns, bound once at build time: the method's own steps on a real model
+(:class:`TrainingLearner`) or the surrogate's convergence bound standing in for them (:class:`BoundLearner`).
+
+Both drivers call the same four steps, never handed the method: ``work`` (the jobs' device-side work, when they
+start), ``advance`` (a synchronous round's aggregation of the kept updates), ``server_step`` (an asynchronous
+update's step from staleness-weighted updates) and ``assess`` (the new global model).
+
+The device-side work of a round goes through one :class:`Executor`: each job's client update (shrink, train,
+compress) run by the method, returning a :class:`~edgefl.algorithms.base.ClientUpdate` (payload, bits, FLOPs,
+steps, loss). :class:`InProcessExecutor`, the jobs in this process in job order, is the one executor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from edgefl.learning.protocol import Assessment, RoundWork
+
+if TYPE_CHECKING:
+    from edgefl.algorithms.base import ClientUpdate, JobTable, Method
+    from edgefl.learning.protocol import Learning
+
+__all__ = ["BoundLearner", "Executor", "InProcessExecutor", "Learner", "TrainingLearner", "make_learner"]
+
+
+class Executor(Protocol):
+    """Runs the device-side work of a round's jobs and returns what each built."""
+
+    def run(self, method: Method, jobs: JobTable, start: Any, round_index: int) -> list[ClientUpdate]:
+        """Every job's client update from the global model ``start`` of round ``round_index``, in job order."""
+        ...
+
+
+class InProcessExecutor:
+    """The jobs' client updates in this process: all together when the method vectorises them
+    (:meth:`~edgefl.algorithms.base.Method.client_updates`), else one by one in job order."""
+
+    def run(self, method: Method, jobs: JobTable, start: Any, round_index: int) -> list[ClientUpdate]:
+        updates = method.client_updates(jobs, start, round_index)
+        if updates is None:
+            updates = [method.client_update(jobs[i], start, round_index) for i in range(len(jobs))]
+        return updates
+
+
+class Learner(Protocol):
+    """The learning steps a driver calls (module docstring)."""
+
+    def work(self, jobs: JobTable, state: Any, round_index: int) -> RoundWork:
+        """The device-side work of ``jobs`` from the global ``state`` (called when the jobs start)."""
+        ...
+
+    def advance(self, state: Any, *, jobs: JobTable, work: RoundWork, kept: np.ndarray, n_selected: int) -> Any:
+        """The next global state from the kept jobs (indices into ``jobs``, arrival order) of a round that
+        selected ``n_selected`` devices."""
+        ...
+
+    def server_step(self, state: Any, *, updates: Sequence[Any], bases: Sequence[Any], tau: np.ndarray,
+                    alpha: np.ndarray, beta: np.ndarray) -> Any:  # fmt: skip
+        """The next global state from an asynchronous server update: ``updates`` trained from ``bases`` (the
+        models they downloaded), their staleness ``tau`` and knobs ``alpha``, ``beta`` (shape (m,) each)."""
+        ...
+
+    def assess(self, state: Any, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
+        """Measure the new global state (``evaluate``: on the test set this step; ``global_loss``: also the
+        global training loss F(w))."""
+        ...
+
+
+class TrainingLearner:
+    """Real training: the method's client updates (through ``executor``), its aggregation, its server step and
+    its evaluation, on the torch ``workload``."""
+
+    def __init__(self, *, method: Method, workload: Learning, executor: Executor) -> None:
+        self.method, self.workload, self.executor = method, workload, executor
+
+    def work(self, jobs: JobTable, state: Any, round_index: int) -> RoundWork:
+        updates = self.executor.run(self.method, jobs, state, round_index)
+        return RoundWork(
+            flops=np.array([u.flops for u in updates], dtype=float),
+            bits=np.array([u.bits for u in updates], dtype=float),
+            steps=np.array([u.steps for u in updates], dtype=np.int64),
+            losses=np.array([u.train_loss for u in updates], dtype=float),
+            updates=updates,
+        )
+
+    def advance(self, state: Any, *, jobs: JobTable, work: RoundWork, kept: np.ndarray, n_selected: int) -> Any:
+        return self.method.aggregate(state, [work.updates[i] for i in kept])
+
+    def server_step(self, state: Any, *, updates: Sequence[Any], bases: Sequence[Any], tau: np.ndarray,
+                    alpha: np.ndarray, beta: np.ndarray) -> Any:  # fmt: skip
+        return self.method.server_step(state, updates, bases, tau)
+
+    def assess(self, state: Any, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
+        """Test accuracy and loss (by the method's inference rule) when ``evaluate``, the jobs' mean training
+        loss, and F(w) over every device's data when ``evaluate`` and ``global_loss``."""
+        acc, test_loss = self.method.evaluate(state) if evaluate else (math.nan, math.nan)
+        losses = work.losses
+        train_loss = float(np.mean(losses[losses == losses])) if np.any(losses == losses) else math.nan
+        f_w = self.workload.global_train_loss(state) if evaluate and global_loss else math.nan
+        return Assessment(acc, test_loss, train_loss, f_w)
+
+
+class BoundLearner:
+    """Surrogate learning: the jobs' planned work, and the global loss moved by the surrogate ``workload``'s
+    convergence bound (:class:`edgefl.learning.surrogate.SurrogateWorkload`); ``method`` gives the asynchronous
+    steps' staleness weights."""
+
+    def __init__(self, *, method: Method, workload: Any) -> None:
+        self.method, self.workload = method, workload
+
+    def work(self, jobs: JobTable, state: Any, round_index: int) -> RoundWork:
+        return self.workload.planned_work(jobs)
+
+    def advance(self, state: Any, *, jobs: JobTable, work: RoundWork, kept: np.ndarray, n_selected: int) -> Any:
+        return self.workload.bound_step(
+            state, n_selected=n_selected, alpha=jobs.alpha[kept], beta=jobs.beta[kept], local_steps=work.steps[kept]
+        )
+
+    def server_step(self, state: Any, *, updates: Sequence[Any], bases: Sequence[Any], tau: np.ndarray,
+                    alpha: np.ndarray, beta: np.ndarray) -> Any:  # fmt: skip
+        return self.workload.async_step(state, omega=self.method.weights(tau), alpha=alpha, beta=beta)
+
+    def assess(self, state: Any, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
+        """No test set: the training loss is the bound's loss."""
+        return Assessment(math.nan, math.nan, self.workload.loss(state), math.nan)
+
+
+def make_learner(*, method: Method, workload: Learning) -> Learner:
+    """The learner of a run: :class:`TrainingLearner` when the workload trains, else :class:`BoundLearner`."""
+    if workload.trains:
+        return TrainingLearner(method=method, workload=workload, executor=InProcessExecutor())
+    return BoundLearner(method=method, workload=workload)
