@@ -18,7 +18,7 @@ def is_asynchronous(scenario: Scenario) -> bool:
     """Whether the scenario's method has server updates instead of rounds (FedAsync, FedBuff)."""
     from edgefl.algorithms import METHODS
 
-    return bool(getattr(METHODS[scenario.method.name], "asynchronous", False))
+    return METHODS[scenario.method.name].needs.asynchronous
 
 
 def run_settings(scenario: Scenario) -> list[tuple[str, str]]:
