@@ -1,10 +1,10 @@
 """The codecs' fast paths give the payloads of straightforward references written out here: bit-identical bytes on
 fixed seeded updates for STC, QSGD / FedHQ (element-wise top-k + levels), AnycostFL's budgeted codec and UVeQFed,
-and the same Huffman code lengths, A2 lattice points and decoded symbols as the plain formulations."""
+and the same A2 lattice points and decoded symbols as the plain formulations (Huffman code lengths against a
+heap merge: tests/test_compression.py)."""
 
 from __future__ import annotations
 
-import heapq
 import math
 
 import numpy as np
@@ -137,31 +137,6 @@ def test_huffman_decoder_reads_every_code_length_across_blocks() -> None:
     lengths = coding.huffman_lengths(np.bincount(symbols, minlength=17))
     assert lengths.max() == coding.MAX_CODE_BITS and lengths.min() == 1
     assert np.array_equal(coding.huffman_decode(coding.BitReader(w.to_bytes()), symbols.size), symbols)
-
-
-def _reference_lengths(counts: np.ndarray) -> np.ndarray:
-    """Huffman lengths by a heap of (count, tie, node) with leaves tied by symbol, merged nodes by creation."""
-    used = np.flatnonzero(counts)
-    heap = [(int(counts[s]), i, [int(s)]) for i, s in enumerate(used)]
-    heapq.heapify(heap)
-    lengths, tie = np.zeros(counts.size, dtype=np.int64), len(heap)
-    while len(heap) > 1:
-        c1, _, s1 = heapq.heappop(heap)
-        c2, _, s2 = heapq.heappop(heap)
-        lengths[s1 + s2] += 1
-        heapq.heappush(heap, (c1 + c2, tie, s1 + s2))
-        tie += 1
-    return lengths
-
-
-def test_two_queue_huffman_lengths_equal_the_heap_merge_on_tied_counts() -> None:
-    """Many ties between leaves and merged nodes (small counts, powers of two), where the tie rule decides."""
-    rng = np.random.default_rng(12)
-    for _ in range(300):
-        counts = rng.integers(0, rng.choice([2, 4, 9, 1000]), size=int(rng.integers(1, 120)))
-        if rng.random() < 0.3:
-            counts = (1 << rng.integers(0, 6, size=counts.size)) * (counts > 0)
-        assert np.array_equal(coding._plain_lengths(counts), _reference_lengths(counts)), counts
 
 
 def _reference_a2_nearest(x: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
