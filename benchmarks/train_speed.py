@@ -80,24 +80,19 @@ def child(method: str) -> None:
     from edgefl.scenario import load_scenario
 
     times = {"train_s": 0.0, "update_s": 0.0}
-    train = Workload.train
 
-    def timed_train(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = train(self, *args, **kwargs)
-        times["train_s"] += time.perf_counter() - t0
-        return out
+    def timed(inner, key: str):
+        def run(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = inner(*args, **kwargs)
+            times[key] += time.perf_counter() - t0
+            return out
+
+        return run
 
     klass = REGISTRY[method]
-    update = klass.client_update
-
-    def timed_update(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = update(self, *args, **kwargs)
-        times["update_s"] += time.perf_counter() - t0
-        return out
-
-    Workload.train, klass.client_update = timed_train, timed_update
+    Workload.train = timed(Workload.train, "train_s")
+    klass.client_update = timed(klass.client_update, "update_s")
     payloads: list = []
     _capture(payloads)
     sc = load_scenario(PRESET, [
