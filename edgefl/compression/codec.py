@@ -17,6 +17,7 @@ grouped j at a time into one symbol of the alphabet (L+1)^j (so that small L do 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -164,18 +165,43 @@ class _Plan:
     levels: int
 
 
-def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, levels: int,
-          uniforms: np.ndarray, elements: np.ndarray | None = None) -> _Plan:  # fmt: skip
-    if not 1 <= int(levels) <= MAX_LEVELS:
-        raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
+@dataclass
+class _Kept:
+    """What a plan takes from its kept elements whatever L: magnitudes (float64 of the float32 values), their
+    smallest and largest, signs and rounding uniforms."""
+
+    kept: np.ndarray
+    elements: np.ndarray
+    mags: np.ndarray
+    u_min: float
+    u_max: float
+    negative: np.ndarray
+    uniforms: np.ndarray
+
+
+def _kept(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, uniforms: np.ndarray,
+          elements: np.ndarray | None = None) -> _Kept:  # fmt: skip
     if elements is None:
         elements = sparsify.kernel_elements(kept, layout)
     values = flat[elements]
     mags = np.abs(values)
     u_min = float(mags.min()) if mags.size else 0.0
     u_max = float(mags.max()) if mags.size else 0.0
-    indices = quantize.stochastic_levels(mags, int(levels), u_min, u_max, uniforms[elements])
-    return _Plan(kept, elements, values < 0, indices, u_min, u_max, int(levels))
+    return _Kept(kept, elements, mags.astype(np.float64), u_min, u_max, values < 0, uniforms[elements])
+
+
+def _plan_levels(kv: _Kept, levels: int) -> _Plan:
+    if not 1 <= int(levels) <= MAX_LEVELS:
+        raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
+    indices = quantize.stochastic_levels(kv.mags, int(levels), kv.u_min, kv.u_max, kv.uniforms)
+    return _Plan(kv.kept, kv.elements, kv.negative, indices, kv.u_min, kv.u_max, int(levels))
+
+
+def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, levels: int,
+          uniforms: np.ndarray, elements: np.ndarray | None = None) -> _Plan:  # fmt: skip
+    if not 1 <= int(levels) <= MAX_LEVELS:
+        raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
+    return _plan_levels(_kept(flat, layout, kept, uniforms, elements), levels)
 
 
 def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
@@ -377,8 +403,14 @@ class TopkQuantSizer:
     def __init__(self, update: Mapping[str, torch.Tensor], rng: np.random.Generator) -> None:
         self.names, self.shapes, self.flat = flatten(update)
         self.layout = sparsify.kernel_layout(self.shapes, kernel_wise=False)
-        self.order = sparsify.rank_kernels(sparsify.kernel_scores(self.flat, self.layout, score="l2"))
         self.uniforms = rng.random(self.flat.size)
+        self._last: tuple[int, _Kept] | None = None  # the kept values of the last k (a search over L keeps k)
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        """Element indices by descending |value|, ties by index; ranked on first use, which keeping none or all
+        of them never needs."""
+        return sparsify.rank_kernels(sparsify.kernel_scores(self.flat, self.layout, score="l2"))
 
     @property
     def n(self) -> int:
@@ -387,8 +419,12 @@ class TopkQuantSizer:
     def _plan(self, k: int, levels: int):
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        kept = sparsify.top_positions(self.order, k)  # element-wise: kernel index = element index
-        return _plan(self.flat, self.layout, kept, int(levels), self.uniforms, kept)
+        if not 1 <= int(levels) <= MAX_LEVELS:
+            raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
+        if self._last is None or self._last[0] != int(k):
+            kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
+            self._last = (int(k), _kept(self.flat, self.layout, kept, self.uniforms, kept))
+        return _plan_levels(self._last[1], int(levels))
 
     def bits(self, k: int, levels: int) -> int:
         """Exact payload size [bits] (a multiple of 8)."""

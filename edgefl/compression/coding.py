@@ -183,25 +183,39 @@ def entropy_bits(counts: np.ndarray) -> float:
 def _plain_lengths(counts: np.ndarray) -> np.ndarray:
     """Huffman code lengths by the textbook merge of the two least counts (ties: leaves by symbol, then merged
     nodes in the order they were made). A node's length is its depth, found from parent links after the merges
-    (linear), rather than by adding 1 to every leaf under each merge."""
+    (linear), rather than by adding 1 to every leaf under each merge.
+
+    The merges take two queues instead of a heap: the leaves sorted by (count, symbol), and the merged nodes in
+    the order they were made, whose counts never decrease. The least (count, tie) node is the lesser head, a
+    leaf on equal counts (a leaf's tie is below every merged node's), so the merges are the heap's, in order.
+    """
     used = np.flatnonzero(counts)
     lengths = np.zeros(counts.size, dtype=np.int64)
-    heap = [(int(counts[s]), i, i) for i, s in enumerate(used)]  # (count, tie, node); leaves are nodes 0..u-1
-    heapq.heapify(heap)
-    parent: list[int] = [-1] * len(heap)
-    tie = len(heap)
-    while len(heap) > 1:
-        c1, _, n1 = heapq.heappop(heap)
-        c2, _, n2 = heapq.heappop(heap)
-        parent[n1] = parent[n2] = len(parent)
-        parent.append(-1)
-        heapq.heappush(heap, (c1 + c2, tie, len(parent) - 1))
-        tie += 1
+    u = int(used.size)
+    if u <= 1:
+        return lengths
+    leaf_counts = counts[used].astype(np.int64)
+    leaves = np.argsort(leaf_counts, kind="stable").tolist()  # leaf nodes 0..u-1 by (count, symbol)
+    leaf_count = leaf_counts.tolist()
+    merged: list[int] = []  # counts of merged nodes u, u+1, ...
+    parent = [-1] * (2 * u - 1)
+    li = mi = 0
+    for node in range(u, 2 * u - 1):
+        total = 0
+        for _ in range(2):
+            if li < u and (mi >= len(merged) or leaf_count[leaves[li]] <= merged[mi]):
+                child, c = leaves[li], leaf_count[leaves[li]]
+                li += 1
+            else:
+                child, c = u + mi, merged[mi]
+                mi += 1
+            parent[child] = node
+            total += c
+        merged.append(total)
     depth = [0] * len(parent)
     for node in range(len(parent) - 2, -1, -1):  # a parent is made after its children
         depth[node] = depth[parent[node]] + 1
-    if used.size > 1:
-        lengths[used] = depth[: used.size]
+    lengths[used] = depth[:u]
     return lengths
 
 
@@ -328,15 +342,15 @@ def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
         hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
         table_sym[lo:hi] = s
         table_len[lo:hi] = lengths[s]
-    # window[p] = the next `width` bits from position p, as an integer
-    padded = np.concatenate([payload, np.zeros(width, dtype=np.uint8)]).astype(np.int64)
-    window = np.zeros(total + 1, dtype=np.int64)
-    for j in range(width):
-        window = (window << 1) | padded[j : j + total + 1]
+    # the next `width` (<= 16) bits from position p: bits 24 - width - p % 8 .. of the 24-bit word at byte p // 8
+    packed = np.packbits(np.concatenate([payload, np.zeros(24, dtype=np.uint8)])).astype(np.int64)
+    words = (packed[:-2] << 16) | (packed[1:-1] << 8) | packed[2:]
+    keep = (1 << width) - 1
     pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
     out = np.empty((n_blocks, block), dtype=np.int64)
     for step in range(block):
-        w = window[np.minimum(pos, total)]
+        at = np.minimum(pos, total)
+        w = (words[at >> 3] >> (24 - width - (at & 7))) & keep
         out[:, step] = table_sym[w]
         pos += table_len[w]
     if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:

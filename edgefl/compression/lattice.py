@@ -50,12 +50,12 @@ def a2_nearest(x: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
     coset shifted by ``d (1/2, sqrt(3)/2)`` (Conway & Sloane ch. 20)."""
     x = np.asarray(x, dtype=np.float64).reshape(-1, 2)
     h = d * _SQRT3  # period of the rectangular lattice along the second axis
-    p0 = np.stack([np.round(x[:, 0] / d) * d, np.round(x[:, 1] / h) * h], axis=-1)
-    p1 = np.stack([(np.round(x[:, 0] / d - 0.5) + 0.5) * d, (np.round(x[:, 1] / h - 0.5) + 0.5) * h], axis=-1)
-    closer0 = ((x - p0) ** 2).sum(axis=1) <= ((x - p1) ** 2).sum(axis=1)
-    p = np.where(closer0[:, None], p0, p1)
-    b = np.round(p[:, 1] / (h / 2.0)).astype(np.int64)  # second coordinate = b d sqrt(3)/2
-    a = np.round(p[:, 0] / d - 0.5 * b).astype(np.int64)  # first = d (a + b/2)
+    x0, x1 = x[:, 0] / d, x[:, 1] / h
+    p00, p01 = np.round(x0) * d, np.round(x1) * h  # nearest point of the rectangular lattice
+    p10, p11 = (np.round(x0 - 0.5) + 0.5) * d, (np.round(x1 - 0.5) + 0.5) * h  # of its shifted coset
+    closer0 = (x[:, 0] - p00) ** 2 + (x[:, 1] - p01) ** 2 <= (x[:, 0] - p10) ** 2 + (x[:, 1] - p11) ** 2
+    b = np.round(np.where(closer0, p01, p11) / (h / 2.0)).astype(np.int64)  # second coordinate = b d sqrt(3)/2
+    a = np.round(np.where(closer0, p00, p10) / d - 0.5 * b).astype(np.int64)  # first = d (a + b/2)
     return a, b
 
 

@@ -13,8 +13,9 @@ per value sent), which a single threshold over conv and fc kernels needs. ``scor
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from edgefl.errors import EdgeflError
 
 __all__ = ["SparsifyError", "KernelLayout", "kernel_layout", "kernel_scores", "rank_kernels", "kernel_elements",
-           "top_kernels", "top_positions"]  # fmt: skip
+           "top_kernels", "top_positions", "top_of"]  # fmt: skip
 
 
 class SparsifyError(EdgeflError, ValueError):
@@ -52,8 +53,13 @@ class KernelLayout:
 
 
 def kernel_layout(shapes: Sequence[Sequence[int]], *, kernel_wise: bool = True) -> KernelLayout:
-    """The kernel layout of tensors of ``shapes`` (see the module docstring for what a kernel is)."""
-    shapes = tuple(tuple(int(d) for d in s) for s in shapes)
+    """The kernel layout of tensors of ``shapes`` (see the module docstring for what a kernel is); one read-only
+    layout per (shapes, kernel_wise), built once (every update of a model has the same)."""
+    return _layout(tuple(tuple(int(d) for d in s) for s in shapes), bool(kernel_wise))
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(shapes: tuple[tuple[int, ...], ...], kernel_wise: bool) -> KernelLayout:
     sizes = []
     for shape in shapes:
         n = math.prod(shape)
@@ -61,6 +67,7 @@ def kernel_layout(shapes: Sequence[Sequence[int]], *, kernel_wise: bool = True) 
         sizes.append(np.full(n // k if k else 0, k, dtype=np.int64))
     size = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
     start = np.cumsum(size) - size
+    start.flags.writeable = size.flags.writeable = False
     return KernelLayout(shapes=shapes, kernel_wise=kernel_wise, start=start, size=size)
 
 
@@ -80,7 +87,8 @@ def rank_kernels(scores: np.ndarray) -> np.ndarray:
     least-significant-digit radix sort of the float64 bit patterns (which order like the values for non-negative
     floats) in 16-bit digits, each pass numpy's stable radix sort of ``uint16``; a digit that is the same for every
     kernel (the low bits of float32 magnitudes widened to float64) is skipped. About 1.5x faster than the
-    comparison sort at 1.7 million kernels, which every STC/QSGD/AnycostFL upload of the paper's CNN ranks.
+    comparison sort at 1.7 million kernels: every AnycostFL and UVeQFed upload of the paper's CNN, and every STC/QSGD
+    search that keeps some but not all of its elements, ranks them.
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size and not float(scores.min()) >= 0.0:  # a negative or NaN score (a diverged update)
@@ -100,6 +108,16 @@ def top_positions(order: np.ndarray, k: int) -> np.ndarray:
     mask = np.zeros(order.size, dtype=bool)
     mask[order[: int(k)]] = True
     return np.flatnonzero(mask)
+
+
+def top_of(order: Callable[[], np.ndarray], n: int, k: int) -> np.ndarray:
+    """``top_positions(order(), k)`` for a permutation of ``range(n)`` that ``order`` computes, called only when
+    ``0 < k < n`` (keeping none or all of them needs no ranking)."""
+    if int(k) <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if int(k) >= n:
+        return np.arange(n, dtype=np.int64)
+    return top_positions(order(), k)
 
 
 def kernel_elements(kernels: np.ndarray, layout: KernelLayout) -> np.ndarray:

@@ -13,6 +13,7 @@ most 2 while the code grows by b + 1 bits, plus a sign bit).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -42,7 +43,12 @@ class TernarySizer:
 
     def __init__(self, update: Mapping[str, torch.Tensor]) -> None:
         self.names, self.shapes, self.flat = flatten(update)
-        self.order = sparsify.rank_kernels(np.abs(self.flat))  # every element its own kernel, ties by index
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        """Element indices by descending |value|, ties by index (every element its own kernel); ranked on first
+        use, which keeping none or all of them never needs."""
+        return sparsify.rank_kernels(np.abs(self.flat))
 
     @property
     def n(self) -> int:
@@ -51,7 +57,7 @@ class TernarySizer:
     def positions(self, k: int) -> np.ndarray:
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        return sparsify.top_positions(self.order, k)
+        return sparsify.top_of(lambda: self.order, self.n, k)
 
     def bits(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` elements (a multiple of 8)."""

@@ -64,7 +64,9 @@ _TINY_D = float(np.finfo(np.float32).tiny)  # d of an all-zero update (any d qua
 
 
 def _zigzag(v: np.ndarray) -> np.ndarray:
-    return np.where(v >= 0, 2 * v, -2 * v - 1).astype(np.int64)
+    """0, -1, 1, -2, ... -> 0, 1, 2, 3, ...: ``2 v`` for v >= 0, ``-2 v - 1`` below (``(v << 1) ^ (v >> 63)``)."""
+    v = np.asarray(v, dtype=np.int64)
+    return (v << 1) ^ (v >> 63)
 
 
 def _unzigzag(z: np.ndarray) -> np.ndarray:
@@ -148,6 +150,7 @@ class LatticeSizer:
         self.order = sparsify.rank_kernels((h**2).sum(axis=1))  # sub-vectors by norm, ties by index
         self.dither = a2_dither(dither_rng.random((m, DIM)), self.d)  # E2
         self.a, self.b = a2_nearest(h + self.dither, self.d)  # E3
+        self._za, self._zb = _zigzag(self.a), _zigzag(self.b)  # E4's coordinates, mapped once for every k
 
     @property
     def n(self) -> int:
@@ -163,10 +166,9 @@ class LatticeSizer:
         if not 0 <= int(k) <= self.m:
             raise CodecError(f"k={k!r}: must be in [0, {self.m}]")
         kept = sparsify.top_positions(self.order, k)
-        a, b = self.a[kept], self.b[kept]
-        zb = _zigzag(b)
+        a, b, zb = self.a[kept], self.b[kept], self._zb[kept]
         base = int(zb.max()) + 1 if kept.size else 1
-        distinct, index = _distinct(_zigzag(a) * base + zb)  # E4: one symbol per point
+        distinct, index = _distinct(self._za[kept] * base + zb)  # E4: one symbol per point
         return _Plan(kept, a, b, base, distinct, index)
 
     def bits(self, k: int) -> int:
