@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from edgefl.scenario import Scenario
     from edgefl.seeding import Streams
 
-__all__ = ["FleetBuild", "build_fleet", "checked_fleet_data", "explicit_fields", "without_profile_defaults", "device_profiles", "placed_positions",
-           "resized_partition", "table_sample_sizes", "fleet_frame", "with_devices"]  # fmt: skip
+__all__ = ["FleetBuild", "build_fleet", "checked_fleet_data", "explicit_fields", "without_profile_defaults",
+           "device_profiles", "placed_positions", "resized_partition", "table_sample_sizes", "fleet_frame", "with_devices"]  # fmt: skip
 
 
 def checked_fleet_data(data: Any) -> Any:

@@ -156,8 +156,8 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
                 except OverflowError:
                     si_value = math.inf
                 if not column.limit.admits(si_value):
-                    allowed = user_range(h, column.limit)
-                    raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}: {column.limit.ground}")
+                    allowed = f"{user_range(h, column.limit)}: {column.limit.ground}"
+                    raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
                 if h == "n_samples" and v != int(v):
                     raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
                 col[i] = si_value

@@ -124,7 +124,8 @@ def test_the_table_sets_n_devices_and_a_different_explicit_n_devices_fails(tmp_p
     _ten_devices(tmp_path / "t.csv")
     # the preset's own n_devices = 20 gives way to a table set on the command line; an equal value is accepted
     assert load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"']).fleet.n_devices == 10
-    assert load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=10"]).fleet.n_devices == 10
+    same = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=10"])
+    assert same.fleet.n_devices == 10
     for order in (["fleet.n_devices=20", f'fleet.devices="{tmp_path / "t.csv"}"'],
                   [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=20"]):  # fmt: skip
         with pytest.raises(ScenarioError, match=r"fleet\.n_devices=20 but the device table '.*t\.csv' has 10 device "
