@@ -25,7 +25,8 @@ allowed as a scenario key, and an error gives the range in the column's unit (``
   optimize anycost --devices`` (a run draws its budgets from ``fleet.budget``).
 
 An empty cell means "not given" for that device. What a row does not give is drawn as the scenario says, from
-the same streams as without a table; a profile's values replace draws; explicit cells replace both. Line
+the same streams as without a table; the profile a row names replaces draws and the scenario's own keys;
+explicit cells replace all (the order of precedence is :mod:`edgefl.fleet_mix`'s). Line
 numbers in errors count as a text editor does: line 1 is the CSV header, the first device is line 2. A Parquet
 file or a DataFrame has no lines: errors name its row, the first device being row 1.
 """
