@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from edgefl.limits import Limit, check_limits
 from edgefl.method_settings import Strict as _Strict
@@ -349,6 +349,12 @@ class FleetConfig(_Strict):
     @classmethod
     def _ranges(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
         return check_range(v)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> Any:
+        from edgefl.fleet_mix import without_profile_defaults
+
+        return without_profile_defaults(self, handler(self))
 
     @model_validator(mode="after")
     def _freq_order(self) -> FleetConfig:

@@ -1,5 +1,8 @@
-"""A run's fleet from its three sources, in order of precedence: the user's device table (explicit cells), the
-catalogue profiles (``fleet.profiles`` mix, or the table's ``profile`` column), and the scenario's draws.
+"""A run's fleet from its sources, in order of precedence, the more specific first: the user's device table
+(explicit cells, then the profile its ``profile`` column names for that device), the scenario's own keys the user
+set (``fleet.f_max_ghz = 1.5`` in the scenario file or with ``--set``: every device takes that value or draws from
+that range), the profiles the ``fleet.profiles`` mix draws, and the scenario's draws from its defaults. A key left
+at its default never overrides a profile.
 
 Draws always happen, from the same streams as a fleet without profiles or table, so a table that gives nothing
 changes nothing. The profile of each device in a mix is drawn from its own ``profiles`` stream.
@@ -16,7 +19,7 @@ import numpy as np
 from edgefl.catalogue import FLEET_FIELDS, catalogue, profile
 from edgefl.errors import ScenarioError
 from edgefl.fleet_table import (
-    FRAME_PREFIX, STEP_COST_FIELDS, DeviceTable, read_device_table, register_frame, table_of,
+    FRAME_PREFIX, STEP_COST_FIELDS, DeviceTable, check_cpu_power, read_device_table, register_frame, table_of,
 )
 from edgefl.system import Fleet, draw_columns
 
@@ -27,14 +30,14 @@ if TYPE_CHECKING:
     from edgefl.scenario import Scenario
     from edgefl.seeding import Streams
 
-__all__ = ["FleetBuild", "build_fleet", "checked_fleet_data", "device_profiles", "placed_positions",
-           "resized_partition", "table_sample_sizes", "fleet_frame", "with_devices"]  # fmt: skip
+__all__ = ["FleetBuild", "build_fleet", "checked_fleet_data", "explicit_fields", "without_profile_defaults",
+           "device_profiles", "placed_positions", "resized_partition", "table_sample_sizes", "fleet_frame", "with_devices"]  # fmt: skip
 
 
 def checked_fleet_data(data: Any) -> Any:
     """The ``[fleet]`` dict with ``n_devices`` set to its device table's rows (read and checked here, at load; a
-    ``n_devices`` given beside a table is replaced) and its
-    profile names checked against the catalogue; raises :class:`ScenarioError` naming the key."""
+    ``n_devices`` given beside a table must equal them) and its profile names checked against the catalogue;
+    raises :class:`ScenarioError` naming the key."""
     if not isinstance(data, dict):
         return data
     devices = data.get("devices")
@@ -44,6 +47,11 @@ def checked_fleet_data(data: Any) -> Any:
         table = read_device_table(devices)
         if not devices.startswith(FRAME_PREFIX):
             devices = str(Path(devices).expanduser().resolve())  # the resolved scenario names it from anywhere
+        given = data.get("n_devices")
+        if given is not None and given != table.n_devices:
+            raise ScenarioError(f"fleet.n_devices={given!r} but the device table {table.where} has "
+                                f"{table.n_devices} device rows; give n_devices = {table.n_devices} or leave it "
+                                "out (the table's rows are the fleet)")  # fmt: skip
         data = {**data, "n_devices": table.n_devices, "devices": devices}  # the table's rows are the fleet
         if "e_max_j" in table.values:
             raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
@@ -86,18 +94,42 @@ class FleetBuild:
     profiles: list[str]
 
 
+def explicit_fields(cfg: FleetConfig) -> set[str]:
+    """The profile quantities (:data:`~edgefl.catalogue.FLEET_FIELDS`) the scenario sets itself, in its file or
+    with ``--set``, in SI or engineer units: these keep the scenario's value on a device whose profile the
+    ``fleet.profiles`` mix drew."""
+    return set(FLEET_FIELDS) & cfg.model_fields_set
+
+
+def without_profile_defaults(cfg: FleetConfig, dumped: Any) -> Any:
+    """``cfg`` as dumped (the resolved scenario), less the profile quantities it left at their defaults when a
+    profile mix sets them: loading the dump again gives the same :func:`explicit_fields`, hence the same fleet."""
+    if not isinstance(dumped, dict) or not cfg.profiles:
+        return dumped
+    unset = set(FLEET_FIELDS) - explicit_fields(cfg)
+    return {k: v for k, v in dumped.items() if k not in unset}
+
+
 def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams) -> FleetBuild:
     """The fleet of a scenario's ``[fleet]`` section: draws (streams ``fleet`` and ``step_costs``), then the
-    profiles' values, then the device table's explicit cells."""
+    profiles' values (a profile the mix drew: only the quantities the scenario does not set itself,
+    :func:`explicit_fields`; a profile the table names: all), then the device table's explicit cells."""
     cols = draw_columns(cfg, streams.numpy("fleet"), streams.numpy("step_costs"))
     table = table_of(cfg)
     names = device_profiles(cfg, table, streams)
     profiles = catalogue()
+    from_mix = [fld for fld in FLEET_FIELDS if fld not in explicit_fields(cfg)]
+    in_table = table.profiles if table is not None else ("",) * len(names)
     for i, name in enumerate(names):
         if name:
             p = profiles[name]
-            for fld in FLEET_FIELDS:
+            for fld in FLEET_FIELDS if in_table[i] else from_mix:
                 cols[fld][i] = getattr(p, fld)
+    if cfg.profiles and len(from_mix) < len(FLEET_FIELDS):
+        # an explicit f_max below a mix profile's f_min lowers that f_min (an explicit f_min raises f_max)
+        if "f_min_hz" in from_mix:
+            cols["f_min_hz"] = np.minimum(cols["f_min_hz"], cols["f_max_hz"])
+        cols["f_max_hz"] = np.maximum(cols["f_min_hz"], cols["f_max_hz"])
     if table is not None:
         for fld, col in table.values.items():
             if fld in cols:
@@ -112,6 +144,8 @@ def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams) -> Fl
             raise ScenarioError(f"device table {table.where} {table.row_labels[i]}: f_min_hz "
                                 f"{cols['f_min_hz'][i] / 1e9:g} GHz exceeds this device's f_max "
                                 f"{cols['f_max_hz'][i] / 1e9:g} GHz (from its profile or the scenario)")  # fmt: skip
+        for i in np.flatnonzero(table.given("energy_coeff") | table.given("f_max_hz")):
+            check_cpu_power(table.where, table.row_labels[i], cols["energy_coeff"][i], cols["f_max_hz"][i])
     scaled = {**cols, "flops_per_cycle": cols["flops_per_cycle"] * cfg.flops_per_cycle_scale}
     fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), **scaled)
     return FleetBuild(fleet=fleet, columns=cols, profiles=names)

@@ -1,28 +1,32 @@
 """A user's device table (``[fleet] devices = "fleet.csv"``, CSV or Parquet, or a pandas DataFrame from Python):
 one row per device, any subset of the per-device quantities as columns.
 
-Columns (SI or the engineer units the scenario takes; converted once, here):
+Columns (SI or the engineer units the scenario takes; converted once, here). A column that sets a scenario
+quantity has the allowed range of that ``[fleet]`` or ``[fleet.step_costs]`` field (its
+:class:`~edgefl.limits.Limit` in :mod:`edgefl.config`), so a value is allowed in a table exactly when it is
+allowed as a scenario key, and an error gives the range in the column's unit (``f_max_ghz`` in GHz,
+``tx_power_dbm`` in dBm):
 
-- ``f_min_hz``/``f_min_ghz``, ``f_max_hz``/``f_max_ghz``: CPU frequency range, (0, 10] GHz (no CPU runs above);
-- ``energy_coeff``: eps [J/(cycle Hz^2)], (0, 1e-25] (1e-25 at 1 GHz is 100 W of CPU power, beyond any device
-  on battery or a small board);
-- ``flops_per_cycle``: FLOPs per cycle, (0, 1024] (multiplied by ``fleet.flops_per_cycle_scale`` as the
-  scenario's own value is);
-- ``tx_power_w`` (0, 2] W / ``tx_power_dbm`` [-40, 33] dBm: 3GPP's highest UE power class (class 1.5) is 29 dBm
-  and no UE transmits above 33 dBm; -40 dBm is the least a UE can be set to (TS 38.101-1 Table 6.3.1-1);
-- ``step_time_s``, ``comm_time_s`` (0, 1e6] s and ``step_energy_j``, ``comm_energy_j`` (0, 1e6] J: Luo et al.'s
-  per-step costs, only with ``fleet.step_costs.kind`` other than ``"none"``;
+- ``f_min_hz``/``f_min_ghz``, ``f_max_hz``/``f_max_ghz``: CPU frequency range [Hz];
+- ``energy_coeff``: eps [J/(cycle Hz^2)]; with ``f_max`` in the same row, the CPU power eps f_max^3 is held to
+  the scenario's ceiling too;
+- ``flops_per_cycle``: FLOPs per cycle (multiplied by ``fleet.flops_per_cycle_scale`` as the scenario's own
+  value is);
+- ``tx_power_w`` [W] / ``tx_power_dbm`` [dBm]: the uplink transmit power;
+- ``step_time_s``, ``comm_time_s`` [s] and ``step_energy_j``, ``comm_energy_j`` [J]: Luo et al.'s per-step
+  costs, only with ``fleet.step_costs.kind`` other than ``"none"``;
 - position: ``x_m`` and ``y_m`` [-1e5, 1e5] m, or ``distance_m`` [1, 1e5] m from the base station (the
   device keeps the direction of its drawn position); 100 km is beyond any cell;
-- ``n_samples`` (integer >= 1) or ``data_share`` (0, 1] of the training set: the device's local data size;
+- ``n_samples`` (integer in [1, 1e9]) or ``data_share`` (0, 1] of the training set: the device's local data size;
 - ``profile``: a device catalogue name (:mod:`edgefl.catalogue`); its values fill the columns not given;
-- the number of rows is ``fleet.n_devices`` (a value given beside a table is replaced);
+- the number of rows is ``fleet.n_devices`` (a ``fleet.n_devices`` given beside a table must equal it);
 - ``device``: the device's index 0..N-1 in the results (any order; default: the row order);
-- ``e_max_j`` (0, 1e6] J: a per-round energy budget, read only by ``edgefl optimize anycost --devices`` (a run
-  draws its budgets from ``fleet.budget``).
+- ``e_max_j`` [J]: a per-round energy budget (the range of ``fleet.budget.value_j``), read only by ``edgefl
+  optimize anycost --devices`` (a run draws its budgets from ``fleet.budget``).
 
 An empty cell means "not given" for that device. What a row does not give is drawn as the scenario says, from
-the same streams as without a table; a profile's values replace draws; explicit cells replace both. Line
+the same streams as without a table; the profile a row names replaces draws and the scenario's own keys;
+explicit cells replace all (the order of precedence is :mod:`edgefl.fleet_mix`'s). Line
 numbers in errors count as a text editor does: line 1 is the CSV header, the first device is line 2. A Parquet
 file or a DataFrame has no lines: errors name its row, the first device being row 1.
 """
@@ -38,41 +42,48 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgefl.catalogue import catalogue
+from edgefl.config import _FLEET_UNITS, _MAX_CPU_POWER_W, BudgetConfig, FleetConfig, StepCostsConfig
 from edgefl.errors import ScenarioError
+from edgefl.limits import Limit, limits_of, user_range
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from edgefl.config import FleetConfig
-
 __all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "COLUMNS"]
 
 
-def _dbm_to_w(dbm: float) -> float:
-    return 10.0 ** ((dbm - 30.0) / 10.0)  # dBm -> W
+@dataclass(frozen=True)
+class _Column:
+    """A numeric column: the SI quantity it sets, its allowed range (a :class:`~edgefl.limits.Limit` on the SI
+    value; for a scenario quantity the scenario field's own) and the conversion from the column's unit to SI."""
+
+    si: str
+    limit: Limit
+    convert: Any = float
 
 
-# column -> (SI name, conversion to SI, low, high, low open?, unit as the user wrote it)
-COLUMNS: dict[str, tuple[str, Any, float, float, bool, str]] = {
-    "f_min_hz": ("f_min_hz", float, 0.0, 10e9, True, "Hz"),
-    "f_min_ghz": ("f_min_hz", lambda v: v * 1e9, 0.0, 10.0, True, "GHz"),
-    "f_max_hz": ("f_max_hz", float, 0.0, 10e9, True, "Hz"),
-    "f_max_ghz": ("f_max_hz", lambda v: v * 1e9, 0.0, 10.0, True, "GHz"),
-    "energy_coeff": ("energy_coeff", float, 0.0, 1e-25, True, "J/(cycle Hz^2)"),
-    "flops_per_cycle": ("flops_per_cycle", float, 0.0, 1024.0, True, "FLOP/cycle"),
-    "tx_power_w": ("tx_power_w", float, 0.0, 2.0, True, "W"),
-    "tx_power_dbm": ("tx_power_w", _dbm_to_w, -40.0, 33.0, False, "dBm"),
-    "step_time_s": ("step_time_s", float, 0.0, 1e6, True, "s"),
-    "comm_time_s": ("comm_time_s", float, 0.0, 1e6, True, "s"),
-    "step_energy_j": ("step_energy_j", float, 0.0, 1e6, True, "J"),
-    "comm_energy_j": ("comm_energy_j", float, 0.0, 1e6, True, "J"),
-    "x_m": ("x_m", float, -1e5, 1e5, False, "m"),
-    "y_m": ("y_m", float, -1e5, 1e5, False, "m"),
-    "distance_m": ("distance_m", float, 1.0, 1e5, False, "m"),
-    "n_samples": ("n_samples", float, 1.0, 1e9, False, "samples"),
-    "e_max_j": ("e_max_j", float, 0.0, 1e6, True, "J"),
-    "data_share": ("data_share", float, 0.0, 1.0, True, "of the training set"),
-}
+_FLEET = limits_of(FleetConfig)
+_STEP = limits_of(StepCostsConfig)
+# quantities a table has and a scenario has not: a position, a data size, the optimizer's budget
+_COORD = Limit(-1e5, 1e5, "m", "a position within 100 km of the base station (the largest cell)")
+_DISTANCE = Limit(1.0, 1e5, "m", "from 1 m to 100 km (LTE's extended-range cells, the largest) from the base station")
+_SAMPLES = Limit(1.0, 1e9, "samples", "at least one sample, at most 1e9 (above any dataset a device holds)")
+_SHARE = Limit(0.0, 1.0, "of the training set", "a share of the training set", low_open=True)
+
+#: column -> what it sets; the scenario's quantities take the range of the ``[fleet]`` field they set, so a value
+#: is allowed in a table exactly when the scenario allows it as a key (``f_max_ghz`` checked in GHz, ...)
+COLUMNS: dict[str, _Column] = {
+    **{name: _Column(name, _FLEET[name]) for name in ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle",
+                                                      "tx_power_w")},
+    **{alias: _Column(si, _FLEET[si], fn) for alias, (si, fn) in _FLEET_UNITS.items()},
+    **{name: _Column(name, _STEP[name]) for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")},
+    "x_m": _Column("x_m", _COORD),
+    "y_m": _Column("y_m", _COORD),
+    "distance_m": _Column("distance_m", _DISTANCE),
+    "n_samples": _Column("n_samples", _SAMPLES),
+    "e_max_j": _Column("e_max_j", limits_of(BudgetConfig)["value_j"]),
+    "data_share": _Column("data_share", _SHARE),
+}  # fmt: skip
 _TEXT_COLUMNS = ("profile", "device")
 STEP_COST_FIELDS = ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")
 
@@ -103,10 +114,6 @@ def _blank(raw: Any) -> bool:
     return raw is None or (isinstance(raw, str) and not raw.strip()) or (isinstance(raw, float) and math.isnan(raw))
 
 
-def _range_text(lo: float, hi: float, lo_open: bool, unit: str) -> str:
-    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}] {unit}"
-
-
 def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[str]) -> DeviceTable:
     """Validate raw cells (strings or numbers) into a :class:`DeviceTable`."""
     names = [str(h).strip() for h in header]
@@ -116,7 +123,7 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
                             f"{', '.join([*COLUMNS, *_TEXT_COLUMNS])}")  # fmt: skip
     seen: dict[str, str] = {}
     for h in names:
-        si = COLUMNS[h][0] if h in COLUMNS else h
+        si = COLUMNS[h].si if h in COLUMNS else h
         if si in seen:
             raise ScenarioError(f"device table {where}: columns {seen[si]!r} and {h!r} give the same quantity; "
                                 "keep one")  # fmt: skip
@@ -135,7 +142,7 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
     device_ids: list[int | None] = [None] * n
     for j, h in enumerate(names):
         if h in COLUMNS:
-            si, conv, lo, hi, lo_open, unit = COLUMNS[h]
+            column = COLUMNS[h]
             col = np.full(n, np.nan)
             for i, row in enumerate(rows):
                 raw = row[j] if j < len(row) else ""
@@ -145,14 +152,17 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
                     v = float(raw)
                 except (TypeError, ValueError):
                     raise _fail(where, labels[i], h, raw, "is not a number") from None
-                ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
-                if not ok:
-                    allowed = _range_text(lo, hi, lo_open, unit)
+                try:
+                    si_value = column.convert(v)
+                except OverflowError:
+                    si_value = math.inf
+                if not column.limit.admits(si_value):
+                    allowed = f"{user_range(h, column.limit)}: {column.limit.ground}"
                     raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
                 if h == "n_samples" and v != int(v):
                     raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
-                col[i] = conv(v)
-            values[si] = col
+                col[i] = si_value
+            values[column.si] = col
         elif h == "profile":
             for i, row in enumerate(rows):
                 raw = row[j] if j < len(row) else ""
@@ -190,7 +200,18 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
         if lo > hi:
             raise ScenarioError(f"device table {where} {labels[i]}: f_min ({lo / 1e9:g} GHz) exceeds f_max "
                                 f"({hi / 1e9:g} GHz); need f_min <= f_max")  # fmt: skip
+        check_cpu_power(where, labels[i], values.get("energy_coeff", np.full(n, np.nan))[i], hi)
     return DeviceTable(where=where, n_devices=n, values=values, profiles=tuple(profiles), row_labels=tuple(labels))
+
+
+def check_cpu_power(where: str, label: str, eps: float, f_max_hz: float) -> None:
+    """Raise :class:`ScenarioError` if a device's CPU power at f_max, P = eps f_max^3 [W] (AnycostFL eq. (7) per
+    second), exceeds the ceiling the scenario puts on ``energy_coeff`` with ``f_max_hz`` (NaN: not known)."""
+    power_w = eps * f_max_hz**3
+    if power_w > _MAX_CPU_POWER_W:
+        raise ScenarioError(f"device table {where} {label}: energy_coeff {eps:g} at f_max {f_max_hz / 1e9:g} GHz "
+                            f"is a CPU power eps f_max^3 = {power_w:.3g} W, above {_MAX_CPU_POWER_W:g} W, more than "
+                            "any device's processor draws")  # fmt: skip
 
 
 def _read_csv(path: Path) -> DeviceTable:

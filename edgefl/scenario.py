@@ -294,10 +294,14 @@ def set_dotted(data: dict[str, Any], path: Sequence[str], value: Any, label: str
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``data`` with ``--set`` overrides applied (dotted keys address nested tables)."""
+    """Return a copy of ``data`` with ``--set`` overrides applied (dotted keys address nested tables). An override
+    of ``fleet.devices`` (a device table) drops the ``fleet.n_devices`` of ``data``: the table's rows give it."""
     import copy
 
     data = copy.deepcopy(data)
+    paths = [parse_override(item)[0] for item in overrides]
+    if ["fleet", "devices"] in paths and ["fleet", "n_devices"] not in paths and isinstance(data.get("fleet"), dict):
+        data["fleet"].pop("n_devices", None)  # a device table set here gives the fleet's size the file gave
     for item in overrides:
         path, value = parse_override(item)
         set_dotted(data, path, value, f"--set {item!r}")

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from edgefl.catalogue import catalogue, catalogue_document
 from edgefl.errors import ScenarioError
 from edgefl.fleet_mix import build_fleet
-from edgefl.scenario import load_scenario
+from edgefl.scenario import load_scenario, scenario_from_dict, scenario_to_toml
 from edgefl.seeding import Streams
 
 REL = 1e-12  # eps written in the file vs P / f^3 recomputed: double rounding only
@@ -82,7 +83,8 @@ def test_edgefl_devices_lists_every_profile_and_its_sources():
 
 
 def test_profile_mix_draws_on_its_own_stream_and_table_cells_win(tmp_path):
-    sc = load_scenario("quickstart", ["fleet.profiles={jetson_nano=1, helio_p23=3}"])
+    # operator_cell sets none of the profile quantities itself, so the profiles give all of them
+    sc = load_scenario("operator_cell", ["fleet.profiles={jetson_nano=1, helio_p23=3}"])
     n = sc.fleet.n_devices
     built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed))
     # the mix: the 'profiles' stream picks p = (1/4, 3/4)
@@ -102,6 +104,36 @@ def test_profile_mix_draws_on_its_own_stream_and_table_cells_win(tmp_path):
     assert b2.fleet.f_max_hz[0] == 2.0e9 and b2.fleet.energy_coeff[0] == pi5.energy_coeff
     assert b2.fleet.f_min_hz[0] == pi5.f_min_hz
     assert np.all(b2.fleet.f_max_hz[1:] == nano.f_max_hz)
+
+
+def test_an_explicit_scenario_key_overrides_the_mix_profiles_value(tmp_path):
+    """Precedence: a key the scenario sets itself (here with --set, in GHz) beats the mix's profiles for that
+    quantity; the profiles still give the rest; the resolved scenario written with the results keeps it so."""
+    mix = "fleet.profiles={jetson_nano=1, helio_p23=3}"
+    sc = load_scenario("operator_cell", [mix, "fleet.f_max_ghz=1.5"])
+    n = sc.fleet.n_devices
+    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed))
+    assert set(built.profiles) == {"jetson_nano", "helio_p23"}
+    np.testing.assert_array_equal(built.fleet.f_max_hz, np.full(n, 1.5e9))  # every device: the explicit value
+    for i, name in enumerate(built.profiles):
+        p = catalogue()[name]
+        assert built.fleet.f_min_hz[i] == p.f_min_hz and built.fleet.energy_coeff[i] == p.energy_coeff
+        assert built.fleet.flops_per_cycle[i] == p.flops_per_cycle
+    # an explicit f_max below a profile's f_min lowers that f_min: a Helio P23 (0.575-2.3 GHz) at 0.5 GHz
+    low = load_scenario("operator_cell", ["fleet.profiles={helio_p23=1}", "fleet.f_max_ghz=0.5"])
+    b_low = build_fleet(low.fleet, np.full(n, 10), Streams(low.seed))
+    assert np.all(b_low.fleet.f_min_hz == 0.5e9) and np.all(b_low.fleet.f_max_hz == 0.5e9)
+    # keys in the scenario file count as set: the quickstart's own ranges beat a mix (its draws, unchanged)
+    qs = build_fleet(load_scenario("quickstart", [mix]).fleet, np.full(20, 10), Streams(0)).fleet
+    plain = build_fleet(load_scenario("quickstart").fleet, np.full(20, 10), Streams(0)).fleet
+    np.testing.assert_array_equal(qs.f_max_hz, plain.f_max_hz)
+    np.testing.assert_array_equal(qs.tx_power_w, plain.tx_power_w)
+    # the resolved scenario keeps what was set and leaves out what was not: reloading gives the same fleet
+    again = scenario_from_dict(tomllib.loads(scenario_to_toml(sc)))
+    assert "f_max_hz" in again.fleet.model_fields_set and "f_min_hz" not in again.fleet.model_fields_set
+    b_again = build_fleet(again.fleet, np.full(n, 10), Streams(again.seed))
+    for key in ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w"):
+        np.testing.assert_array_equal(getattr(b_again.fleet, key), getattr(built.fleet, key))
 
 
 def test_unknown_profile_names_the_key():

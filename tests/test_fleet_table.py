@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_a_bad_value_on_line_7_fails_naming_line_and_column(tmp_path):
     assert done.returncode == 2
     err = done.stderr.strip()
     assert "\n" not in err and "Traceback" not in err
-    assert "line 7 (line 1 is the header), column f_max_ghz: '25' is outside the allowed range (0, 10] GHz" in err
+    assert "line 7 (line 1 is the header), column f_max_ghz: '25' is outside the allowed range [0.001, 10] GHz" in err
     assert not out.exists()  # nothing written
 
 
@@ -101,7 +102,7 @@ def test_parquet_and_dataframe_errors_name_the_row(tmp_path):
                                             r"outside the allowed range \[1, 100000\] m"):  # fmt: skip
         load_scenario("quickstart", [f'fleet.devices="{tmp_path / "f.parquet"}"'])
     with pytest.raises(ScenarioError, match=r"DataFrame row 2 .*column tx_power_dbm: 40\.0 is outside the allowed "
-                                            r"range \[-40, 33\] dBm"):  # fmt: skip
+                                            r"range \[-50, 33\] dBm"):  # fmt: skip
         with_devices(load_scenario("quickstart"), pd.DataFrame({"tx_power_dbm": [20.0, 40.0]}))
 
 
@@ -119,10 +120,67 @@ def test_table_mistakes_are_one_line_errors(tmp_path, text, pattern):
         load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"'])
 
 
-def test_the_table_sets_n_devices(tmp_path):
+def test_the_table_sets_n_devices_and_a_different_explicit_n_devices_fails(tmp_path):
     _ten_devices(tmp_path / "t.csv")
-    sc = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=20"])
-    assert sc.fleet.n_devices == 10
+    # the preset's own n_devices = 20 gives way to a table set on the command line; an equal value is accepted
+    assert load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"']).fleet.n_devices == 10
+    same = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=10"])
+    assert same.fleet.n_devices == 10
+    for order in (["fleet.n_devices=20", f'fleet.devices="{tmp_path / "t.csv"}"'],
+                  [f'fleet.devices="{tmp_path / "t.csv"}"', "fleet.n_devices=20"]):  # fmt: skip
+        with pytest.raises(ScenarioError, match=r"fleet\.n_devices=20 but the device table '.*t\.csv' has 10 device "
+                                                r"rows; give n_devices = 10 or leave it out"):  # fmt: skip
+            load_scenario("quickstart", order)
+    # both in one scenario file
+    (tmp_path / "sc.toml").write_text((Path(__file__).parents[1] / "scenarios/quickstart.toml").read_text()
+                                      .replace("n_devices = 20", 'n_devices = 20\ndevices = "t.csv"'))  # fmt: skip
+    with pytest.raises(ScenarioError, match=r"fleet\.n_devices=20 but the device table .* has 10 device rows"):
+        load_scenario(tmp_path / "sc.toml")
+
+
+# (column, value as written): each is tried as a table cell and as the scenario key of the same name, on a fleet
+# whose other CPU quantity keeps eps f_max^3 small; the table must admit it exactly when the scenario does
+SAME_RANGE = [
+    ("f_max_ghz", "10"), ("f_max_ghz", "10.5"), ("f_max_ghz", "0.0005"), ("f_min_hz", "1e6"),
+    ("energy_coeff", "5e-25"), ("energy_coeff", "2e-24"), ("energy_coeff", "1e-31"), ("energy_coeff", "1e-32"),
+    ("flops_per_cycle", "2000"), ("flops_per_cycle", "2e6"), ("tx_power_dbm", "33"), ("tx_power_dbm", "33.5"),
+    ("tx_power_dbm", "-50"), ("tx_power_dbm", "-60"), ("tx_power_w", "2.5"), ("tx_power_w", "1.5"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("column", "value"), SAME_RANGE)
+def test_a_table_admits_a_value_exactly_when_the_scenario_key_does(tmp_path, column, value):
+    """One range per quantity: the table takes the scenario field's Limit, in the column's unit (GHz, dBm)."""
+    base = ["fleet.f_min_ghz=0.001", "fleet.f_max_ghz=1", "fleet.energy_coeff=1e-28", "fleet.n_devices=1",
+            "method.clients_per_round=1"]  # fmt: skip
+    if column.startswith("f_"):  # (energy_coeff 5e-25 at 1 GHz: 500 W, under the 1 kW ceiling)
+        base[2] = "fleet.energy_coeff=1e-31"  # 1e-31 at 10 GHz: 100 W
+    try:
+        load_scenario("quickstart", [*base, f"fleet.{column}={value}"])
+        scenario_error = None
+    except ScenarioError as exc:
+        scenario_error = str(exc)
+    (tmp_path / "t.csv").write_text(f"{column}\n{value}\n")
+    table = [*base[:3], "method.clients_per_round=1", f'fleet.devices="{tmp_path / "t.csv"}"']
+    if scenario_error is None:
+        sc = load_scenario("quickstart", table)
+        assert sc.fleet.n_devices == 1
+        return
+    with pytest.raises(ScenarioError, match="line 2 .*, column " + column) as table_error:
+        load_scenario("quickstart", table)
+    allowed = re.search(r": outside (\S+ \S+ \S+)", scenario_error).group(1)  # e.g. [0.001, 10] GHz
+    assert f"is outside the allowed range {allowed}" in str(table_error.value)
+
+
+def test_a_table_row_above_the_cpu_power_ceiling_fails_like_the_scenario(tmp_path):
+    """eps f_max^3 <= 1 kW holds per device: a row's eps 1e-24 at 2 GHz is 8 kW; with the row's eps and the
+    scenario's f_max (1 GHz) the same eps is 1 kW, allowed."""
+    (tmp_path / "t.csv").write_text("energy_coeff,f_max_ghz\n1e-26,1\n1e-24,2\n")
+    with pytest.raises(ScenarioError, match=r"line 3 \(line 1 is the header\): energy_coeff 1e-24 at f_max 2 GHz is "
+                                            r"a CPU power eps f_max\^3 = 8e\+03 W, above 1000 W"):  # fmt: skip
+        load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "method.clients_per_round=2"])
+    with pytest.raises(ScenarioError, match=r"the CPU power eps f_max\^3 = 8e\+03 W exceeds 1000 W"):
+        load_scenario("quickstart", ["fleet.energy_coeff=1e-24", "fleet.f_max_ghz=2"])
 
 
 def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path):
