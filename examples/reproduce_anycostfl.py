@@ -45,9 +45,12 @@ import pandas as pd
 
 PRESET = "anycostfl_fmnist"
 PAPER_SAMPLES_PER_DEVICE = 1000  # 60,000 training images over 60 devices
+HETEROFL_HIDDEN = (20, 40, 320)  # ceil(0.625 x (32, 64, 512)): HeteroFL's global model = its level a
 METHODS: dict[str, list[str]] = {
     "AnycostFL": ["method.name=anycostfl"],
-    "HeteroFL": ["method.name=heterofl"],  # the preset's [method.heterofl]: levels a..e, assignment capability
+    # HeteroFL's own McMahan CNN (Scaler, static BN) with level a = width 0.625 of the CNN: the preset's levels a..e
+    # with assignment capability; width 1 fits no device-round within T_max, 0.625 about 65%, 0.3125 (b) all
+    "HeteroFL": ["method.name=heterofl", "model.name=heterofl_mcmahan", f"model.hidden={list(HETEROFL_HIDDEN)}"],
     "STC": ["method.name=stc"],
     "QSGD": ["method.name=qsgd"],
     "UVeQFed": ["method.name=uveqfed"],
