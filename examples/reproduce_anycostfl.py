@@ -7,8 +7,10 @@ each device holds ``--samples-per-device`` images instead of the paper's 1,000 (
 measured each round on a seeded subset of ``--test-samples`` test images (default 2,000 of 10,000). Its FLOPs per
 cycle are multiplied by the same fraction (``fleet.flops_per_cycle_scale``), so every device-round's compute
 time and energy are the paper-scale ones; uploads are the real CNN's (53.23 Mb dense). Methods: AnycostFL,
-HeteroFL (capability), STC, QSGD, UVeQFed, FedHQ (protocol "deadline", the paper's), and the ablations w/o EMS,
-w/o FGC, w/o AIO (Fig. 5a).
+HeteroFL (levels a..e by capability on ``heterofl_mcmahan``, the CNN with HeteroFL's Scaler and static BN, level
+a = width 0.625 of the CNN: the widest that most device-rounds fit, ``examples/anycostfl_planning.py --widths``),
+STC, QSGD, UVeQFed, FedHQ (protocol "deadline"), and the ablations w/o EMS, w/o FGC, w/o AIO (Fig. 5a).
+``--methods`` and ``--partitions`` run a subset.
 
 Two targets per partition. The paper's fraction: ``--target-frac`` (default 0.986: the paper's 90% / 89% are
 0.987 / 0.985 of its best) times the highest seed-mean best accuracy of any method; a run that never reaches it is
@@ -27,9 +29,10 @@ back instead of rerun; give each setting (rounds, samples) its own ``--out``. Me
 2-core machine, all 18 runs of one seed (9 methods x 2 partitions) at 50 images per device, 20 rounds, 1,000
 test images, ``--jobs 2``: seed 0 about 130 minutes at load 3.5-5.5 (two launches; the codec speed-ups of
 5d1f8c5 came between them), seed 1 67 minutes at load 2.5-3.5 (one launch). Per run (the sum of its rounds'
-wall times, two runs side by side, seed 1): HeteroFL and w/o FGC 0.6-1.1 minutes, STC 4-5, the others 5.5-18
-(UVeQFed and FedHQ, IID, the longest); the encoders of the 1.66 M-parameter update of each of 60 devices dominate,
-not the training. The two seeds the record uses therefore take 2-3.5 hours here, beyond the 90 minutes a study
+wall times, two runs side by side, seed 1): w/o FGC 0.6-1.1 minutes, STC 4-5, the others 5.5-18 (UVeQFed and
+FedHQ, IID, the longest); HeteroFL on its Scaler / static-BN CNN 12.2-12.6 minutes (two side by side at load
+~12 under ``nice -n 10``, both seeds and partitions); for the compression methods the encoders of the
+1.66 M-parameter update of each of 60 devices dominate, not the training. The two seeds the record uses therefore take 2-3.5 hours here, beyond the 90 minutes a study
 may take; examples/README.md records what was run. Earlier (100 images, 30 rounds, before the codec
 speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
 
