@@ -32,8 +32,9 @@ test images, ``--jobs 2``: seed 0 about 130 minutes at load 3.5-5.5 (two launche
 wall times, two runs side by side, seed 1): w/o FGC 0.6-1.1 minutes, STC 4-5, the others 5.5-18 (UVeQFed and
 FedHQ, IID, the longest); HeteroFL on its Scaler / static-BN CNN 12.2-12.6 minutes (two side by side at load
 ~12 under ``nice -n 10``, both seeds and partitions); for the compression methods the encoders of the
-1.66 M-parameter update of each of 60 devices dominate, not the training. The two seeds the record uses therefore take 2-3.5 hours here, beyond the 90 minutes a study
-may take; examples/README.md records what was run. Earlier (100 images, 30 rounds, before the codec
+1.66 M-parameter update of each of 60 devices dominate, not the training. The two seeds the record uses
+therefore take 2-3.5 hours here, beyond the 90 minutes a study may take; examples/README.md records what was
+run. Earlier (100 images, 30 rounds, before the codec
 speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
 
     .venv/bin/python examples/reproduce_anycostfl.py [--out runs/anycostfl] [--rounds 30] [--seeds 2] \\
