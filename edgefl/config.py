@@ -146,12 +146,13 @@ class DataConfig(_Strict):
 
 
 ModelName = Literal[
-    "mlp", "logreg", "cnn_mcmahan", "vgg9", "ccfedavg_mlp", "ccfedavg_cnn", "lenet5", "heterofl_conv", "preresnet18"
+    "mlp", "logreg", "cnn_mcmahan", "vgg9", "ccfedavg_mlp", "ccfedavg_cnn", "lenet5", "heterofl_conv", "preresnet18",
+    "heterofl_mcmahan",
 ]
 """Names of edgefl.learning.models' registry (a test keeps the two lists equal; this module imports no torch)."""
 
 
-_TAKES_HIDDEN = ("mlp", "heterofl_conv", "preresnet18")
+_TAKES_HIDDEN = ("mlp", "heterofl_conv", "preresnet18", "heterofl_mcmahan")
 
 
 class ModelConfig(_Strict):

@@ -1,4 +1,4 @@
-"""The ``anycostfl_fmnist`` calibration against AnycostFL's Table I (issue #16): one real round per method.
+"""The ``anycostfl_fmnist`` calibration against AnycostFL's Table I: one real round per method.
 
 For AnycostFL and each baseline (HeteroFL, STC, QSGD, FedHQ, UVeQFed) this plays round 1 of the preset (60
 devices, the McMahan CNN on Fashion-MNIST, every device selected) with real training and prints, per method:

@@ -6,7 +6,9 @@ seed 0 (--seeds 0 1 2 for more). Each configuration writes its run directory; th
 the mean number of parameters and training FLOPs per sample a client trains, the model size [MB], global
 accuracy (the global model on the whole test set, static BN from the clients' data) and local accuracy (the
 global model on each client's test classes, absent classes' logits set to 0, averaged over clients), both
-mean +- std over seeds, and the simulated time and energy of the run.
+mean +- sample std (ddof = 1) over seeds, and the simulated time and energy of the run. The paper's order to
+check is Table 1's (MNIST, the conv model, non-IID): a-e at or above a, both above e, in local (99.89, 99.85,
+99.07) and global accuracy (98.96, 98.92, 92.84); each seed is checked for "a-e >= a" and "a > e" apart.
 
 Resumable: each finished run leaves ``row.json`` in its run directory and is read back instead of rerun;
 ``--jobs`` runs that many in parallel (one torch thread each).
@@ -135,8 +137,8 @@ def main() -> None:
         r = runs[runs["config"] == config]
         table.append({
             **level_columns(config),
-            "global_acc": f"{100 * r.global_accuracy.mean():.2f} +- {100 * r.global_accuracy.std(ddof=0):.2f}",
-            "local_acc": f"{100 * r.local_accuracy.mean():.2f} +- {100 * r.local_accuracy.std(ddof=0):.2f}",
+            "global_acc": f"{100 * r.global_accuracy.mean():.2f} +- {100 * r.global_accuracy.std(ddof=1):.2f}",
+            "local_acc": f"{100 * r.local_accuracy.mean():.2f} +- {100 * r.local_accuracy.std(ddof=1):.2f}",
             "sim_time_s": r.sim_time_s.mean(), "energy_j": r.energy_j.mean(),
         })  # fmt: skip
     table = pd.DataFrame(table)
@@ -147,13 +149,16 @@ def main() -> None:
         print(f"\nHeteroFL levels on Fashion-MNIST ({args.train_samples} train / {args.test_samples} test images, "
               f"100 devices x 2 classes, {args.rounds} rounds, seeds {args.seeds})")  # fmt: skip
         print(table.to_string(index=False))
-    kept = 0
-    for seed in args.seeds:  # the paper's order: a > a-e > e in global accuracy
-        acc = runs[runs["seed"] == seed].set_index("config")["global_accuracy"]
-        ok = bool(acc["a"] > acc["a-e"] > acc["e"])
-        kept += ok
-        print(f"seed {seed}: a {acc['a']:.4f}, a-e {acc['a-e']:.4f}, e {acc['e']:.4f}: order a > a-e > e {'holds' if ok else 'does not hold'}")
-    print(f"order a > a-e > e holds in {kept} of {len(args.seeds)} seeds")
+    print("(+- is the sample standard deviation over seeds, ddof = 1)")
+    # Table 1 (MNIST, non-IID): a-e >= a > e, local 99.89 / 99.85 / 99.07 and global 98.96 / 98.92 / 92.84
+    for kind in ("local_accuracy", "global_accuracy"):
+        mixed_ok = weak_ok = 0
+        for seed in args.seeds:
+            acc = runs[runs["seed"] == seed].set_index("config")[kind]
+            mixed_ok += bool(acc["a-e"] >= acc["a"])
+            weak_ok += bool(acc["a"] > acc["e"])
+            print(f"seed {seed} {kind}: a {acc['a']:.4f}, a-e {acc['a-e']:.4f}, e {acc['e']:.4f}")
+        print(f"{kind}: Table 1's a-e >= a holds in {mixed_ok} of {len(args.seeds)} seeds, a > e in {weak_ok}")
     print(f"\nwritten: {args.out / 'table1.csv'}, {args.out / 'runs.csv'}")
 
 

@@ -95,7 +95,8 @@ def main() -> None:
 
 
 def _print_tables(df: pd.DataFrame) -> None:
-    print("\nTest accuracy [%] after the last round, mean +- std over 3 seeds (gamma = IID share; 0 = totally non-IID)")
+    print("\nTest accuracy [%] after the last round, mean +- sample std (ddof = 1) over 3 seeds "
+          "(gamma = IID share; 0 = totally non-IID)")
     labels = []
     table = {}
     for m in METHODS:
@@ -106,7 +107,7 @@ def _print_tables(df: pd.DataFrame) -> None:
             table[lab] = {g: sub[sub.gamma == g][f"acc_{kind}"] * 100 for g in GAMMAS}
     print(f"{'method':28s}" + "".join(f"{'gamma=' + str(g):>16s}" for g in GAMMAS))
     for lab in labels:
-        cells = "".join(f"{v.mean():9.2f} +-{v.std(ddof=0):4.2f}" if len(v) else f"{'-':>16s}"
+        cells = "".join(f"{v.mean():9.2f} +-{v.std(ddof=1):4.2f}" if len(v) else f"{'-':>16s}"
                         for v in table[lab].values())  # fmt: skip
         print(f"{lab:28s}{cells}")
     print("\nCost over the run relative to FedAvg (full), same gamma and seed, mean over gammas and seeds "

@@ -7,8 +7,8 @@ of 50 local iterations instead of 400 x 200 (``--rounds``, ``--steps``), 3 seeds
 client backup) and FedNova, each with the same p_i.
 
 Resumable: every finished run is one JSON file in ``--out`` (written atomically) and is read back instead of
-rerun; an interrupted study loses at most the runs in flight. Prints Table II's row for 10% (mean +- std of the
-top-1 test accuracy over seeds) beside the paper's, and the local steps and compute energy relative to FedAvg
+rerun; an interrupted study loses at most the runs in flight. Prints Table II's row for 10% (mean +- sample
+std, ddof = 1, of the top-1 test accuracy over seeds) beside the paper's, and the local steps and compute energy relative to FedAvg
 (full). Measured wall time: see examples/README.md (defaults: 39 minutes with --jobs 2 on the 2 shared cores, 18 runs).
 
     .venv/bin/python examples/reproduce_ccfedavg_table2.py [--out runs/ccfedavg_table2] [--jobs 2]
@@ -107,7 +107,7 @@ def _table(rows: list[dict], args) -> None:
             acc = np.array([r[f"acc_{kind}"] for r in runs]) * 100
             paper = PAPER_10.get(name)
             ptxt = "-" if paper is None else f"{paper[0]:.2f} +- {paper[1]:.2f}"
-            print(f"| {name} | {acc.mean():.2f} +- {acc.std(ddof=0):.2f} | {ptxt} | {steps:.3f} | {ecmp:.3f} |")
+            print(f"| {name} | {acc.mean():.2f} +- {acc.std(ddof=1):.2f} | {ptxt} | {steps:.3f} | {ecmp:.3f} |")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Acceptance study of issues #8 and #15: both design rules for K and E against the exhaustive (K, E) grid.
+"""Both design rules for K and E against the exhaustive (K, E) grid.
 
     .venv/bin/python examples/reproduce_luo.py [--scenario luo_setup3] [--seeds 5] [--jobs 2]
         [--gammas 0,0.25,0.5,0.75,1] [--refine 0] [--out runs/reproduce-luo] [--set KEY=VALUE ...]

@@ -1,4 +1,4 @@
-"""Synchronous against asynchronous FL on one radio and fleet (issue #17): time and energy to a target accuracy.
+"""Synchronous against asynchronous FL on one radio and fleet: time and energy to a target accuracy.
 
     .venv/bin/python examples/sync_vs_async.py [--scenario async_digits] [--seeds 3] [--target 0.85]
         [--rounds 40] [--updates N] [--deadline-s 3] [--jobs 2] [--out runs/sync-vs-async] [--set KEY=VALUE ...]

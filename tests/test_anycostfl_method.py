@@ -75,6 +75,41 @@ ABLATION_BASE = [
 ]  # fmt: skip
 
 
+def test_method_aggregate_sorts_the_global_channels_and_weights_by_eq13():
+    """``AnycostFL.aggregate`` by hand on MLP 64-3-10: the server sorts the hidden units by the L2 norm of their
+    weights (Sec. III-B 1)) and fuses the updates with eq. (5) under eq. (13)'s weights. A full-width update
+    (alpha = 1, beta = 1/4) and a width-2/3 one overlap on the first two sorted units, where the weights decide.
+    Equal weights, or an unsorted global model, give other values."""
+    sim = Simulation(load_scenario("quickstart", [*ABLATION_BASE, "model.hidden=[3]"]))
+    m = sim.method
+    g = {  # unit norms 2 x 8 = 16, 1 x 8 = 8, 3 x 8 = 24: sorted order (2, 0, 1)
+        "net.0.weight": torch.tensor([2.0, 1.0, 3.0])[:, None].expand(3, 64).clone(),
+        "net.0.bias": torch.tensor([0.1, 0.2, 0.3]),
+        "net.2.weight": torch.tensor([1.0, 2.0, 3.0])[None, :].expand(10, 3).clone(),
+        "net.2.bias": torch.zeros(10),
+    }
+    assert {k: tuple(v.shape) for k, v in g.items()} == {k: tuple(v.shape) for k, v in sim.state.model.items()}
+    full = {k: torch.ones_like(v) for k, v in g.items()}  # device 1: every element 1.0
+    sub_shapes = {"net.0.weight": (2, 64), "net.0.bias": (2,), "net.2.weight": (10, 2), "net.2.bias": (10,)}
+    sub = {k: torch.full(s, 3.0) for k, s in sub_shapes.items()}  # device 2: 2 of 3 units (alpha = 4/9), 3.0
+    every = [{k: torch.ones_like(v, dtype=torch.bool) for k, v in u.items()} for u in (full, sub)]
+    # eq. (13): d_i = 1 - alpha_i (2 - alpha_i) sqrt(beta_i): d_1 = 1 - 1 x 1 x 1/2 = 1/2,
+    # d_2 = 1 - (4/9)(14/9) x 1 = 25/81; p_i = d_i^-2 / sum: (4, 6561/625) / (4 + 10.4976)
+    q1, q2 = 4.0, (81 / 25) ** 2
+    p1, p2 = q1 / (q1 + q2), q2 / (q1 + q2)
+    both = p1 * 1.0 + p2 * 3.0  # p1 + p2 = 1; equal weights would give 2.0
+    ups = [SimpleNamespace(device=i, payload=SparseUpdate(u, s, a, b))
+           for i, (u, s, a, b) in enumerate(zip((full, sub), every, (1.0, 4 / 9), (0.25, 1.0)))]  # fmt: skip
+    out = m.aggregate(g, ups)
+    rows = torch.tensor([3.0 + both, 2.0 + both, 1.0 + 1.0])  # sorted units (2, 0, 1); unit 1 only device 1 has
+    torch.testing.assert_close(out["net.0.weight"], rows[:, None].expand(3, 64), rtol=1e-6, atol=0)
+    torch.testing.assert_close(out["net.0.bias"], torch.tensor([0.3 + both, 0.1 + both, 0.2 + 1.0]), rtol=1e-6, atol=0)
+    cols = torch.tensor([3.0 + both, 1.0 + both, 2.0 + 1.0])  # the next layer's inputs follow the same order
+    torch.testing.assert_close(out["net.2.weight"], cols[None, :].expand(10, 3), rtol=1e-6, atol=0)
+    torch.testing.assert_close(out["net.2.bias"], torch.full((10,), both), rtol=1e-6, atol=0)
+    assert abs(both - 2.0) > 0.2  # the weights are far from equal: 1.7448 against 2.0
+
+
 def _ablation(name: str, *extra: str):
     sc = load_scenario("quickstart", [*ABLATION_BASE, f'method.anycostfl.ablation="{name}"', *extra])
     sim = Simulation(sc)

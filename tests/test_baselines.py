@@ -1,7 +1,7 @@
 """AnycostFL's compression baselines under the same budgets (STC, QSGD, FedHQ, UVeQFed; AnycostFL Sec. V-B):
 charged costs meet T_max and E_max, the knob is the largest whose real encoded size fits, STC's error feedback is
-exact, FedHQ weights are inverse error variances, the QSGD quantiser is unbiased, and an STC run resumes
-bit-identically."""
+exact, FedHQ weights are n_i / (1 + q_i) with q_i the measured relative error, the QSGD quantiser is unbiased,
+and an STC run resumes bit-identically."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from edgefl.algorithms.base import DeviceJob
-from edgefl.algorithms.fedhq import error_variance, inverse_variance_weights, smallest_full_payload_bits
+from edgefl.algorithms.base import ClientUpdate
+from edgefl.algorithms.fedhq import QuantizedUpdate, fedhq_weights, relative_error, smallest_full_payload_bits
 from edgefl.algorithms.qsgd import LEVELS
 from edgefl.compression import MAX_LEVELS, encode_fixed, encoded_bits
 from edgefl.compression.stc import encode_ternary
@@ -156,13 +157,37 @@ def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
         assert any(bool((res[n] != 0).any()) for n in res)  # something was held back
 
 
-def test_fedhq_weights_inversely_proportional_to_error_variance():
-    # ranges 0.4 and 0.2, L = 4 and 1, n = 100: var = n (range / 2L)^2 = 0.25 and 1.0
-    v1, v2 = error_variance(100, 4, 0.1, 0.5), error_variance(100, 1, 0.0, 0.2)
-    assert v1 == pytest.approx(100 * (0.4 / 8) ** 2) and v2 == pytest.approx(100 * (0.2 / 2) ** 2)
-    p = inverse_variance_weights([v1, v2])
-    np.testing.assert_allclose(p, [(1 / v1) / (1 / v1 + 1 / v2), (1 / v2) / (1 / v1 + 1 / v2)])
-    assert p[0] / p[1] == pytest.approx(v2 / v1)
+def test_fedhq_weights_by_hand():
+    # equal data, q = 0.25 and 1.0: 1/(1+q) = 0.8 and 0.5, so p = 0.8/1.3 and 0.5/1.3
+    np.testing.assert_allclose(fedhq_weights([50, 50], [0.25, 1.0]), [0.8 / 1.3, 0.5 / 1.3], rtol=1e-12)
+    # n = 100 and 300, q = 0 and 3: n/(1+q) = 100 and 75, so p = 4/7 and 3/7 (the coarse device, with 3x the
+    # data, still gets less than half: neither term alone decides)
+    np.testing.assert_allclose(fedhq_weights([100, 300], [0.0, 3.0]), [4 / 7, 3 / 7], rtol=1e-12)
+    # u = (3, 4), Q(u) = (4, 4): ||Q(u) - u||^2 / ||u||^2 = 1 / 25
+    assert relative_error(np.array([4.0, 4.0]), np.array([3.0, 4.0])) == pytest.approx(0.04, rel=1e-12)
+    assert relative_error(np.zeros(3), np.zeros(3)) == 0.0
+
+
+def test_fedhq_sends_its_measured_error_and_the_server_weights_by_it():
+    budget = 4 * 1210.0
+    sim, upd, raw = _one_update("fedhq", budget)
+    u = torch.cat([v.reshape(-1).double() for v in raw.values()])
+    qu = torch.cat([upd.payload.update[k].reshape(-1).double() for k in raw])
+    q = float(((qu - u) ** 2).sum() / (u**2).sum())
+    assert 0 < q and upd.payload.rel_error == pytest.approx(q, rel=1e-6)  # float32 payload vs float64 sums
+    # two hand-made payloads on a one-tensor state: w = 1 + p1 * 2 + p2 * (-1), p = (10/1.5, 30/4) normalised
+    g = {"w": torch.ones(2, dtype=torch.float64)}
+
+    def made(n, q, value):
+        payload = QuantizedUpdate({"w": torch.full((2,), value, dtype=torch.float64)}, 3, q)
+        return ClientUpdate(device=0, payload=payload, weight=n, bits=8.0, flops=0.0, steps=1, train_loss=0.0)
+
+    skipped = ClientUpdate(device=2, payload=QuantizedUpdate({"w": torch.zeros(2)}, 0, None), weight=99.0, bits=8.0,
+                            flops=0.0, steps=1, train_loss=0.0)
+    out = sim.method.aggregate(g, [made(10.0, 0.5, 2.0), made(30.0, 3.0, -1.0), skipped])
+    a, b = 10 / 1.5, 30 / 4
+    expected = 1 + (a * 2.0 + b * -1.0) / (a + b)
+    np.testing.assert_allclose(out["w"].numpy(), [expected, expected], rtol=1e-12)
 
 
 def test_qsgd_quantiser_is_unbiased():

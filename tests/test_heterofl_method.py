@@ -27,7 +27,7 @@ def _sc(*extra: str):
 
 
 def test_each_level_charges_its_own_submodel_bits_and_flops():
-    sc = _sc('method.heterofl.levels=["a","c","e"]')
+    sc = _sc('method.heterofl.levels=["a","c","e"]', "method.heterofl.assignment=dynamic")
     d = run_scenario(sc).device_rounds
     # MLP 64-h-10 at width w keeps h' = ceil(w * 64) hidden units: params = 64 h' + h' + 10 h' + 10
     for w, h in ((1.0, 64), (0.25, 16), (0.0625, 4)):
@@ -49,7 +49,7 @@ def test_fix_assignment_keeps_a_device_at_one_level():
 
 def test_dynamic_assignment_follows_proportions():
     sc = _sc('method.heterofl.levels=["a","e"]', "method.heterofl.proportions=[1.0, 3.0]",
-             "fleet.n_devices=40", "method.clients_per_round=40", "model.name=logreg", "rounds=1")  # fmt: skip
+             "method.heterofl.assignment=dynamic", "fleet.n_devices=40", "method.clients_per_round=40", "model.name=logreg", "rounds=1")  # fmt: skip
     sim = Simulation(sc)
     picks = []
     for r in range(1, 401):  # plans only: levels drawn per round and device
@@ -99,7 +99,8 @@ def test_capability_picks_the_largest_level_that_fits():
 def test_round_updates_exactly_the_covered_elements_and_masked_rows():
     # one client at level e on 2-class shards with masked loss: only its submodel changes, and of the output
     # layer only the rows of its two classes
-    sc = _sc('method.heterofl.levels=["e"]', "method.clients_per_round=1", "data.partition=shards",
+    sc = _sc('method.heterofl.levels=["e"]', "method.heterofl.assignment=dynamic", "method.clients_per_round=1",
+             "data.partition=shards",
              "data.classes_per_device=2", "rounds=1")  # fmt: skip
     sim = Simulation(sc)
     before = {k: v.clone() for k, v in sim.state.model.items()}
@@ -126,6 +127,7 @@ def test_round_updates_exactly_the_covered_elements_and_masked_rows():
 
 def test_heterofl_conv_with_static_bn_trains_on_digits():
     sc = _sc("model.name=heterofl_conv", "model.hidden=[8,16,32,64]", 'method.heterofl.levels=["a","b"]',
+             "method.heterofl.assignment=dynamic",
              "rounds=4", "train.lr=0.05", "train.momentum=0.9", "train.grad_clip=1.0")  # fmt: skip
     res = run_scenario(sc)
     acc = res.rounds["test_accuracy"].to_numpy()
@@ -141,6 +143,17 @@ def test_static_bn_uses_the_clients_data_only():
     assert a != b
     full = sim.workload.evaluate(sim.state.model, bn_clients=12)
     assert full == a  # 0 means all 12 clients
+
+
+def test_defaults_are_heterofl_not_fedavg():
+    """Without settings every level a..e is in play and each device gets the largest its budgets allow: a
+    deadline that fits only some levels spreads the devices over several widths (a single width is FedAvg)."""
+    settings = Simulation(_sc()).method.settings
+    assert settings.levels == ("a", "b", "c", "d", "e") and settings.assignment == "capability"
+    sc = _sc("round.policy=deadline", "round.deadline_s=0.02", "fleet.budget.kind=uniform",
+             "fleet.budget.low_j=0.0005", "fleet.budget.high_j=0.02", "fleet.f_max_hz=[2e8, 2e9]", "rounds=2")  # fmt: skip
+    d = run_scenario(sc).device_rounds
+    assert d.loc[d["trained"], "width"].nunique() >= 2
 
 
 def test_masked_loss_default_follows_the_partition():

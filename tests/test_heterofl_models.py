@@ -57,6 +57,25 @@ def test_heterofl_conv_counts_match_tables_1_and_7():
     assert [paper(no_affine[lv]) for lv in "bcde"] == ["390.4 K", "98.4 K", "25.0 K", "6.5 K"]
 
 
+def test_heterofl_mcmahan_is_the_mcmahan_cnn_plus_bn_and_scalers():
+    # McMahan CNN by hand: conv5x5 1->32, conv5x5 32->64, fc 64*7*7 -> 512, fc 512 -> 10 = 1,663,370 (AnycostFL);
+    # HeteroFL's version adds BN affine weights on the two convs (2 x 96) and no parameter for the Scalers
+    mcmahan = conv(1, 32, 5) + conv(32, 64, 5) + 64 * 49 * 512 + 512 + 512 * 10 + 10
+    assert mcmahan == 1_663_370 == n_params(build_model("cnn_mcmahan"))
+    assert n_params(build_model("heterofl_mcmahan")) == mcmahan + bn(32) + bn(64) == 1_663_562
+    # width 1/2 keeps ceil(c / 2) of each hidden size: 16, 32, 256 units
+    half = conv(1, 16, 5) + conv(16, 32, 5) + 32 * 49 * 256 + 256 + 256 * 10 + 10 + bn(16) + bn(32)
+    assert n_params(build_model("heterofl_mcmahan", width=0.5)) == half
+    # hidden sets the global model: (16, 32, 256) at width 1 is the width-1/2 model, parameter for parameter
+    a = dict(build_model("heterofl_mcmahan", hidden=(16, 32, 256)).named_parameters())
+    b = dict(build_model("heterofl_mcmahan", width=0.5).named_parameters())
+    assert {k: v.shape for k, v in a.items()} == {k: v.shape for k, v in b.items()}
+    rates = {m.rate for m in build_model("heterofl_mcmahan", width=1 / 8).modules() if isinstance(m, Scaler)}
+    assert rates == {1 / 8}
+    with pytest.raises(ModelError, match=r"model.hidden=\(8, 16\): heterofl_mcmahan needs 3 sizes"):
+        build_model("heterofl_mcmahan", hidden=(8, 16))
+
+
 def test_preresnet18_counts_match_tables_2_and_8():
     # Table 8: a 9.6 M, b 2.4 M, c 603.8 K, d 151.8 K, e 38.4 K (blocks [1, 1, 1, 2], hidden 64..512, 3x32x32)
     table = {"a": "9.6 M", "b": "2.4 M", "c": "603.8 K", "d": "151.8 K", "e": "38.4 K"}

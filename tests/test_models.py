@@ -65,7 +65,7 @@ def test_other_models_counts_by_hand():
         "mlp": 4_810, "logreg": 7_850, "ccfedavg_mlp": 655_200, "ccfedavg_cnn": 62_006, "lenet5": 61_706
     }  # fmt: skip
     # the paper-count models are checked above and in tests/test_heterofl_models.py
-    assert set(expected) | {"cnn_mcmahan", "vgg9", "heterofl_conv", "preresnet18"} == set(MODEL_NAMES)
+    assert set(expected) | {"cnn_mcmahan", "vgg9", "heterofl_conv", "preresnet18", "heterofl_mcmahan"} == set(MODEL_NAMES)
     for name, count in expected.items():
         assert n_params(build_model(name)) == count, name
     # the old 1-D spelling still works and builds the same model

@@ -4,15 +4,20 @@ UVeQFed, a row of its Table I).
 Every device trains the full model. How it meets T_max and E_max is the ``protocol`` of
 :class:`BudgetedSettings`:
 
-- ``"deadline"`` (the default; what AnycostFL's Table I shows of its baselines): every round lasts T_max for
-  every method (the latency column is #rounds x T_max), the four compression baselines compute the same
-  8.35 GFLOPs per device-round (= the full CNN on every device in every round: 152.71 TFLOPs / 305 / 60 for
-  STC, 141.53 / 283 / 60 for QSGD, 123.67 / 247 / 60 for UVeQFed, 144.36 / 288 / 60 for FedHQ), and they spend
-  0.60-0.80 J per device-round against E_max ~ U[1.5, 4.5] J, so they do not burn their budgets on bits. Here:
-  the payload is at most ``beta_max`` S (the compression cap AnycostFL has, its constraint (10d)), or the
-  method's smallest real payload where that is larger (FedHQ quantises every element: >= ~2 bits each), and the CPU
-  runs at the lowest frequency that computes and uploads it within T_max; where T_max and E_max leave fewer
-  bits than the cap, the device sends what they leave (the ``"budget"`` plan).
+- ``"deadline"`` (the default): every round lasts T_max for every method (AnycostFL's Table I: the latency
+  column is #rounds x T_max), the four compression baselines compute the same 8.35 GFLOPs per device-round
+  (= the full CNN on every device in every round: 152.71 TFLOPs / 305 / 60 for STC, 141.53 / 283 / 60 for
+  QSGD, 123.67 / 247 / 60 for UVeQFed, 144.36 / 288 / 60 for FedHQ), and they spend 0.60-0.80 J per
+  device-round against E_max ~ U[1.5, 4.5] J, so they do not burn their budgets on bits. Here: the payload is
+  at most ``beta_max`` S, or the method's smallest real payload where that is larger (FedHQ quantises every
+  element: >= ~2 bits each), and the CPU runs at the lowest frequency that computes and uploads it within
+  T_max; where T_max and E_max leave fewer bits than the cap, the device sends what they leave (the
+  ``"budget"`` plan). The ``beta_max`` S cap is edgefl's choice (AnycostFL's own compression cap, its
+  constraint (10d)), not Table I's communication column: that column is 0.26-0.40 Mb per device-round
+  (AnycostFL 0.35 GB / 179 rounds / 60 devices; STC 0.31, QSGD 0.38, UVeQFed 0.39, FedHQ 0.40 Mb), about
+  0.5-0.75% of S, where ``beta_max`` S is 3.55 Mb. ``beta_max = 0.0049`` matches it for STC, QSGD and
+  UVeQFed, but FedHQ's every-element payload cannot go below ~2 bits per parameter (3.3 Mb), so the default
+  keeps 1/15 (examples/README.md has the measured planning figures).
 - ``"budget"``: same budgets, most bits: the frequency that leaves the most upload bits under T_max and E_max
   and all those bits (spends the energy budget).
 

@@ -3,17 +3,18 @@
 
 A device trains the full model and quantises *every* element with L intervals (unbiased stochastic rounding,
 AnycostFL eqs. (3)-(4), shared container :func:`edgefl.compression.encode_fixed`); L is the largest whose real
-encoded size fits the bits its channel and budgets allow. The server weights each update inversely to its
-quantisation error variance, computed from L and the range: ``var_i = n (Delta_i / 2)^2`` with
-``Delta_i = (u_max - u_min) / L`` (the largest variance of stochastic rounding in an interval of width Delta is
-Delta^2 / 4, :func:`edgefl.compression.quantize.expected_error`).
+encoded size fits the bits its channel and budgets allow. Each device sends, with its payload, its update's
+measured relative quantisation error ``q_i = ||Q(u_i) - u_i||^2 / ||u_i||^2`` (the paper's "instantaneous
+quantisation error" piggybacked on the upload), and the server weights the updates by
+``p_i = (n_i / (1 + q_i)) / sum_j n_j / (1 + q_j)`` (:func:`fedhq_weights`).
 
-The weighting rule is not yet checked against the paper: its abstract (IEEE TWC 20(10):6804-6819; the
-abstract on openreview.net/forum?id=Qx8BUDfjvt) says the weights minimise the convergence-rate upper bound
-as a function of every client's quantisation error, for strongly convex and non-convex losses, and that each
-client piggybacks its instantaneous quantisation error on its upload. The closed form itself could not be
-read here, so the inverse-variance weights stay until it can (they let one fine-quantised device dominate a
-round: issue #16).
+Where the weights come from: the paper (IEEE TWC 20(10):6804-6819) chooses the weights that minimise its
+convergence bound as a function of the clients' quantisation errors. For an unbiased quantiser,
+``E||Q(u)||^2 = ||u||^2 + E||Q(u) - u||^2 <= (1 + q_i) ||u||^2``, and minimising ``sum_i p_i^2 (1 + q_i)``
+subject to ``sum_i p_i = 1`` gives ``p_i`` proportional to ``1 / (1 + q_i)``, the rule a public FedHQ
+reproduction uses with q_i measured each round on equal-sized shards. The factor ``n_i`` (the device's
+training samples) for unequal data is edgefl's extension, not the paper's. A device with a lossless update
+(q_i = 0) weighs ``n_i``; a coarsely quantised one (q_i = 3) a quarter of that, never the whole round.
 
 The smallest payload the plan allows is the codec's real size for every element at L = 1
 (:func:`smallest_full_payload_bits`), so no job trains and pays for an update that could only send a header.
@@ -34,32 +35,39 @@ from edgefl.learning.config import BITS_PER_PARAMETER
 if TYPE_CHECKING:
     from edgefl.learning.workload import State
 
-__all__ = [
-    "FedHQ", "QuantizedUpdate", "error_variance", "inverse_variance_weights", "smallest_full_payload_bits",
-]
+__all__ = ["FedHQ", "QuantizedUpdate", "fedhq_weights", "relative_error", "smallest_full_payload_bits"]
 
 @dataclass(frozen=True)
 class QuantizedUpdate:
     """What the server decodes from a FedHQ payload: the quantised update, its L intervals (0: nothing fit) and
-    its quantisation error variance bound (None when nothing was sent)."""
+    its measured relative quantisation error q_i (None when nothing was sent)."""
 
     update: Any
     levels: int
-    variance: float | None
+    rel_error: float | None
 
 
-_VAR_FLOOR = 1e-30  # a zero-range update has zero variance: give it the weight of a tiny one, not infinity
+def relative_error(quantized: np.ndarray, original: np.ndarray) -> float:
+    """Measured relative quantisation error ``||Q(u) - u||^2 / ||u||^2`` of one update (flat vectors, same
+    shape); 0 for a zero update (nothing to lose)."""
+    q = np.asarray(quantized, dtype=np.float64)
+    u = np.asarray(original, dtype=np.float64)
+    norm2 = float(np.dot(u, u))
+    if norm2 == 0.0:
+        return 0.0
+    d = q - u
+    return float(np.dot(d, d)) / norm2
 
 
-def error_variance(n_elements: int, levels: int, u_min: float, u_max: float) -> float:
-    """Quantisation error variance bound of one update [update units^2]: ``n ((u_max - u_min) / (2 L))^2``."""
-    return float(n_elements) * ((float(u_max) - float(u_min)) / (2.0 * int(levels))) ** 2
+def fedhq_weights(n_samples: Sequence[float], rel_errors: Sequence[float]) -> np.ndarray:
+    """FedHQ aggregation weights ``p_i = (n_i / (1 + q_i)) / sum_j n_j / (1 + q_j)``, shape (m,).
 
-
-def inverse_variance_weights(variances: Sequence[float]) -> np.ndarray:
-    """FedHQ aggregation weights ``p_i = (1/var_i) / sum_j (1/var_j)``, shape (m,)."""
-    inv = 1.0 / np.maximum(np.asarray(variances, dtype=float), _VAR_FLOOR)
-    return inv / inv.sum()
+    ``n_samples``: each update's training samples n_i (> 0); ``rel_errors``: its measured q_i (>= 0).
+    """
+    n = np.asarray(n_samples, dtype=float)
+    q = np.asarray(rel_errors, dtype=float)
+    w = n / (1.0 + q)
+    return w / w.sum()
 
 
 def smallest_full_payload_bits(shapes: dict[str, tuple[int, ...]]) -> int:
@@ -82,7 +90,7 @@ def smallest_full_payload_bits(shapes: dict[str, tuple[int, ...]]) -> int:
 
 
 class FedHQ(BudgetedMethod):
-    """Full update, L intervals per device from its bit budget; inverse-error-variance aggregation."""
+    """Full update, L intervals per device from its bit budget; weights n_i / (1 + q_i) (:func:`fedhq_weights`)."""
 
     name = "fedhq"
     needs = Needs(surrogate=True, cost_modes=("physical",))  # its plan needs no real model
@@ -113,11 +121,14 @@ class FedHQ(BudgetedMethod):
         n = sizer.n
         levels = largest_fitting(lambda L: sizer.bits(n, L), 1, MAX_LEVELS, job.bits_planned)
         packed = sizer.encode(n, levels) if levels is not None else sizer.encode(0, 1)  # empty: nothing fits
-        mags = np.abs(sizer.flat)
-        var = error_variance(n, levels, float(np.float32(mags.min())), float(np.float32(mags.max()))) if levels else None
+        q = None
+        if levels:
+            from edgefl.compression import flatten
+
+            q = relative_error(flatten(packed.update)[2], sizer.flat)
         return ClientUpdate(
             device=job.device,
-            payload=QuantizedUpdate(packed.update, levels or 0, var),
+            payload=QuantizedUpdate(packed.update, levels or 0, q),
             weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
             train_loss=res.train_loss,
         )  # fmt: skip
@@ -125,8 +136,8 @@ class FedHQ(BudgetedMethod):
     def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import apply_update, weighted_mean_update
 
-        sent = [u for u in updates if u.payload.variance is not None]
+        sent = [u for u in updates if u.payload.rel_error is not None]
         if not sent:
             return global_state
-        p = inverse_variance_weights([u.payload.variance for u in sent])
+        p = fedhq_weights([u.weight for u in sent], [u.payload.rel_error for u in sent])
         return apply_update(global_state, weighted_mean_update([u.payload.update for u in sent], p))

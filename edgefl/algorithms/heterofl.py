@@ -36,13 +36,17 @@ Level = Literal["a", "b", "c", "d", "e"]
 class HeteroFLSettings(Strict):
     """``[method.heterofl]``: which submodel each client trains.
 
-    ``levels``: the complexity levels in play (``["a", "e"]`` is the paper's "a-e"). ``assignment``:
+    ``levels``: the complexity levels in play, default all five a..e (``["a", "e"]`` is the paper's "a-e").
+    A single level trains that one submodel on every client: FedAvg of it (with HeteroFL's Scaler, static BN and
+    masked loss), the paper's rows "a" and "e" of Tables 1-3. ``assignment`` (default ``capability``, the
+    paper's premise that a client trains the level its computation and communication allow, Sec. 3.1):
 
     - ``fix``: each device gets one level for the whole run, drawn once with ``proportions`` (default equal);
     - ``dynamic``: every selected device draws its level each round with ``proportions`` (the paper's tables);
     - ``capability``: each round, the largest level in ``levels`` whose compute time and energy (at the lowest
       CPU frequency meeting the deadline) and upload fit the round's deadline T_max and the device's E_max
-      under the cost model; a device that fits none sits the round out.
+      under the cost model; a device that fits none sits the round out. Without a deadline and an energy
+      budget every device fits level a: the run is FedAvg of the full model.
 
     ``masked_loss``: HeteroFL's masked cross-entropy (absent classes' logits set to 0, their output rows not
     aggregated from that client); default on for label-skewed partitions (shards, dirichlet, gamma_mix).
@@ -50,9 +54,9 @@ class HeteroFLSettings(Strict):
     before each evaluation (0 = all).
     """
 
-    levels: tuple[Level, ...] = ("a",)
+    levels: tuple[Level, ...] = ("a", "b", "c", "d", "e")
     proportions: tuple[float, ...] | None = None
-    assignment: Literal["fix", "dynamic", "capability"] = "dynamic"
+    assignment: Literal["fix", "dynamic", "capability"] = "capability"
     masked_loss: bool | None = None
     bn_clients: int = Field(0, ge=0, le=10_000_000)
 

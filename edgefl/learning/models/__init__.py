@@ -12,6 +12,7 @@ ccfedavg_cnn    (3, 32, 32)     62,006   CC-FedAvg Sec. VI-A CIFAR-10 (code's CN
 lenet5          (1, 28, 28)     61,706   Luo et al. Sec. VI-A (LeNet-5, ReLU + max-pool)
 heterofl_conv   (1, 28, 28)  1,556,874   HeteroFL (ICLR 2021) Sec. 4, Table 1 MNIST CNN (Scaler + static BN)
 preresnet18     (3, 32, 32)  9,622,090   HeteroFL Sec. 4, Table 2 CIFAR-10 PreResNet18, blocks [1, 1, 1, 2]
+heterofl_mcmahan (1, 28, 28) 1,663,562   cnn_mcmahan with HeteroFL's Scaler + static BN (AnycostFL's baseline)
 ==============  ===========  ==========  ==========================================================
 
 Every model takes a width multiplier in (0, 1]: hidden layers (conv channels, hidden units) keep
@@ -22,7 +23,7 @@ Every model takes a width multiplier in (0, 1]: hidden layers (conv channels, hi
 from edgefl.learning.models._checks import ModelError
 from edgefl.learning.models.convnet import Conv, ConvNet
 from edgefl.learning.models.dense import MLP, LogisticRegression
-from edgefl.learning.models.heterofl import HeteroConv, PreResNet, Scaler
+from edgefl.learning.models.heterofl import HeteroConv, HeteroMcMahan, PreResNet, Scaler
 from edgefl.learning.models.init import init_parameters
 from edgefl.learning.models.registry import (
     BITS_PER_PARAMETER,
@@ -36,7 +37,8 @@ from edgefl.learning.models.registry import (
 )
 
 __all__ = [
-    "MLP", "LogisticRegression", "Conv", "ConvNet", "HeteroConv", "PreResNet", "Scaler", "ModelEntry", "ModelError",
+    "MLP", "LogisticRegression", "Conv", "ConvNet", "HeteroConv", "HeteroMcMahan", "PreResNet", "Scaler", "ModelEntry",
+    "ModelError",
     "MODELS", "MODEL_NAMES", "BITS_PER_PARAMETER", "build_model", "init_parameters", "list_models", "model_info",
     "output_layer",
 ]  # fmt: skip

@@ -1,6 +1,7 @@
-"""HeteroFL's models (Diao et al., ICLR 2021, Sec. 3.3 and 4, Table 6): the Scaler, the MNIST CNN and PreResNet18.
+"""HeteroFL's models (Diao et al., ICLR 2021, Sec. 3.3 and 4, Table 6): the Scaler, the MNIST CNN and PreResNet18,
+and the McMahan CNN of AnycostFL's FMNIST study with HeteroFL's Scaler and static BN.
 
-Both networks use static batch norm (HeteroFL Sec. 3.2): ``BatchNorm2d(track_running_stats=False)``, so training
+The networks use static batch norm (HeteroFL Sec. 3.2): ``BatchNorm2d(track_running_stats=False)``, so training
 and a plain ``eval()`` normalise with the batch's own statistics and no running estimates travel with a model;
 :func:`edgefl.learning.batchnorm.with_static_bn` builds an evaluation copy from statistics queried from clients.
 BN keeps its affine weight and bias (they are parameters, sliced and aggregated like any other).
@@ -22,7 +23,7 @@ from torch.nn import functional as F
 from edgefl.learning.models._checks import ModelError, scaled
 from edgefl.learning.models._layers import ImageInput
 
-__all__ = ["Scaler", "HeteroConv", "PreActBlock", "PreResNet"]
+__all__ = ["Scaler", "HeteroConv", "HeteroMcMahan", "PreActBlock", "PreResNet"]
 
 
 class Scaler(nn.Module):
@@ -83,6 +84,44 @@ class HeteroConv(ImageInput):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(self._image(x)))
+
+
+class HeteroMcMahan(ImageInput):
+    """The McMahan et al. (AISTATS 2017) CNN of AnycostFL's FMNIST study with HeteroFL's Scaler and static BN.
+
+    ``hidden = (c1, c2, units)``, default (32, 64, 512): conv5x5(c1, pad 2) -> Scaler -> static BN -> ReLU ->
+    2x2 max-pool -> conv5x5(c2, pad 2) -> Scaler -> static BN -> ReLU -> 2x2 max-pool -> flatten ->
+    linear(units) (``fc``) -> Scaler -> ReLU -> linear to the classes (``classifier``). HeteroFL puts the Scaler
+    after every hidden layer and BN after the convolutions (Sec. 3.2-3.3); the hidden linear layer has no BN, as
+    HeteroFL's own models have none there. At the default sizes on 1x28x28 it has 1,663,562 parameters: the
+    McMahan CNN's 1,663,370 plus 2 x (32 + 64) BN weights and biases. ``hidden`` sets the global model, so a
+    study whose devices cannot train the full McMahan CNN within its deadline can make HeteroFL's level a the
+    widest model they can train (level a = width 1 of ``hidden``).
+    """
+
+    def __init__(
+        self, *, input_shape: Sequence[int], hidden: Sequence[int], n_classes: int, width: float = 1.0
+    ) -> None:
+        super().__init__(input_shape)
+        if len(hidden) != 3:
+            raise ModelError(
+                f"model.hidden={tuple(hidden)!r}: heterofl_mcmahan needs 3 sizes (conv1, conv2, linear units)"
+            )
+        channels, height, width_px = self.input_shape
+        if height < 4 or width_px < 4:
+            raise ModelError(f"model.input_shape={self.input_shape!r}: too small for two 2x2 max-pools")
+        c1, c2, units = (scaled(h, width) for h in hidden)
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, c1, 5, padding=2), Scaler(width), _static_bn(c1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c1, c2, 5, padding=2), Scaler(width), _static_bn(c2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+        )  # fmt: skip
+        self.fc = nn.Linear(c2 * (height // 4) * (width_px // 4), units)
+        self.fc_scaler = Scaler(width)
+        self.classifier = nn.Linear(units, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(F.relu(self.fc_scaler(self.fc(self.features(self._image(x))))))
 
 
 class PreActBlock(nn.Module):

@@ -26,7 +26,7 @@ from edgefl.learning.models._checks import (
 )
 from edgefl.learning.models.convnet import Conv, ConvNet
 from edgefl.learning.models.dense import MLP, LogisticRegression
-from edgefl.learning.models.heterofl import HeteroConv, PreResNet
+from edgefl.learning.models.heterofl import HeteroConv, HeteroMcMahan, PreResNet
 
 __all__ = [
     "ModelEntry", "MODELS", "MODEL_NAMES", "build_model", "list_models", "model_info", "output_layer",
@@ -78,6 +78,10 @@ def _convnet(convs: tuple[Conv, ...], head: tuple[int, ...]) -> Factory:
 
 def _heterofl_conv(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
     return HeteroConv(input_shape=shape, hidden=hidden, n_classes=n_classes, width=width)
+
+
+def _heterofl_mcmahan(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
+    return HeteroMcMahan(input_shape=shape, hidden=hidden, n_classes=n_classes, width=width)
 
 
 def _preresnet18(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
@@ -151,6 +155,12 @@ _ENTRIES = (
         takes_hidden=True, needs_image=True,
         description="PreResNet18 blocks [1,1,1,2], 64..512, Scaler+sBN (Diao ICLR'21 Sec. 4, Table 2, CIFAR-10)",
     ),
+    ModelEntry(
+        name="heterofl_mcmahan", head=("classifier.weight", "classifier.bias"),
+        input_shape=(1, 28, 28), n_classes=10, factory=_heterofl_mcmahan, hidden=(32, 64, 512),
+        takes_hidden=True, needs_image=True,
+        description="McMahan CNN conv5x5(32)-conv5x5(64)-fc512 with HeteroFL's Scaler + static BN (AnycostFL baseline)",
+    ),
 )  # fmt: skip
 
 #: Registered architectures by name (read-only).
@@ -197,7 +207,8 @@ def build_model(
 
     ``input_shape`` is one sample's shape, ``(C, H, W)`` or ``(features,)``; ``None`` takes the entry's default,
     as does ``n_classes=None``. ``hidden=None`` takes the entry's default hidden sizes (``mlp``: (64,)); only
-    the entries with ``takes_hidden`` (``mlp``, ``heterofl_conv``, ``preresnet18`` (4 sizes)) accept other sizes,
+    the entries with ``takes_hidden`` (``mlp``, ``heterofl_conv``, ``preresnet18`` (4 sizes), ``heterofl_mcmahan``
+    (3)) accept other sizes,
     any other model raises :class:`ModelError` when ``hidden`` is given.
     ``width`` in (0, 1] keeps ``ceil(width * units)`` of every hidden layer (conv channels and hidden units).
 
