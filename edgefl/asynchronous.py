@@ -232,7 +232,7 @@ def _plans_per_update(run: Run) -> bool:
     """Whether one plan of the fleet per server update gives every dispatch's plan, with the same numbers:
     the method plans each device alone (:attr:`edgefl.algorithms.base.Method.plans_each_device_alone`), the
     work is the plan's (surrogate learning), a device's uplink and downlink rates do not depend on how many
-    devices share the band (:attr:`edgefl.driver.RoundRules.fixed_bands`), and the energy budgets are not drawn
+    devices share the band (:attr:`edgefl.rules.RoundRules.fixed_bands`), and the energy budgets are not drawn
     per dispatch (none, or one fixed value)."""
     budget = run.rules.budget
     return (

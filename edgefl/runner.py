@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +191,9 @@ class Simulation:
         ``final=True`` (the run is over) lets the device table reuse the per-round blocks' memory; the
         simulation cannot be stepped or checkpointed afterwards.
         """
-        result = self.records.result(self.run.scenario, release=final, availability=self.run.clock.availability)
-        return replace(result, warnings=list(self.warnings))
+        rounds, device_rounds = self.records.tables(release=final)
+        return RunResult(scenario=self.run.scenario, rounds=rounds, device_rounds=device_rounds,
+                         availability=self.run.clock.availability, warnings=list(self.warnings))  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
