@@ -81,7 +81,7 @@ class Driver(Protocol):
         """The driver's memory between steps, for a checkpoint: (JSON-able part, tensors or None), or None."""
         ...
 
-    def load_state_dict(self, meta: dict | None, tensors: dict | None) -> None:
+    def load_state_dict(self, run: Run, meta: dict | None, tensors: dict | None) -> None:
         """Continue from :meth:`state_dict` (then restore the clock with :meth:`job_ends`)."""
         ...
 

@@ -42,7 +42,7 @@ class SyncDriver:
     def state_dict(self, run: Run) -> None:
         return None
 
-    def load_state_dict(self, meta: dict | None, tensors: dict | None) -> None:
+    def load_state_dict(self, run: Run, meta: dict | None, tensors: dict | None) -> None:
         return None
 
     def job_ends(self) -> None:

@@ -220,7 +220,7 @@ class Simulation:
         self.state, self.records = found.state, found.records
         run.radio.load_state_dict(found.radio_state)
         run.method.load_state_dict(found.method_state)
-        run.driver.load_state_dict(found.driver_state, found.driver_tensors)
+        run.driver.load_state_dict(run, found.driver_state, found.driver_tensors)
         run.clock.load_state_dict(found.clock_state or {"clock_s": found.state.sim_time_s, "in_flight": []},
                                   on_end_of=run.driver.job_ends())  # fmt: skip
         self._saved_blocks = len(self.records.device_blocks)
