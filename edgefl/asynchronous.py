@@ -645,7 +645,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
                           losses=work.losses[kept_idx], updates=[work.updates[i] for i in kept_idx])  # fmt: skip
     seen = run.learner.assess(model, seen_work, evaluate=rules.evaluates(u), global_loss=rules.global_loss)
     row = rounds_row(
-        run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
+        run=run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
         selected=server.dispatched, arrived=len(taken), dropped=int(np.count_nonzero(lost)),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=len(skipped), learning_gain=math.nan,
         available=int(np.count_nonzero(run.clock.available())), wall0=wall0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -94,8 +94,8 @@ def charge(
 
 
 def rounds_row(
-    run: Parts,
     *,
+    run: Parts,
     r: int,
     start_s: float,
     end_s: float,
@@ -110,15 +110,15 @@ def rounds_row(
     learning_gain: float,
     available: int,
     wall0: float,
-    **extra: Any,
-) -> dict[str, Any]:
+    **extra: float,
+) -> dict[str, float]:
     """The ``rounds`` row of round (server update) ``r``: its end time [s], its duration since the previous one
     [s] (a wait for an online device included), its energy and the run's so far [J], the jobs ``selected``
     (dispatched), ``arrived`` (aggregated) and ``dropped``, the uplink bits, the assessment ``seen``, the
     devices ``skipped`` (sat out), the ``learning_gain``, the devices wanted and ``available`` (online and idle
     at the selection), the wall time since ``wall0`` (:func:`time.perf_counter`) [s]; then ``extra`` columns and,
     when the run records it, the global training loss."""
-    row = {
+    row: dict[str, float] = {
         "round": r,
         "sim_time_s": end_s,
         "round_time_s": end_s - start_s,

@@ -41,9 +41,10 @@ DEVICE_COLUMNS = (
 
 @dataclass(frozen=True, eq=False)
 class RoundRecord:
-    """One round as recorded: its ``rounds`` row and its ``device_rounds`` block (columns, shape (rows,) each)."""
+    """One round as recorded: its ``rounds`` row (numbers by column, :func:`edgefl.mechanics.rounds_row`) and its
+    ``device_rounds`` block (columns, shape (rows,) each)."""
 
-    row: dict[str, Any]
+    row: dict[str, float]
     block: dict[str, np.ndarray]
 
 
@@ -51,7 +52,7 @@ class RoundRecord:
 class Records:
     """Every completed round's row and device block, in round order (append-only)."""
 
-    round_rows: list[dict[str, Any]] = field(default_factory=list)
+    round_rows: list[dict[str, float]] = field(default_factory=list)
     device_blocks: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def append(self, record: RoundRecord) -> None:
