@@ -204,7 +204,7 @@ class Simulation:
         run = self.run
         self._saved_blocks = save_checkpoint(
             Path(checkpoint_dir), run.scenario, self.state, self.records, self._saved_blocks,
-            method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), trains=run.workload.trains,
+            method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), learning=run.workload,
             clock_state=run.clock.state_dict(),
             driver_state=run.driver.state_dict(run),
         )  # fmt: skip
@@ -214,7 +214,7 @@ class Simulation:
         from edgefl.checkpoint import load_checkpoint
 
         run = self.run
-        found = load_checkpoint(Path(checkpoint_dir), run.scenario, like=self.state.model, trains=run.workload.trains)
+        found = load_checkpoint(Path(checkpoint_dir), run.scenario, like=self.state.model, learning=run.workload)
         if found is None:
             return False
         self.state, self.records = found.state, found.records
