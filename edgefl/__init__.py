@@ -8,7 +8,7 @@ training inside, and the per-device knobs of four papers' optimizers. Typical us
     write_run(result, "runs/my-run")
 
 Shape of a run: :func:`edgefl.runner.build_run` turns the scenario into values once (streams, workload, fleet
-and cost model, radio, method, the per-round rules :class:`edgefl.driver.RoundRules`, the learner of
+and cost model, radio, method, the per-round rules :class:`edgefl.rules.RoundRules`, the learner of
 :mod:`edgefl.learner`, the SimPy clock, and a driver picked from the method's declared needs); a driver then plays
 ``play(run, state) -> (state, record)`` step by step: :class:`edgefl.round.SyncDriver` one synchronous round
 (select -> plan -> jobs on the clock, their work done by the learner at dispatch -> wait under the round policy

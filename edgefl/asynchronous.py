@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from edgefl.record import RoundRecord, device_block
 from edgefl.sim import KEPT, LOST, RoundOutcome, phase_times_done
 from edgefl.state import RunState
 from edgefl.system import draw_budgets_j
+
+if TYPE_CHECKING:
+    from edgefl.learning.protocol import Learning
 
 __all__ = ["AsyncDriver", "AsyncServer", "fewer_collections", "play_update"]
 
@@ -137,13 +140,13 @@ class AsyncServer:
     selection: Any = None  # the current update's _Selection
     lost_in_a_row: int = 0  # jobs lost offline since the last arrival
 
-    def state_dict(self, clock: Any, trains: bool) -> tuple[dict, dict | None]:
+    def state_dict(self, clock: Any, learning: Learning) -> tuple[dict, dict | None]:
         """The server between updates, for a checkpoint: (JSON-able part, tensors or None). The JSON part holds
         the version, the jobs in flight count, the buffer (batch tag, job index) and every live batch's rows
-        (:data:`_COLUMNS`) with the version of the model it downloaded; torch runs put the batches' trained
-        updates and the downloaded models (one per version) in the tensor part, surrogate runs put the models
-        (gap, progress) in the JSON part. The jobs' pending ends are the clock's
-        (:meth:`edgefl.sim.Clock.state_dict`)."""
+        (:data:`_COLUMNS`) with the version of the model it downloaded; the downloaded models (one per version)
+        are saved by ``learning`` (:meth:`~edgefl.learning.protocol.Learning.saved_state`): with the batches'
+        trained updates in the tensor part when it trains, else in the JSON part. The jobs' pending ends are the
+        clock's (:meth:`edgefl.sim.Clock.state_dict`)."""
         self._prune(clock)
         versions = {int(b.rows[0, _COL["version"]]): b.model for b in self.batches.values()}
         meta = {
@@ -153,19 +156,15 @@ class AsyncServer:
             "batches": {str(t): {"rows": b.rows.tolist(), "version": int(b.rows[0, _COL["version"]])}
                         for t, b in self.batches.items()},
         }  # fmt: skip
-        if not trains:
-            meta["models"] = {str(v): {"gap": m.gap, "progress": m.progress} for v, m in versions.items()}
+        models = {str(v): learning.saved_state(m) for v, m in versions.items()}
+        if not learning.trains:
+            meta["models"] = models
             return meta, None
-        tensors = {
-            "updates": {str(t): [_update_to_saved(up) for up in b.updates] for t, b in self.batches.items()},
-            "models": {str(v): {k: x.detach().clone() for k, x in m.items()} for v, m in versions.items()},
-        }  # fmt: skip
-        return meta, tensors
+        updates = {str(t): [_update_to_saved(up) for up in b.updates] for t, b in self.batches.items()}
+        return meta, {"updates": updates, "models": models}
 
-    def load_state_dict(self, meta: dict, tensors: dict | None) -> None:
+    def load_state_dict(self, meta: dict, tensors: dict | None, learning: Learning) -> None:
         """Continue from :meth:`state_dict` (then restore the clock with :meth:`on_end_of`)."""
-        from edgefl.learning.surrogate import SurrogateState
-
         self.version, self.in_flight = int(meta["version"]), int(meta["in_flight"])
         self.next_tag = int(meta["next_tag"])
         self.lost_in_a_row = int(meta.get("lost_in_a_row", 0))
@@ -174,9 +173,10 @@ class AsyncServer:
             rows = np.array(saved["rows"], dtype=float, order="F").reshape(-1, len(_COLUMNS))
             v = str(saved["version"])
             if tensors is None:
-                updates, model = [None] * rows.shape[0], SurrogateState(**meta["models"][v])
+                updates, model = [None] * rows.shape[0], learning.state_from_saved(meta["models"][v])
             else:
-                updates, model = [_update_from_saved(x) for x in tensors["updates"][key]], tensors["models"][v]
+                updates = [_update_from_saved(x) for x in tensors["updates"][key]]
+                model = learning.state_from_saved(tensors["models"][v])
             self.batches[int(key)] = _Batch.restored(rows, updates, model, int(key))
         self.buffer = [(self.batches[int(t)], int(j)) for t, j in meta["buffer"]]
         self.ended, self.skipped, self.fleet_plan = [], [], None
@@ -232,7 +232,7 @@ def _plans_per_update(run: Run) -> bool:
     """Whether one plan of the fleet per server update gives every dispatch's plan, with the same numbers:
     the method plans each device alone (:attr:`edgefl.algorithms.base.Method.plans_each_device_alone`), the
     work is the plan's (surrogate learning), a device's uplink and downlink rates do not depend on how many
-    devices share the band (:attr:`edgefl.driver.RoundRules.fixed_bands`), and the energy budgets are not drawn
+    devices share the band (:attr:`edgefl.rules.RoundRules.fixed_bands`), and the energy budgets are not drawn
     per dispatch (none, or one fixed value)."""
     budget = run.rules.budget
     return (
@@ -540,12 +540,12 @@ class AsyncDriver:
         return fewer_collections()
 
     def state_dict(self, run: Run) -> tuple[dict, dict | None]:
-        return self.server.state_dict(run.clock, run.workload.trains)
+        return self.server.state_dict(run.clock, run.workload)
 
-    def load_state_dict(self, meta: dict | None, tensors: dict | None) -> None:
+    def load_state_dict(self, run: Run, meta: dict | None, tensors: dict | None) -> None:
         if meta is None:
             raise SimulationError("the checkpoint has no asynchronous server state")
-        self.server.load_state_dict(meta, tensors)
+        self.server.load_state_dict(meta, tensors, run.workload)
 
     def job_ends(self) -> Callable[[int], Callable[[int, bool], None]]:
         return self.server.on_end_of
@@ -645,7 +645,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
                           losses=work.losses[kept_idx], updates=[work.updates[i] for i in kept_idx])  # fmt: skip
     seen = run.learner.assess(model, seen_work, evaluate=rules.evaluates(u), global_loss=rules.global_loss)
     row = rounds_row(
-        run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
+        run=run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
         selected=server.dispatched, arrived=len(taken), dropped=int(np.count_nonzero(lost)),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=len(skipped), learning_gain=math.nan,
         available=int(np.count_nonzero(run.clock.available())), wall0=wall0,

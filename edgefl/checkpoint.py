@@ -28,7 +28,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from edgefl.io import atomic_write_bytes, atomic_write_text
 from edgefl.record import Records
 from edgefl.scenario import Scenario, scenario_to_toml
 from edgefl.state import RunState
+
+if TYPE_CHECKING:
+    from edgefl.learning.protocol import Learning
 
 __all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "Restored", "META"]
 
@@ -71,12 +74,13 @@ def checkpoint_round(checkpoint_dir: str | Path) -> int:
 
 def save_checkpoint(
     checkpoint_dir: Path, scenario: Scenario, state: RunState, records: Records, saved_blocks: int, *,
-    method_state: dict, radio_state: dict, trains: bool, clock_state: dict | None = None,
+    method_state: dict, radio_state: dict, learning: Learning, clock_state: dict | None = None,
     driver_state: tuple[dict, dict | None] | None = None,
 ) -> int:  # fmt: skip
     """Write ``state`` (after its last completed round) with ``records``, ``method_state`` (the method's
-    ``state_dict()``) and ``radio_state``; return how many device blocks are now saved. ``trains``: the model is
-    a torch state dict (saved in a ``.pt`` file) rather than the surrogate's (saved in ``meta.json``).
+    ``state_dict()``) and ``radio_state``; return how many device blocks are now saved. ``learning``: the run's
+    workload, which saves the model (:meth:`~edgefl.learning.protocol.Learning.saved_state`): tensors in a ``.pt``
+    file when it trains, else numbers in ``meta.json``.
     ``driver_state``: the driver's memory (:meth:`edgefl.driver.Driver.state_dict`: an asynchronous run's
     server), its JSON part in ``meta.json`` and its tensors (jobs' updates, model versions) in the ``.pt`` file."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -91,12 +95,12 @@ def save_checkpoint(
         atomic_write_bytes(checkpoint_dir / name, _npz_bytes(new_blocks))
         segments.append(name)
     model_name = ""
-    if trains:
+    if learning.trains:
         import torch
 
         model_name = f"model-{state.rounds_done:07d}.pt"
         buf = io.BytesIO()
-        model = {k: v.detach().clone() for k, v in state.model.items()}
+        model = learning.saved_state(state.model)
         saved = {"model": model, "method": method_state}
         if driver_state is not None:
             saved["async"] = driver_state[1]
@@ -109,8 +113,8 @@ def save_checkpoint(
         "sim_time_s": state.sim_time_s,
         "energy_cum_j": state.energy_cum_j,
         **radio_state,  # radio_round, positions_m
-        "method": None if trains else method_state,  # torch runs keep it in the .pt file
-        "surrogate": None if trains else {"gap": state.model.gap, "progress": state.model.progress},
+        "method": None if learning.trains else method_state,  # torch runs keep it in the .pt file
+        "surrogate": None if learning.trains else learning.saved_state(state.model),
         "model": model_name,
         "clock": clock_state,
         "async": None if driver_state is None else driver_state[0],
@@ -125,9 +129,10 @@ def save_checkpoint(
     return len(records.device_blocks)
 
 
-def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, trains: bool) -> Restored | None:
+def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, learning: Learning) -> Restored | None:
     """The checkpoint in ``checkpoint_dir`` of a run of ``scenario`` (None if there is none). ``like``: a fresh
-    model state of that scenario, whose parameter names the saved model must have."""
+    model state of that scenario, whose parameter names the saved model must have; ``learning``: the run's
+    workload, which restores the model (:meth:`~edgefl.learning.protocol.Learning.state_from_saved`)."""
     path = checkpoint_dir / META
     if not path.is_file():
         return None
@@ -141,20 +146,19 @@ def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, trai
     if len(blocks) != meta["round"] or len(meta["rounds"]) != meta["round"]:
         raise SimulationError(f"{path}: checkpoint is inconsistent ({len(blocks)} device blocks for round "
                               f"{meta['round']}); start the run again")  # fmt: skip
-    if trains:
+    if learning.trains:
         import torch
 
         try:
             saved = torch.load(checkpoint_dir / meta["model"], weights_only=True)  # tensors only, never code
             model, method_state, driver_tensors = saved["model"], saved["method"], saved.get("async")
+            model = learning.state_from_saved(model)
         except Exception as exc:  # noqa: BLE001 - any unreadable model file is the same user-facing problem
             raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({exc})") from None
         if set(model) != set(like):
             raise SimulationError(f"{checkpoint_dir / meta['model']}: parameters do not match the scenario's model")
     else:
-        from edgefl.learning.surrogate import SurrogateState
-
-        model, method_state, driver_tensors = SurrogateState(**meta["surrogate"]), meta["method"], None
+        model, method_state, driver_tensors = learning.state_from_saved(meta["surrogate"]), meta["method"], None
     state = RunState(rounds_done=int(meta["round"]), sim_time_s=float(meta["sim_time_s"]),
                      energy_cum_j=float(meta["energy_cum_j"]), model=model)  # fmt: skip
     records = Records(round_rows=[dict(row) for row in meta["rounds"]], device_blocks=blocks)

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
-from edgefl.system import Fleet
-
-__all__ = ["CostModel", "CostMode", "UploadBudget", "COST_MODES", "prorated_energy_j"]
+__all__ = ["CostModel", "CostMode", "Devices", "UploadBudget", "COST_MODES", "prorated_energy_j"]
 
 CostMode = Literal["physical", "per_step"]
 COST_MODES: tuple[str, ...] = ("physical", "per_step")
@@ -52,6 +50,33 @@ def prorated_energy_j(e_j: np.ndarray, t_s: np.ndarray, done_s: np.ndarray) -> n
         return np.where(done >= t, e, e * done / t)
 
 
+class Devices(Protocol):
+    """What the cost model reads of the devices (:class:`edgefl.system.Fleet` is the one implementation): per
+    device, shape (n,), the CPU frequency range [Hz], eps [J/(cycle Hz^2)], FLOPs per cycle, uplink power [W],
+    and under Luo's costs the time [s] and energy [J] of one SGD step and of one upload (None otherwise)."""
+
+    @property
+    def f_min_hz(self) -> np.ndarray: ...
+    @property
+    def f_max_hz(self) -> np.ndarray: ...
+    @property
+    def energy_coeff(self) -> np.ndarray: ...
+    @property
+    def flops_per_cycle(self) -> np.ndarray: ...
+    @property
+    def tx_power_w(self) -> np.ndarray: ...
+    @property
+    def step_time_s(self) -> np.ndarray | None: ...
+    @property
+    def comm_time_s(self) -> np.ndarray | None: ...
+    @property
+    def step_energy_j(self) -> np.ndarray | None: ...
+    @property
+    def comm_energy_j(self) -> np.ndarray | None: ...
+    @property
+    def has_step_costs(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class UploadBudget:
     """Per device, shape (n,): frequency [Hz], affordable upload bits (floored), planned costs, feasibility."""
@@ -71,7 +96,7 @@ class CostModel:
     """Plans and charges compute and upload of the fleet's devices. ``dev`` arguments are device ids
     (an int array, shape (m,)); other arrays have the same shape."""
 
-    fleet: Fleet
+    fleet: Devices
 
     @property
     def mode(self) -> CostMode:

@@ -1,5 +1,7 @@
 """The keys a scenario takes at each place, and the nearest one to a key it does not take (``chanel`` ->
-``channel``), for the one-line error of an unknown key."""
+``channel``), for the one-line error of an unknown key. The scenario's model is handed in (``root``), so this module
+stands below :mod:`edgefl.scenario`; a model with keyed sub-tables (``[method.<name>]``) lists them with a
+``tables()`` classmethod (name -> settings model)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import typing
 from collections.abc import Sequence
 
 from pydantic import BaseModel
+
+from edgefl.config import _CHANNEL_UNITS, _DOWNLINK_UNITS, _FLEET_UNITS, ChannelConfig, DownlinkConfig, FleetConfig
 
 __all__ = ["valid_keys", "nearest_key"]
 
@@ -23,32 +27,35 @@ def _model_in(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-def valid_keys(path: Sequence[str]) -> list[str]:
-    """The keys the table at ``path`` takes (``()``: the top level; ``("fleet",)``: ``[fleet]``), engineer-unit
-    aliases (``bandwidth_mhz``) and method tables included; empty if ``path`` is not a table."""
-    from edgefl.config import _CHANNEL_UNITS, _DOWNLINK_UNITS, _FLEET_UNITS, ChannelConfig, DownlinkConfig, FleetConfig
-    from edgefl.scenario import MethodConfig, Scenario, _registry
+def _tables(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The keyed sub-tables of ``model`` (its ``tables()`` classmethod), or none."""
+    tables = getattr(model, "tables", None)
+    return tables() if callable(tables) else {}
 
-    model: type[BaseModel] | None = Scenario
+
+def valid_keys(path: Sequence[str], root: type[BaseModel]) -> list[str]:
+    """The keys the table at ``path`` of the model ``root`` takes (``()``: the top level; ``("fleet",)``:
+    ``[fleet]``), engineer-unit aliases (``bandwidth_mhz``) and keyed tables included; empty if ``path`` is not
+    a table."""
+    model: type[BaseModel] | None = root
     for part in path:
         if model is None:
             return []
-        if model is MethodConfig and part in _registry():
-            model = _registry()[part].Settings
+        if part in _tables(model):
+            model = _tables(model)[part]
             continue
         field = model.model_fields.get(part)
         model = None if field is None else _model_in(field.annotation)
     if model is None:
         return []
-    keys = list(model.model_fields)
-    if model is MethodConfig:
-        keys += list(_registry())
+    keys = list(model.model_fields) + list(_tables(model))
     aliases = {FleetConfig: _FLEET_UNITS, ChannelConfig: _CHANNEL_UNITS, DownlinkConfig: _DOWNLINK_UNITS}
     return keys + list(aliases.get(model, {}))
 
 
-def nearest_key(path: Sequence[str]) -> str | None:
-    """The valid key closest to the last part of ``path`` (difflib's ratio at least 0.6), or None."""
+def nearest_key(path: Sequence[str], root: type[BaseModel]) -> str | None:
+    """The valid key of the model ``root`` closest to the last part of ``path`` (difflib's ratio at least 0.6),
+    or None."""
     *parent, key = path
-    close = difflib.get_close_matches(key, valid_keys(parent), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, valid_keys(parent, root), n=1, cutoff=0.6)
     return close[0] if close else None

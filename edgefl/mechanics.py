@@ -2,14 +2,15 @@
 job really did (pro rata up to where it stopped) and the ``rounds`` row.
 
 The synchronous driver (:mod:`edgefl.round`) uses them once per round, the asynchronous driver
-(:mod:`edgefl.asynchronous`) once per dispatch (downloads) or per server update (charges, row).
+(:mod:`edgefl.asynchronous`) once per dispatch (downloads) or per server update (charges, row). They read only
+the parts of a run named by :class:`Parts` (:class:`edgefl.driver.Run` has them), so they stand below the drivers.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -17,11 +18,26 @@ from edgefl.costs import prorated_energy_j
 
 if TYPE_CHECKING:
     from edgefl.algorithms.base import JobTable
-    from edgefl.driver import Run
-    from edgefl.learning.protocol import Assessment
+    from edgefl.costs import CostModel
+    from edgefl.learning.protocol import Assessment, Learning
+    from edgefl.radio import Radio
+    from edgefl.rules import RoundRules
     from edgefl.sim import RoundOutcome
 
-__all__ = ["Charges", "charge", "downloads", "rounds_row", "select_devices"]
+__all__ = ["Charges", "Parts", "charge", "downloads", "rounds_row", "select_devices"]
+
+
+class Parts(Protocol):
+    """The parts of a run the mechanics read: its rules, its workload (model sizes), radio and cost model."""
+
+    @property
+    def rules(self) -> RoundRules: ...
+    @property
+    def workload(self) -> Learning: ...
+    @property
+    def radio(self) -> Radio: ...
+    @property
+    def costs(self) -> CostModel: ...
 
 
 def select_devices(
@@ -36,7 +52,7 @@ def select_devices(
     return np.sort(ids[rng.choice(ids.size, size=min(k, ids.size), replace=False)])
 
 
-def downloads(run: Run, jobs: JobTable, gain: np.ndarray) -> tuple[float | np.ndarray, np.ndarray]:
+def downloads(run: Parts, jobs: JobTable, gain: np.ndarray) -> tuple[float | np.ndarray, np.ndarray]:
     """Each job's download time [s] and energy [J]: ``round.downlink_s`` and no energy, or, with
     ``[channel.downlink]``, its (sub)model's bits over its own downlink rate (:meth:`CostModel.download`; the
     jobs' devices share the downlink band). A job downloads the width it trains (``min(job width,
@@ -63,7 +79,7 @@ class Charges:
 
 
 def charge(
-    run: Run, outcome: RoundOutcome, *, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
+    run: Parts, outcome: RoundOutcome, *, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
 ) -> Charges:
     """The planned energies [J] of the jobs of ``outcome`` charged up to where each stopped: a job cancelled at the
     cut-off or lost offline pays each phase pro rata of the time it spent in it
@@ -78,8 +94,8 @@ def charge(
 
 
 def rounds_row(
-    run: Run,
     *,
+    run: Parts,
     r: int,
     start_s: float,
     end_s: float,
@@ -94,15 +110,15 @@ def rounds_row(
     learning_gain: float,
     available: int,
     wall0: float,
-    **extra: Any,
-) -> dict[str, Any]:
+    **extra: float,
+) -> dict[str, float]:
     """The ``rounds`` row of round (server update) ``r``: its end time [s], its duration since the previous one
     [s] (a wait for an online device included), its energy and the run's so far [J], the jobs ``selected``
     (dispatched), ``arrived`` (aggregated) and ``dropped``, the uplink bits, the assessment ``seen``, the
     devices ``skipped`` (sat out), the ``learning_gain``, the devices wanted and ``available`` (online and idle
     at the selection), the wall time since ``wall0`` (:func:`time.perf_counter`) [s]; then ``extra`` columns and,
     when the run records it, the global training loss."""
-    row = {
+    row: dict[str, float] = {
         "round": r,
         "sim_time_s": end_s,
         "round_time_s": end_s - start_s,

@@ -26,7 +26,7 @@ from edgefl.algorithms.base import JobTable, RoundContext, RoundPlan
 from edgefl.errors import ScenarioError
 
 if TYPE_CHECKING:
-    from edgefl.round import Run
+    from edgefl.driver import Run
 
 __all__ = ["PreflightError", "preflight", "best_rates_bps", "best_budgets_j", "CHUNK"]
 

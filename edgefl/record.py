@@ -1,7 +1,7 @@
 """Recording a run: each round's ``rounds`` row and ``device_rounds`` block, and the tables built from them.
 
 A round's device block is one array per column (jobs, then the selected devices that sat out, sorted by device
-id): the columns every method fills (:data:`edgefl.results.DEVICE_COLUMNS`), the timeline and planned costs,
+id): the columns every method fills (:data:`DEVICE_COLUMNS`), the timeline and planned costs,
 then the method's own columns (``Method.device_columns``).
 
 The timeline columns are absolute simulated times [s] on the run's clock: ``t_start_s`` (compute start) and
@@ -19,23 +19,32 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult
-
 if TYPE_CHECKING:
     from edgefl.algorithms.base import RoundPlan
-    from edgefl.availability import Availability
     from edgefl.learning.protocol import RoundWork
-    from edgefl.scenario import Scenario
     from edgefl.sim import RoundOutcome
 
-__all__ = ["Records", "RoundRecord", "device_block"]
+__all__ = ["DEVICE_COLUMNS", "ROUND_COLUMNS", "Records", "RoundRecord", "device_block"]
+
+ROUND_COLUMNS = (
+    "round", "sim_time_s", "round_time_s", "energy_j", "energy_cum_j", "selected", "arrived", "dropped",
+    "bits_up", "test_accuracy", "test_loss", "train_loss", "wall_time_s",
+)  # fmt: skip
+"""The first columns of the ``rounds`` table, in order (further columns follow them)."""
+DEVICE_COLUMNS = (
+    "round", "device", "selected", "trained", "feasible", "reason", "arrived", "distance_m", "rate_bps",
+    "cpu_hz", "width", "alpha", "beta", "local_steps", "t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j",
+    "bits_planned", "bits", "t_max_s", "e_max_j",
+)  # fmt: skip
+"""The first columns of the ``device_rounds`` table, in order (the method's own columns follow them)."""
 
 
 @dataclass(frozen=True, eq=False)
 class RoundRecord:
-    """One round as recorded: its ``rounds`` row and its ``device_rounds`` block (columns, shape (rows,) each)."""
+    """One round as recorded: its ``rounds`` row (numbers by column, :func:`edgefl.mechanics.rounds_row`) and its
+    ``device_rounds`` block (columns, shape (rows,) each)."""
 
-    row: dict[str, Any]
+    row: dict[str, float]
     block: dict[str, np.ndarray]
 
 
@@ -43,24 +52,17 @@ class RoundRecord:
 class Records:
     """Every completed round's row and device block, in round order (append-only)."""
 
-    round_rows: list[dict[str, Any]] = field(default_factory=list)
+    round_rows: list[dict[str, float]] = field(default_factory=list)
     device_blocks: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def append(self, record: RoundRecord) -> None:
         self.round_rows.append(record.row)
         self.device_blocks.append(record.block)
 
-    def result(
-        self, scenario: Scenario, *, release: bool = False, availability: Availability | None = None
-    ) -> RunResult:
-        """The run's tables, with the run's ``availability`` schedule. ``release`` (the run is over) lets the
-        device table reuse the blocks' memory; the records cannot be used afterwards."""
-        return RunResult(
-            scenario=scenario,
-            rounds=_frame(self.round_rows, ROUND_COLUMNS),
-            device_rounds=_device_frame(self.device_blocks, release=release),
-            availability=availability,
-        )
+    def tables(self, *, release: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The ``rounds`` and ``device_rounds`` tables. ``release`` (the run is over) lets the device table reuse
+        the blocks' memory; the records cannot be used afterwards."""
+        return _frame(self.round_rows, ROUND_COLUMNS), _device_frame(self.device_blocks, release=release)
 
 
 def _budget(e_max_j: np.ndarray) -> np.ndarray:

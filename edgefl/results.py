@@ -13,6 +13,7 @@ import pandas as pd
 
 from edgefl.io import atomic_write_json, atomic_write_text
 from edgefl.output import write_device_rounds
+from edgefl.record import DEVICE_COLUMNS, ROUND_COLUMNS
 from edgefl.scenario import Scenario, scenario_to_toml
 
 if TYPE_CHECKING:
@@ -23,15 +24,6 @@ __all__ = [
     "read_summary", "is_finished",
 ]  # fmt: skip
 
-ROUND_COLUMNS = (
-    "round", "sim_time_s", "round_time_s", "energy_j", "energy_cum_j", "selected", "arrived", "dropped",
-    "bits_up", "test_accuracy", "test_loss", "train_loss", "wall_time_s",
-)  # fmt: skip
-DEVICE_COLUMNS = (
-    "round", "device", "selected", "trained", "feasible", "reason", "arrived", "distance_m", "rate_bps",
-    "cpu_hz", "width", "alpha", "beta", "local_steps", "t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j",
-    "bits_planned", "bits", "t_max_s", "e_max_j",
-)  # fmt: skip
 WALL_CLOCK_COLUMNS = ("wall_time_s",)
 """Columns measured on the host clock; everything else is a deterministic function of scenario and seed."""
 

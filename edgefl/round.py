@@ -42,7 +42,7 @@ class SyncDriver:
     def state_dict(self, run: Run) -> None:
         return None
 
-    def load_state_dict(self, meta: dict | None, tensors: dict | None) -> None:
+    def load_state_dict(self, run: Run, meta: dict | None, tensors: dict | None) -> None:
         return None
 
     def job_ends(self) -> None:
@@ -115,7 +115,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
-        run, r=r, start_s=state.sim_time_s, end_s=outcome.end_s, energy_before_j=state.energy_cum_j,
+        run=run, r=r, start_s=state.sim_time_s, end_s=outcome.end_s, energy_before_j=state.energy_cum_j,
         charges=charges, selected=int(selected.size), arrived=int(kept.size), dropped=len(jobs) - int(kept.size),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=int(plan.skipped_device.size),
         learning_gain=method.learning_gain(jobs.take(kept), int(selected.size)),

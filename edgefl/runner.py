@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +191,9 @@ class Simulation:
         ``final=True`` (the run is over) lets the device table reuse the per-round blocks' memory; the
         simulation cannot be stepped or checkpointed afterwards.
         """
-        result = self.records.result(self.run.scenario, release=final, availability=self.run.clock.availability)
-        return replace(result, warnings=list(self.warnings))
+        rounds, device_rounds = self.records.tables(release=final)
+        return RunResult(scenario=self.run.scenario, rounds=rounds, device_rounds=device_rounds,
+                         availability=self.run.clock.availability, warnings=list(self.warnings))  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
@@ -204,7 +204,7 @@ class Simulation:
         run = self.run
         self._saved_blocks = save_checkpoint(
             Path(checkpoint_dir), run.scenario, self.state, self.records, self._saved_blocks,
-            method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), trains=run.workload.trains,
+            method_state=run.method.state_dict(), radio_state=run.radio.state_dict(), learning=run.workload,
             clock_state=run.clock.state_dict(),
             driver_state=run.driver.state_dict(run),
         )  # fmt: skip
@@ -214,13 +214,13 @@ class Simulation:
         from edgefl.checkpoint import load_checkpoint
 
         run = self.run
-        found = load_checkpoint(Path(checkpoint_dir), run.scenario, like=self.state.model, trains=run.workload.trains)
+        found = load_checkpoint(Path(checkpoint_dir), run.scenario, like=self.state.model, learning=run.workload)
         if found is None:
             return False
         self.state, self.records = found.state, found.records
         run.radio.load_state_dict(found.radio_state)
         run.method.load_state_dict(found.method_state)
-        run.driver.load_state_dict(found.driver_state, found.driver_tensors)
+        run.driver.load_state_dict(run, found.driver_state, found.driver_tensors)
         run.clock.load_state_dict(found.clock_state or {"clock_s": found.state.sim_time_s, "in_flight": []},
                                   on_end_of=run.driver.job_ends())  # fmt: skip
         self._saved_blocks = len(self.records.device_blocks)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edgefl.config import (
     UNIT_ALIASES, BudgetConfig, ChannelConfig, DataConfig, FleetConfig, ModelConfig, RoundConfig, StepCostsConfig,
@@ -98,6 +98,11 @@ class MethodConfig(_Strict):
     clients_per_round: int = Field(10, ge=1, le=10_000_000)
     luo: LuoSettings = LuoSettings()
 
+    @classmethod
+    def tables(cls) -> dict[str, type[BaseModel]]:
+        """The ``[method.<name>]`` tables: each registered method's settings model (:mod:`edgefl.keys`)."""
+        return {name: method.Settings for name, method in _registry().items()}
+
     @model_validator(mode="before")
     @classmethod
     def _tables(cls, data: Any) -> Any:
@@ -115,7 +120,7 @@ class MethodConfig(_Strict):
                 where = _MOVED_METHOD_KEYS[key].format(name=name if isinstance(name, str) else "<name>")
                 raise _key_error(key, data[key], f"moved: set {where} instead")
             if key not in methods:
-                near = nearest_key(("method", key))
+                near = nearest_key(("method", key), Scenario)
                 hint = f"did you mean {near}? " if near else ""
                 tables = ", ".join(sorted(methods))
                 raise _key_error(key, data[key], f"unknown key ({hint}method tables: {tables}, luo)")
@@ -226,7 +231,7 @@ def _format_validation_error(exc: ValidationError) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            near = nearest_key(loc.split("."))
+            near = nearest_key(loc.split("."), Scenario)
             parts.append(f"{loc}: unknown key" + (f"; did you mean {near}?" if near else ""))
         elif loc and isinstance(value, dict):  # a whole-section check: its message names the fields
             parts.append(f"{loc}.{msg}" if re.match(r"[A-Za-z_]\w*=", msg) else f"{loc}: {msg}")

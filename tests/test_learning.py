@@ -121,3 +121,23 @@ def test_max_samples_takes_a_seeded_subset():
     # every kept row is a row of the full set (a subset, not a resample)
     rows = {r.tobytes() for r in full.x_train}
     assert all(r.tobytes() in rows for r in a.dataset.x_train)
+
+
+def test_workloads_have_the_protocols_members():
+    """The torch workload has every member of :class:`Training` (so of :class:`Learning`) with the protocol's
+    parameters, and the surrogate workload every member of :class:`Learning`: a renamed argument fails here."""
+    import inspect
+
+    from edgefl.learning.protocol import Learning, Training
+    from edgefl.learning.surrogate import SurrogateWorkload
+    from edgefl.learning.workload import Workload
+
+    def members(proto):
+        own = {n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")}
+        return own | {n for base in proto.__mro__[1:] if base is Learning for n in members(base)}
+
+    for impl, proto in ((Workload, Training), (SurrogateWorkload, Learning)):
+        for name in sorted(members(proto)):
+            want = list(inspect.signature(getattr(proto, name)).parameters)
+            assert list(inspect.signature(getattr(impl, name)).parameters) == want, (impl.__name__, name)
+    assert {"train", "evaluate", "saved_state", "update_bits_at"} <= members(Training)

@@ -12,7 +12,7 @@ from edgefl.algorithms.ccfedavg_schedule import TrainingProbabilitySettings
 from edgefl.errors import ScenarioError
 from edgefl.keys import nearest_key
 from edgefl.limits import Limit, limits_of, user_range
-from edgefl.scenario import load_scenario
+from edgefl.scenario import Scenario, load_scenario
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_user_range_converts_si_ends_to_the_unit_written():
     ],
 )
 def test_nearest_key(path, near):
-    assert nearest_key(path) == near
+    assert nearest_key(path, Scenario) == near
 
 
 def test_unknown_key_message_suggests_the_nearest():

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from edgefl.costs import CostModel
-    from edgefl.learning.protocol import State
+    from edgefl.learning.protocol import Learning, State
     from edgefl.seeding import LazyGenerator, Streams
     from edgefl.system import Fleet
 
@@ -55,12 +55,13 @@ class Needs:
 class MethodSetup:
     """What a method is built with besides its own settings (it never sees the scenario).
 
-    ``workload``: the learning workload (torch or surrogate: sizes, FLOPs, the trainer); ``costs``: the cost model;
+    ``workload``: the learning workload (:class:`~edgefl.learning.protocol.Learning`, torch or surrogate: sizes,
+    FLOPs; the torch one is also a :class:`~edgefl.learning.protocol.Training`: the trainer); ``costs``: the cost model;
     ``streams``: the run's random streams (a method draws only from streams named for it); ``n_devices`` N,
     ``clients_per_round`` K, ``rounds`` T; ``width``: the global model's width.
     """
 
-    workload: Any
+    workload: Learning
     costs: CostModel
     streams: Streams
     n_devices: int

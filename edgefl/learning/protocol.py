@@ -8,19 +8,24 @@ No torch here: surrogate runs never import it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
+    from torch import nn
+
+    from edgefl.learning.workload import TrainResult
 
     State = dict[str, torch.Tensor]
     """A torch model's parameters by name (:data:`edgefl.learning.workload.State`)."""
 
-__all__ = ["Learning", "RoundWork", "Assessment"]
+__all__ = ["Learning", "Training", "RoundWork", "Assessment"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,3 +72,36 @@ class Learning(Protocol):
         ...
 
     def initial_state(self) -> Any: ...
+
+    def saved_state(self, state: Any) -> dict:
+        """A global state as a checkpoint holds it: plain numbers (JSON) when the workload does not train, else
+        tensors (``torch.save``)."""
+        ...
+
+    def state_from_saved(self, saved: dict) -> Any:
+        """The inverse of :meth:`saved_state`."""
+        ...
+
+
+class Training(Learning, Protocol):
+    """What a training method uses besides :class:`Learning` of the torch workload
+    (:class:`~edgefl.learning.workload.Workload`, ``trains`` True): its models, local training and evaluation."""
+
+    def make_model(self, width: float = 1.0) -> nn.Module: ...
+
+    def submodel_shapes(self, width: float) -> Mapping[str, torch.Size]: ...
+
+    def output_layer(self) -> tuple[str, str]: ...
+
+    def train(
+        self, device: int, global_state: State, *, round_index: int, width: float | None = None,
+        class_mask: torch.Tensor | None = None, steps: int | None = None,
+        penalty: Callable[[nn.Module], torch.Tensor] | None = None,
+    ) -> TrainResult: ...  # fmt: skip
+
+    def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
+        ...
+
+    def global_train_loss(self, state: State) -> float: ...
+
+    def evaluate(self, state: State, *, bn_clients: int = 0) -> tuple[float, float]: ...

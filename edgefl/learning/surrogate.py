@@ -110,6 +110,13 @@ class SurrogateWorkload:
         cfg = self.config
         return SurrogateState(gap=max(cfg.initial_loss - cfg.loss_floor, 0.0))
 
+    def saved_state(self, state: SurrogateState) -> dict:
+        """The state as JSON-able numbers: ``gap`` and ``progress``."""
+        return {"gap": state.gap, "progress": state.progress}
+
+    def state_from_saved(self, saved: dict) -> SurrogateState:
+        return SurrogateState(gap=float(saved["gap"]), progress=float(saved["progress"]))
+
     def loss(self, state: SurrogateState) -> float:
         """Global training loss F(w_t) = loss_floor + gap."""
         return self.config.loss_floor + state.gap

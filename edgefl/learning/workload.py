@@ -122,6 +122,13 @@ class Workload:
             state = {k: torch.zeros_like(v) for k, v in state.items()}
         return state
 
+    def saved_state(self, state: State) -> dict:
+        """The state's tensors, copied (what ``torch.load(weights_only=True)`` reads back)."""
+        return {k: x.detach().clone() for k, x in state.items()}
+
+    def state_from_saved(self, saved: dict) -> State:
+        return saved
+
     def flops_per_sample(self, width: float | None = None) -> float:
         """Measured training FLOPs (forward + backward) per sample for this architecture and width (cached)."""
         width = self.model.width if width is None else width
