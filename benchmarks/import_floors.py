@@ -11,8 +11,8 @@ above ``edgefl/__init__.py``).
 
     python benchmarks/import_floors.py [ROOT] [--without MODULE ...]
 
-``ROOT``: the folder holding edgefl/ (default: this checkout); ``--without``: leave a module (e.g.
-``fleet_mix``) and its edges out, to measure the rest while it has a cycle.
+``ROOT``: the folder holding edgefl/ (default: this checkout); ``--without``: leave a module and its edges out,
+to measure the rest while it has a cycle.
 
 Prints the floor count, the longest chain (lowest module last) and any import cycle; exits 1 on a cycle.
 """

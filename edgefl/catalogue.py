@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from edgefl.config import FLEET_FIELDS
 from edgefl.errors import ScenarioError
 
 __all__ = ["Profile", "catalogue", "catalogue_document", "profile"]
 
-#: profile fields -> the Fleet array they set (the catalogue's own names are the Fleet's)
-FLEET_FIELDS = ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
 
 
 @dataclass(frozen=True, kw_only=True)

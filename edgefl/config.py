@@ -54,8 +54,8 @@ def _convert(data: Any, table: dict[str, tuple[str, Any]]) -> Any:
 
 
 # engineer-unit key -> (SI key, conversion); applied once at load
-_FLEET_UNITS: dict[str, tuple[str, Any]] = {}
-_CHANNEL_UNITS: dict[str, tuple[str, Any]] = {}
+FLEET_UNITS: dict[str, tuple[str, Any]] = {}
+CHANNEL_UNITS: dict[str, tuple[str, Any]] = {}
 
 
 def _dbm_to_w(dbm: float) -> float:
@@ -66,18 +66,18 @@ def _dbm_per_mhz_to_w_per_hz(dbm_per_mhz: float) -> float:
     return _dbm_to_w(dbm_per_mhz) / 1e6  # per MHz -> per Hz
 
 
-_FLEET_UNITS.update(
+FLEET_UNITS.update(
     f_min_ghz=("f_min_hz", lambda v: v * 1e9),
     f_max_ghz=("f_max_hz", lambda v: v * 1e9),
     tx_power_dbm=("tx_power_w", _dbm_to_w),
 )
-_CHANNEL_UNITS.update(
+CHANNEL_UNITS.update(
     bandwidth_mhz=("bandwidth_hz", lambda v: v * 1e6),
     noise_psd_dbm_per_mhz=("noise_psd_w_per_hz", _dbm_per_mhz_to_w_per_hz),
     carrier_ghz=("carrier_hz", lambda v: v * 1e9),
 )
 UNIT_ALIASES = {section: {k: si for k, (si, _) in table.items()} for section, table in
-                 (("fleet", _FLEET_UNITS), ("channel", _CHANNEL_UNITS))}  # fmt: skip
+                 (("fleet", FLEET_UNITS), ("channel", CHANNEL_UNITS))}  # fmt: skip
 
 # Physically possible values (edgefl.limits): each range with the real devices, cells or standards at its ends.
 _YEAR_S = 365.25 * 86_400.0
@@ -92,7 +92,7 @@ _FLOPS_PER_CYCLE = Limit(1e-3, 1e6, "FLOP/cycle", "from software floating point 
 _UE_TX_W = Limit(1e-8, _dbm_to_w(33.0), "W", "a device transmits at most 33 dBm (2 W, GSM power class 4, the "
                  "highest handheld class; 3GPP NR UEs: 23-31 dBm) and at least -50 dBm (below NB-IoT's "
                  "-40 dBm)")  # fmt: skip
-_MAX_CPU_POWER_W = 1000.0
+MAX_CPU_POWER_W = 1000.0
 """Ceiling on the CPU power eps f_max^3 a fleet implies [W]: above any single processor package (a data-centre
 GPU draws ~700 W); AnycostFL's paper values (eps up to 1e-26 at 2 GHz: 80 W) are below it."""
 _SECONDS = Limit(0.0, _YEAR_S, "s", "a time above a year (3.16e7 s) is beyond any training campaign",
@@ -313,6 +313,10 @@ class AvailabilityConfig(_Physical):
         return self
 
 
+FLEET_FIELDS = ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
+"""The per-device quantities a catalogue profile sets (the catalogue's names are the fleet's)."""
+
+
 class FleetConfig(_Strict):
     """Device population. Each quantity: a number, or [low, high] drawn per device (uniform)."""
 
@@ -337,14 +341,7 @@ class FleetConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        return _convert(check_limits(cls, data, _FLEET_UNITS), _FLEET_UNITS)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _devices(cls, data: Any) -> Any:
-        from edgefl.fleet_mix import checked_fleet_data
-
-        return checked_fleet_data(data)
+        return _convert(check_limits(cls, data, FLEET_UNITS), FLEET_UNITS)
 
     @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
     @classmethod
@@ -353,9 +350,19 @@ class FleetConfig(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> Any:
-        from edgefl.fleet_mix import without_profile_defaults
+        """The resolved fleet, less the profile quantities left at their defaults when a profile mix sets them:
+        loading the dump again gives the same :meth:`explicit_fields`, hence the same fleet."""
+        dumped = handler(self)
+        if not isinstance(dumped, dict) or not self.profiles:
+            return dumped
+        unset = set(FLEET_FIELDS) - self.explicit_fields()
+        return {k: v for k, v in dumped.items() if k not in unset}
 
-        return without_profile_defaults(self, handler(self))
+    def explicit_fields(self) -> set[str]:
+        """The profile quantities (:data:`edgefl.catalogue.FLEET_FIELDS`) the scenario sets itself, in its file or
+        with ``--set``, in SI or engineer units: these keep the scenario's value on a device whose profile the
+        ``fleet.profiles`` mix drew."""
+        return set(FLEET_FIELDS) & self.model_fields_set
 
     @model_validator(mode="after")
     def _freq_order(self) -> FleetConfig:
@@ -369,10 +376,10 @@ class FleetConfig(_Strict):
     def _cpu_power(self) -> FleetConfig:
         eps = self.energy_coeff[1] if isinstance(self.energy_coeff, tuple) else self.energy_coeff
         f = self.f_max_hz[1] if isinstance(self.f_max_hz, tuple) else self.f_max_hz
-        if eps * f**3 > _MAX_CPU_POWER_W:  # CPU power at f_max, P = eps f^3 (AnycostFL eq. (7) per second)
+        if eps * f**3 > MAX_CPU_POWER_W:  # CPU power at f_max, P = eps f^3 (AnycostFL eq. (7) per second)
             raise ValueError(
                 f"energy_coeff up to {eps:g} with f_max up to {f / 1e9:g} GHz: the CPU power eps f_max^3 = "
-                f"{eps * f**3:.3g} W exceeds {_MAX_CPU_POWER_W:g} W, more than any device's processor draws"
+                f"{eps * f**3:.3g} W exceeds {MAX_CPU_POWER_W:g} W, more than any device's processor draws"
             )
         return self
 
@@ -381,7 +388,7 @@ _BS_TX_W = Limit(_dbm_to_w(0.0), _dbm_to_w(60.0), "W", "a base station transmits
                  "lowest) to 60 dBm (1 kW, above a macro cell's 43-49 dBm per carrier)")  # fmt: skip
 _BANDWIDTH_HZ = Limit(1e3, 2.16e9, "Hz", "from 1 kHz (below an NB-IoT subcarrier, 3.75 kHz) to 2.16 GHz (an IEEE "
                       "802.11ad channel, the widest any standard radio uses)")  # fmt: skip
-_DOWNLINK_UNITS: dict[str, tuple[str, Any]] = {
+DOWNLINK_UNITS: dict[str, tuple[str, Any]] = {
     "bandwidth_mhz": ("bandwidth_hz", lambda v: v * 1e6),
     "tx_power_dbm": ("tx_power_w", _dbm_to_w),
     "rx_power_dbm": ("rx_power_w", _dbm_to_w),
@@ -406,7 +413,7 @@ class DownlinkConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        return _convert(check_limits(cls, data, _DOWNLINK_UNITS), _DOWNLINK_UNITS)
+        return _convert(check_limits(cls, data, DOWNLINK_UNITS), DOWNLINK_UNITS)
 
 
 _EXPONENT = Limit(1.0, 8.0, "", "measured path-loss exponents run from 1.6 (corridors) to 6 (dense buildings)")
@@ -447,7 +454,7 @@ class ChannelConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        return _convert(check_limits(cls, data, _CHANNEL_UNITS), _CHANNEL_UNITS)
+        return _convert(check_limits(cls, data, CHANNEL_UNITS), CHANNEL_UNITS)
 
     @model_validator(mode="after")
     def _cell(self) -> ChannelConfig:

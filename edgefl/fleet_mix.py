@@ -11,62 +11,21 @@ changes nothing. The profile of each device in a mix is drawn from its own ``pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.catalogue import FLEET_FIELDS, catalogue, profile
+from edgefl.catalogue import catalogue
+from edgefl.config import FLEET_FIELDS
 from edgefl.errors import ScenarioError
-from edgefl.fleet_table import (
-    FRAME_PREFIX, STEP_COST_FIELDS, DeviceTable, check_cpu_power, read_device_table, register_frame, table_of,
-)
+from edgefl.fleet_table import DeviceTable, check_cpu_power, table_of
 from edgefl.system import Fleet, draw_columns
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from edgefl.config import FleetConfig
-    from edgefl.scenario import Scenario
     from edgefl.seeding import Streams
 
-__all__ = ["FleetBuild", "build_fleet", "checked_fleet_data", "explicit_fields", "without_profile_defaults",
-           "device_profiles", "placed_positions", "resized_partition", "table_sample_sizes", "fleet_frame", "with_devices"]  # fmt: skip
-
-
-def checked_fleet_data(data: Any) -> Any:
-    """The ``[fleet]`` dict with ``n_devices`` set to its device table's rows (read and checked here, at load; a
-    ``n_devices`` given beside a table must equal them) and its profile names checked against the catalogue;
-    raises :class:`ScenarioError` naming the key."""
-    if not isinstance(data, dict):
-        return data
-    devices = data.get("devices")
-    if devices is not None:
-        if not isinstance(devices, str):
-            raise ScenarioError(f"fleet.devices={devices!r}: must be the path of a .csv or .parquet file")
-        table = read_device_table(devices)
-        if not devices.startswith(FRAME_PREFIX):
-            devices = str(Path(devices).expanduser().resolve())  # the resolved scenario names it from anywhere
-        given = data.get("n_devices")
-        if given is not None and given != table.n_devices:
-            raise ScenarioError(f"fleet.n_devices={given!r} but the device table {table.where} has "
-                                f"{table.n_devices} device rows; give n_devices = {table.n_devices} or leave it "
-                                "out (the table's rows are the fleet)")  # fmt: skip
-        data = {**data, "n_devices": table.n_devices, "devices": devices}  # the table's rows are the fleet
-        if "e_max_j" in table.values:
-            raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
-                                "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip
-        step_given = [c for c in STEP_COST_FIELDS if c in table.values]
-        costs = data.get("step_costs")
-        kind = costs.get("kind", "none") if isinstance(costs, dict) else "none"
-        if step_given and kind == "none":
-            raise ScenarioError(f"device table {table.where}: column(s) {', '.join(step_given)} need "
-                                "fleet.step_costs.kind = 'normal' or 'lognormal' (costs given per step)")  # fmt: skip
-    mix = data.get("profiles")
-    if isinstance(mix, dict):
-        for name in mix:
-            profile(name, where=f"fleet.profiles.{name}")
-    return data
+__all__ = ["FleetBuild", "build_fleet", "device_profiles", "placed_positions"]
 
 
 def device_profiles(cfg: FleetConfig, table: DeviceTable | None, streams: Streams) -> list[str]:
@@ -94,31 +53,15 @@ class FleetBuild:
     profiles: list[str]
 
 
-def explicit_fields(cfg: FleetConfig) -> set[str]:
-    """The profile quantities (:data:`~edgefl.catalogue.FLEET_FIELDS`) the scenario sets itself, in its file or
-    with ``--set``, in SI or engineer units: these keep the scenario's value on a device whose profile the
-    ``fleet.profiles`` mix drew."""
-    return set(FLEET_FIELDS) & cfg.model_fields_set
-
-
-def without_profile_defaults(cfg: FleetConfig, dumped: Any) -> Any:
-    """``cfg`` as dumped (the resolved scenario), less the profile quantities it left at their defaults when a
-    profile mix sets them: loading the dump again gives the same :func:`explicit_fields`, hence the same fleet."""
-    if not isinstance(dumped, dict) or not cfg.profiles:
-        return dumped
-    unset = set(FLEET_FIELDS) - explicit_fields(cfg)
-    return {k: v for k, v in dumped.items() if k not in unset}
-
-
 def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams) -> FleetBuild:
     """The fleet of a scenario's ``[fleet]`` section: draws (streams ``fleet`` and ``step_costs``), then the
     profiles' values (a profile the mix drew: only the quantities the scenario does not set itself,
-    :func:`explicit_fields`; a profile the table names: all), then the device table's explicit cells."""
+    :meth:`~edgefl.config.FleetConfig.explicit_fields`; a profile the table names: all), then the device table's explicit cells."""
     cols = draw_columns(cfg, streams.numpy("fleet"), streams.numpy("step_costs"))
     table = table_of(cfg)
     names = device_profiles(cfg, table, streams)
     profiles = catalogue()
-    from_mix = [fld for fld in FLEET_FIELDS if fld not in explicit_fields(cfg)]
+    from_mix = [fld for fld in FLEET_FIELDS if fld not in cfg.explicit_fields()]
     in_table = table.profiles if table is not None else ("",) * len(names)
     for i, name in enumerate(names):
         if name:
@@ -167,72 +110,3 @@ def placed_positions(cfg: FleetConfig, drawn_m: np.ndarray) -> np.ndarray:
         norm = np.hypot(out[rows, 0], out[rows, 1])
         out[rows] = out[rows] / norm[:, None] * table.values["distance_m"][rows, None]
     return out
-
-
-def table_sample_sizes(cfg: FleetConfig, drawn: np.ndarray, n_train: int) -> np.ndarray:
-    """Local data sizes, shape (n,): the table's ``n_samples`` or ``data_share`` x ``n_train`` (at least 1 sample)
-    where given, else ``drawn``."""
-    sizes = np.asarray(drawn, dtype=np.int64).copy()
-    table = table_of(cfg)
-    if table is None:
-        return sizes
-    if "n_samples" in table.values:
-        rows = table.given("n_samples")
-        sizes[rows] = table.values["n_samples"][rows].astype(np.int64)
-    if "data_share" in table.values:
-        rows = table.given("data_share")
-        sizes[rows] = np.maximum(1, np.floor(table.values["data_share"][rows] * n_train)).astype(np.int64)
-    return sizes
-
-
-def resized_partition(cfg: FleetConfig, parts: list[np.ndarray], n_train: int) -> list[np.ndarray]:
-    """The drawn partition if the table sets no data sizes or the sizes it sets are the drawn ones; else the
-    same samples (drawn partition first, in order, then the samples no device drew) split into the table's
-    sizes."""
-    drawn = np.array([p.size for p in parts], dtype=np.int64)
-    sizes = table_sample_sizes(cfg, drawn, n_train)
-    if np.array_equal(sizes, drawn):
-        return parts
-    table = table_of(cfg)
-    if int(sizes.sum()) > n_train:
-        raise ScenarioError(f"device table {table.where}: the devices hold {int(sizes.sum())} samples in all, more "
-                            f"than the {n_train} training samples of the dataset")  # fmt: skip
-    used = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-    rest = np.setdiff1d(np.arange(n_train), used)
-    pool = np.concatenate([used, rest])
-    bounds = np.cumsum(sizes)[:-1]
-    return [np.sort(p) for p in np.split(pool[: int(sizes.sum())], bounds)]
-
-
-def fleet_frame(scenario: Scenario) -> pd.DataFrame:
-    """The fleet ``scenario`` would draw (seed applied), one row per device, as a device table: running the
-    scenario with this table as ``fleet.devices`` gives the same results."""
-    import pandas as pd
-
-    from edgefl.radio import Radio
-    from edgefl.runner import _workload
-    from edgefl.seeding import Streams
-
-    streams = Streams(scenario.seed)
-    workload = _workload(scenario, streams)
-    built = build_fleet(scenario.fleet, workload.n_samples, streams)
-    radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
-    positions = placed_positions(scenario.fleet, radio.positions_m)
-    data: dict[str, Any] = {"device": np.arange(built.fleet.n_devices)}
-    if any(built.profiles):
-        data["profile"] = built.profiles
-    data.update(built.columns)
-    data["x_m"], data["y_m"] = positions[:, 0], positions[:, 1]
-    data["n_samples"] = np.asarray(workload.n_samples, dtype=np.int64)
-    return pd.DataFrame(data)
-
-
-def with_devices(scenario: Scenario, frame: pd.DataFrame) -> Scenario:
-    """``scenario`` with ``frame`` (a pandas DataFrame in the device-table format) as its device table; the
-    frame is checked here like a file (errors name its row). It lives in this process only."""
-    from edgefl.scenario import scenario_from_dict
-
-    data = scenario.model_dump(mode="json", exclude_none=True)
-    data["fleet"].pop("n_devices", None)
-    data["fleet"]["devices"] = register_frame(frame)
-    return scenario_from_dict(data)

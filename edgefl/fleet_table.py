@@ -41,15 +41,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.catalogue import catalogue
-from edgefl.config import _FLEET_UNITS, _MAX_CPU_POWER_W, BudgetConfig, FleetConfig, StepCostsConfig
+from edgefl.catalogue import catalogue, profile
+from edgefl.config import FLEET_UNITS, MAX_CPU_POWER_W, BudgetConfig, FleetConfig, StepCostsConfig
+from edgefl.data_sizes import DataSizes
 from edgefl.errors import ScenarioError
 from edgefl.limits import Limit, limits_of, user_range
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "COLUMNS"]
+__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "data_sizes_of", "checked_fleet_section", "COLUMNS"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ _SHARE = Limit(0.0, 1.0, "of the training set", "a share of the training set", l
 COLUMNS: dict[str, _Column] = {
     **{name: _Column(name, _FLEET[name]) for name in ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle",
                                                       "tx_power_w")},
-    **{alias: _Column(si, _FLEET[si], fn) for alias, (si, fn) in _FLEET_UNITS.items()},
+    **{alias: _Column(si, _FLEET[si], fn) for alias, (si, fn) in FLEET_UNITS.items()},
     **{name: _Column(name, _STEP[name]) for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")},
     "x_m": _Column("x_m", _COORD),
     "y_m": _Column("y_m", _COORD),
@@ -208,9 +209,9 @@ def check_cpu_power(where: str, label: str, eps: float, f_max_hz: float) -> None
     """Raise :class:`ScenarioError` if a device's CPU power at f_max, P = eps f_max^3 [W] (AnycostFL eq. (7) per
     second), exceeds the ceiling the scenario puts on ``energy_coeff`` with ``f_max_hz`` (NaN: not known)."""
     power_w = eps * f_max_hz**3
-    if power_w > _MAX_CPU_POWER_W:
+    if power_w > MAX_CPU_POWER_W:
         raise ScenarioError(f"device table {where} {label}: energy_coeff {eps:g} at f_max {f_max_hz / 1e9:g} GHz "
-                            f"is a CPU power eps f_max^3 = {power_w:.3g} W, above {_MAX_CPU_POWER_W:g} W, more than "
+                            f"is a CPU power eps f_max^3 = {power_w:.3g} W, above {MAX_CPU_POWER_W:g} W, more than "
                             "any device's processor draws")  # fmt: skip
 
 
@@ -293,3 +294,46 @@ def read_device_table(source: str) -> DeviceTable:
 def table_of(cfg: FleetConfig) -> DeviceTable | None:
     """The scenario's device table, or None."""
     return None if cfg.devices is None else read_device_table(cfg.devices)
+
+
+def data_sizes_of(cfg: FleetConfig) -> DataSizes | None:
+    """The local data sizes the scenario's device table sets (its ``n_samples``, ``data_share`` columns), or None."""
+    table = table_of(cfg)
+    if table is None:
+        return None
+    return DataSizes(where=table.where, n_samples=table.values.get("n_samples"), share=table.values.get("data_share"))
+
+
+def checked_fleet_section(data: Any) -> Any:
+    """The ``[fleet]`` dict with ``n_devices`` set to its device table's rows (read and checked here, at load; a
+    ``n_devices`` given beside a table must equal them) and its profile names checked against the catalogue;
+    raises :class:`ScenarioError` naming the key."""
+    if not isinstance(data, dict):
+        return data
+    devices = data.get("devices")
+    if devices is not None:
+        if not isinstance(devices, str):
+            raise ScenarioError(f"fleet.devices={devices!r}: must be the path of a .csv or .parquet file")
+        table = read_device_table(devices)
+        if not devices.startswith(FRAME_PREFIX):
+            devices = str(Path(devices).expanduser().resolve())  # the resolved scenario names it from anywhere
+        given = data.get("n_devices")
+        if given is not None and given != table.n_devices:
+            raise ScenarioError(f"fleet.n_devices={given!r} but the device table {table.where} has "
+                                f"{table.n_devices} device rows; give n_devices = {table.n_devices} or leave it "
+                                "out (the table's rows are the fleet)")  # fmt: skip
+        data = {**data, "n_devices": table.n_devices, "devices": devices}  # the table's rows are the fleet
+        if "e_max_j" in table.values:
+            raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
+                                "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip
+        step_given = [c for c in STEP_COST_FIELDS if c in table.values]
+        costs = data.get("step_costs")
+        kind = costs.get("kind", "none") if isinstance(costs, dict) else "none"
+        if step_given and kind == "none":
+            raise ScenarioError(f"device table {table.where}: column(s) {', '.join(step_given)} need "
+                                "fleet.step_costs.kind = 'normal' or 'lognormal' (costs given per step)")  # fmt: skip
+    mix = data.get("profiles")
+    if isinstance(mix, dict):
+        for name in mix:
+            profile(name, where=f"fleet.profiles.{name}")
+    return data

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from edgefl.config import _CHANNEL_UNITS, _DOWNLINK_UNITS, _FLEET_UNITS, ChannelConfig, DownlinkConfig, FleetConfig
+from edgefl.config import CHANNEL_UNITS, DOWNLINK_UNITS, FLEET_UNITS, ChannelConfig, DownlinkConfig, FleetConfig
 
 __all__ = ["valid_keys", "nearest_key"]
 
@@ -49,7 +49,7 @@ def valid_keys(path: Sequence[str], root: type[BaseModel]) -> list[str]:
     if model is None:
         return []
     keys = list(model.model_fields) + list(_tables(model))
-    aliases = {FleetConfig: _FLEET_UNITS, ChannelConfig: _CHANNEL_UNITS, DownlinkConfig: _DOWNLINK_UNITS}
+    aliases = {FleetConfig: FLEET_UNITS, ChannelConfig: CHANNEL_UNITS, DownlinkConfig: DOWNLINK_UNITS}
     return keys + list(aliases.get(model, {}))
 
 

@@ -24,6 +24,7 @@ from edgefl.availability import make_availability
 from edgefl.costs import CostModel
 from edgefl.driver import Driver, RoundRules, Run
 from edgefl.fleet_mix import build_fleet, placed_positions
+from edgefl.fleet_table import data_sizes_of
 from edgefl.learner import make_learner
 from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
@@ -49,21 +50,21 @@ class RunInterrupted(KeyboardInterrupt):
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-def _workload(scenario: Scenario, streams: Streams) -> Any:
+def make_workload(scenario: Scenario, streams: Streams) -> Any:
     """The learning workload the scenario names (torch is imported only for real training)."""
     if scenario.learning == "surrogate":
         from edgefl.learning.surrogate import SurrogateWorkload
 
-        return SurrogateWorkload(scenario, streams)
+        return SurrogateWorkload(scenario, streams, data_sizes=data_sizes_of(scenario.fleet))
     from edgefl.learning.workload import Workload
 
-    return Workload(scenario, streams)
+    return Workload(scenario, streams, data_sizes=data_sizes_of(scenario.fleet))
 
 
 def build_run(scenario: Scenario) -> Run:
     """The parts of a run of ``scenario``, ready to play round 1."""
     streams = Streams(scenario.seed)
-    workload = _workload(scenario, streams)
+    workload = make_workload(scenario, streams)
     fleet = build_fleet(scenario.fleet, workload.n_samples, streams).fleet  # draws, profiles, device table
     costs = CostModel(fleet)
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)

@@ -23,6 +23,7 @@ from edgefl.config import (
     SurrogateConfig, TrainConfig,
 )  # fmt: skip
 from edgefl.errors import ScenarioError
+from edgefl.fleet_table import checked_fleet_section
 from edgefl.keys import nearest_key
 from edgefl.method_settings import LuoSettings
 from edgefl.method_settings import Strict as _Strict
@@ -168,6 +169,14 @@ class Scenario(_Strict):
     channel: ChannelConfig = ChannelConfig()
     surrogate: SurrogateConfig = SurrogateConfig()
     output: OutputConfig = OutputConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _device_table(cls, data: Any) -> Any:
+        """The ``[fleet]`` section with its device table read and checked (its rows set ``n_devices``)."""
+        if isinstance(data, dict) and isinstance(data.get("fleet"), dict):
+            data = {**data, "fleet": checked_fleet_section(data["fleet"])}
+        return data
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:

@@ -18,7 +18,8 @@ import pytest
 from edgefl.catalogue import catalogue
 from edgefl.cli.fleet import write_table
 from edgefl.errors import ScenarioError
-from edgefl.fleet_mix import fleet_frame, placed_positions, with_devices
+from edgefl.fleet_export import fleet_frame, with_devices
+from edgefl.fleet_mix import placed_positions
 from edgefl.runner import run_scenario
 from edgefl.scenario import load_scenario
 
@@ -189,18 +190,18 @@ def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path
     drawn = np.array([[3.0, 4.0], [-6.0, 8.0], [0.0, -2.0]])
     placed = placed_positions(sc.fleet, drawn)
     np.testing.assert_allclose(placed, [[60.0, 80.0], [-6.0, 8.0], [0.0, -300.0]], rtol=1e-12)
-    from edgefl.learning.workload import Workload
+    from edgefl.runner import make_workload
     from edgefl.seeding import Streams
 
-    wl = Workload(sc, Streams(sc.seed))
-    drawn_sizes = Workload(load_scenario("quickstart", ["fleet.n_devices=3", "method.clients_per_round=3"]),
-                           Streams(sc.seed)).n_samples  # fmt: skip
+    wl = make_workload(sc, Streams(sc.seed))
+    drawn_sizes = make_workload(load_scenario("quickstart", ["fleet.n_devices=3", "method.clients_per_round=3"]),
+                                Streams(sc.seed)).n_samples  # fmt: skip
     assert wl.n_samples.tolist() == [30, drawn_sizes[1], 50]  # the row without a size keeps its drawn size
     assert len(set(np.concatenate(wl.partitions).tolist())) == int(wl.n_samples.sum())  # no sample twice
     (tmp_path / "big.csv").write_text("n_samples\n100000\n")
     with pytest.raises(ScenarioError, match="more than the .* training samples"):
-        Workload(load_scenario("quickstart", [f'fleet.devices="{tmp_path / "big.csv"}"', "method.clients_per_round=1"]),
-                 Streams(0))  # fmt: skip
+        make_workload(load_scenario("quickstart", [f'fleet.devices="{tmp_path / "big.csv"}"', "method.clients_per_round=1"]),
+                      Streams(0))  # fmt: skip
 
 
 def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):

@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[Optional[int], typer.Option("--seed", help="Scenario seed (overrides the file).")] = None,
     ) -> None:
         """Write the fleet SCENARIO would draw (seed applied) as a device table for fleet.devices."""
-        from edgefl.fleet_mix import fleet_frame
+        from edgefl.fleet_export import fleet_frame
         from edgefl.scenario import load_scenario
 
         with user_errors():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.fleet_mix import table_sample_sizes
+from edgefl.data_sizes import DataSizes
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
 from edgefl.learning.protocol import RoundWork
 from edgefl.seeding import Streams
@@ -74,7 +74,7 @@ class SurrogateWorkload:
 
     trains = False
 
-    def __init__(self, scenario: Any, streams: Streams) -> None:
+    def __init__(self, scenario: Any, streams: Streams, *, data_sizes: DataSizes | None = None) -> None:
         self.config: SurrogateConfig = scenario.surrogate
         self.width: float = scenario.model.width
         self.n_devices = n = scenario.fleet.n_devices
@@ -85,7 +85,8 @@ class SurrogateWorkload:
         else:
             drawn = np.full(n, cfg.samples_per_device)
         self.n_samples = np.maximum(1, np.round(drawn)).astype(np.int64)  # shape (n,)
-        self.n_samples = table_sample_sizes(scenario.fleet, self.n_samples, int(self.n_samples.sum()))  # device table
+        if data_sizes is not None:  # a device table's n_samples / data_share
+            self.n_samples = data_sizes.sizes(self.n_samples, int(self.n_samples.sum()))
         self.train_config = local_train_config(scenario.train)
 
     def flops_per_sample(self, width: float | np.ndarray | None = None) -> float | np.ndarray:

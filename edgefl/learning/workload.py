@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from edgefl.fleet_mix import resized_partition
+from edgefl.data_sizes import DataSizes
 from edgefl.errors import ScenarioError
 from edgefl.learning import partition as part
 from edgefl.learning.datasets import (
@@ -67,7 +67,7 @@ class Workload:
 
     trains = True
 
-    def __init__(self, scenario: Any, streams: Streams) -> None:
+    def __init__(self, scenario: Any, streams: Streams, *, data_sizes: DataSizes | None = None) -> None:
         self.streams = streams
         self.data: DataConfig = scenario.data
         self.model: ModelConfig = scenario.model
@@ -80,7 +80,8 @@ class Workload:
         )  # fmt: skip
         try:
             parts = _partition(d, self.dataset, n, streams.numpy("partition"))
-            parts = resized_partition(scenario.fleet, parts, int(self.dataset.x_train.shape[0]))  # device table sizes
+            if data_sizes is not None:  # a device table's n_samples / data_share
+                parts = data_sizes.resize(parts, int(self.dataset.x_train.shape[0]))
         except ValueError as exc:
             raise ScenarioError(f"data.partition={d.partition!r} with fleet.n_devices={n}: {exc}") from None
         if any(p.size == 0 for p in parts):
