@@ -12,6 +12,7 @@ the unit in every name; randomness only through an explicit ``numpy.random.Gener
 (4,)
 """
 
+from channel import units
 from channel.errors import ChannelInputError
 from channel.fading import lognormal_shadowing_db, rayleigh_power_gain
 from channel.mobility import Mobility, RandomWalk, Redraw, Static
@@ -32,14 +33,8 @@ from channel.units import (
 __all__ = [
     # errors
     "ChannelInputError",
-    # units
-    "db_to_linear",
-    "linear_to_db",
-    "dbm_to_w",
-    "w_to_dbm",
-    "dbm_per_mhz_to_w_per_hz",
-    "mhz_to_hz",
-    "ghz_to_hz",
+    # units (every public name of channel.units)
+    *units.__all__,
     # path loss [dB]
     "pathloss_3gpp_macro_db",
     "pathloss_log_distance_db",

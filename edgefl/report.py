@@ -204,24 +204,11 @@ def figures_page(title: str, figures: dict[str, go.Figure], *, intro_html: str =
 
 
 def write_report(
-    path: str | os.PathLike[str],
-    rounds: pd.DataFrame,
-    device_rounds: pd.DataFrame,
-    *,
-    title: str,
-    timeline_round: int | None = None,
-    t_max_s: float | None = None,
-    notes: Sequence[str] = (),
-    offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
-    settings: Sequence[tuple[str, str]] = (),
-    target_accuracy: float | None = None,
+    path: str | os.PathLike[str], rounds: pd.DataFrame, device_rounds: pd.DataFrame, **options: Any
 ) -> Path:
-    """Build the report and write it atomically to ``path``; return the path."""
-    page = build_report(
-        rounds, device_rounds, title=title, timeline_round=timeline_round, t_max_s=t_max_s, notes=notes,
-        offline=offline, settings=settings, target_accuracy=target_accuracy,
-    )  # fmt: skip
-    return atomic_write_text(path, page)
+    """Build the report with :func:`build_report` (``options`` are its keyword arguments: ``title``, ...) and
+    write it atomically to ``path``; return the path."""
+    return atomic_write_text(path, build_report(rounds, device_rounds, **options))
 
 
 def summarize(rounds: pd.DataFrame) -> dict[str, Any]:

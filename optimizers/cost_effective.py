@@ -17,6 +17,7 @@ Lemma 2 is for evaluating a chosen (K, E) on a heterogeneous fleet, not part of 
 
 from __future__ import annotations
 
+from optimizers import cost_effective_model
 from optimizers.cost_effective_acs import KESolution, solve_acs
 from optimizers.cost_effective_estimation import A0B0Estimate, estimate_a0_over_b0
 from optimizers.cost_effective_expectation import (
@@ -37,7 +38,7 @@ from optimizers.cost_effective_model import (
 )
 
 __all__ = [
-    "LuoCostParams",
+    *cost_effective_model.__all__,
     "KESolution",
     "GpSolution",
     "A0B0Estimate",
@@ -45,12 +46,6 @@ __all__ = [
     "expected_round_time_s",
     "expected_total_time_s",
     "expected_total_energy_j",
-    "participation_factor",
-    "p3_objective",
-    "rounds_for_precision",
-    "k_given_e",
-    "e_given_k",
-    "cubic_positive_root",
     "solve_acs",
     "solve_gp",
     "estimate_a0_over_b0",

@@ -8,12 +8,9 @@ import tomllib
 
 import pandas as pd
 import pytest
+from cli_process import edgefl
 
 from scenarios import preset_path
-
-
-def edgefl(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgefl", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def test_run_writes_run_directory(tmp_path):

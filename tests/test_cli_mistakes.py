@@ -4,18 +4,13 @@ warning and exit 0 where the run can still go), and progress on stderr without a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from cli_process import edgefl
 from typer.testing import CliRunner
 
 from edgefl.cli import app
-
-
-def edgefl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgefl", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize(

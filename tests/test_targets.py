@@ -8,11 +8,10 @@ import csv
 import html
 import json
 import math
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from cli_process import edgefl
 
 from edgefl import overlay, report
 from edgefl.report_header import run_settings
@@ -20,10 +19,6 @@ from edgefl.scenario import load_scenario
 from edgefl.targets import run_target_summary, time_to_target
 
 TARGET = 0.5  # quickstart reaches it after a few rounds of its 8 here (round 1 is ~20%)
-
-
-def edgefl(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgefl", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def first_crossing(rounds_csv, target: float) -> dict | None:

@@ -38,6 +38,16 @@ def _positive_int(value: object) -> int | None:
     return number if number >= 1 else None
 
 
+def _positive_ints(values: object, key: str, rule: str) -> tuple[int | None, ...]:
+    """Each item of the sequence ``values`` as :func:`_positive_int` gives it (None where it is no integer >= 1);
+    a ``values`` that is no sequence raises ``model.<key>=<values>: <rule>``."""
+    try:
+        items = tuple(values)  # type: ignore[arg-type]
+    except TypeError:
+        raise ModelError(f"model.{key}={values!r}: {rule}") from None
+    return tuple(_positive_int(v) for v in items)
+
+
 def check_width(width: float) -> float:
     """A width multiplier in (0, 1] as a float."""
     try:
@@ -51,11 +61,7 @@ def check_width(width: float) -> float:
 
 def check_input_shape(input_shape: Sequence[int]) -> tuple[int, ...]:
     """An input shape as a tuple of positive ints: ``(features,)`` or ``(channels, height, width)``."""
-    try:
-        shape = tuple(input_shape)
-    except TypeError:
-        raise ModelError(f"model.input_shape={input_shape!r}: must be (features,) or (C, H, W)") from None
-    dims = tuple(_positive_int(d) for d in shape)
+    dims = _positive_ints(input_shape, "input_shape", "must be (features,) or (C, H, W)")
     if len(dims) not in (1, 3) or None in dims:
         raise ModelError(f"model.input_shape={input_shape!r}: must be (features,) or (C, H, W) of positive ints")
     return dims  # type: ignore[return-value]
@@ -71,11 +77,7 @@ def check_n_classes(n_classes: int) -> int:
 
 def check_hidden(hidden: Sequence[int]) -> tuple[int, ...]:
     """Hidden layer sizes as a tuple of positive ints (may be empty)."""
-    try:
-        sizes = tuple(hidden)
-    except TypeError:
-        raise ModelError(f"model.hidden={hidden!r}: must be a list of positive integers") from None
-    checked = tuple(_positive_int(h) for h in sizes)
+    checked = _positive_ints(hidden, "hidden", "must be a list of positive integers")
     if None in checked:
         raise ModelError(f"model.hidden={hidden!r}: must be a list of positive integers")
     return checked  # type: ignore[return-value]
