@@ -4,7 +4,8 @@ Laptop scale (NOT the paper's scale): scikit-learn's digits (1,437 training imag
 instead of CIFAR-10, 8 clients all selected every round (cross-silo), an MLP with one hidden layer of 64,
 1 local epoch of batch-32 SGD (lr 0.1) per round, 40 rounds instead of 400, 3 seeds, gamma (IID share)
 in {0, 0.5, 1}, beta = 4 resource levels p_i = 1, 1/2, 1/4, 1/8 (clients 0-1, 2-3, 4-5, 6-7), ad-hoc
-schedule. Radio and devices: the quickstart cell (3GPP macro path loss, 1 MHz, 0.1 W, f_max in [0.2, 1] GHz).
+schedule. Radio: the quickstart cell (3GPP macro path loss, 1 MHz, 0.1 W); devices: f_max in [0.2, 1] GHz, eps in
+[5e-27, 1e-26], 1 FLOP per cycle (AnycostFL Sec. V-A's ranges).
 About 5-10 minutes on 2 busy cores.
 
 Methods: FedAvg (full); FedAvg (dropout) best and last; Strategy 1; Strategy 2; CC-FedAvg (Strategy 3,
@@ -48,6 +49,9 @@ def _base(rounds: int, gamma: float, seed: int) -> list[str]:
         'data.partition="gamma_mix"', f"data.gamma={gamma}", "train.local_epochs=1", "train.batch_size=32",
         "train.lr=0.1", "method.ccfedavg.beta=4", 'method.ccfedavg.schedule="adhoc"',
         "method.fedavg_dropout.beta=4", "method.fednova.beta=4",  # the same p_i for the baselines
+        # the devices of this reproduction (the quickstart preset itself draws catalogue phones)
+        "fleet.f_min_ghz=0.1", "fleet.f_max_ghz=[0.2, 1.0]", "fleet.energy_coeff=[5e-27, 1e-26]",
+        "fleet.flops_per_cycle=1",
     ]  # fmt: skip
 
 

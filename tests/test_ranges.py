@@ -37,7 +37,7 @@ from edgefl.scenario import Scenario, load_scenario
         ("fleet.f_max_ghz=[1,2,3,4,5,6,7,8,9,10]", "fleet.f_max_ghz=[1, 2, 3, 4, ...]: give a number (every device"),
         ("channel.cell_radius_m=[100, 200]", "channel.cell_radius_m=[100, 200]: give one number, not a list"),
         ("fleet.f_max_ghz=[2, 1]", "fleet.f_max_ghz=[2, 1]: range has low > high"),
-        ("fleet.f_min_ghz=2", "fleet: f_min (up to 2 GHz) exceeds f_max (from 0.2 GHz)"),
+        ("fleet.f_min_ghz=2", "fleet: f_min (up to 2 GHz) exceeds f_max (from 1 GHz)"),  # f_max's default
     ],
 )
 def test_out_of_range_names_key_value_and_range_as_written(override, expected):

@@ -12,9 +12,11 @@ import math
 import numpy as np
 import pytest
 
+from edgefl.catalogue import catalogue
 from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, write_run
 from edgefl.runner import run_scenario
 from edgefl.scenario import load_scenario
+from fleets import SLOW_FLEET
 
 REL = 1e-12  # float round-off only
 FLOPS_PER_SAMPLE = 4 * 64 * 10
@@ -49,15 +51,19 @@ def test_device_costs_match_hand_formulas(result):
     n_local = 1437 // 6  # 1437 training digits dealt to 6 devices: sizes 239 or 240
     samples = dr["flops"] / FLOPS_PER_SAMPLE / sc.train.local_epochs
     assert set(samples.round().astype(int)) <= {n_local, n_local + 1}
-    cycles = dr["flops"] / sc.fleet.flops_per_cycle
-    np.testing.assert_allclose(dr["t_cmp_s"], cycles / dr["cpu_hz"], rtol=REL)
+    # each device is a catalogue phone of the preset's mix: FedAvg's cpu_policy = "max" runs it at its f_max, and
+    # t_cmp = cycles / f with cycles = FLOPs / its FLOPs per cycle, e_cmp = eps f^2 cycles with its eps
+    phones = [catalogue()[name] for name in sc.fleet.profiles]
+    fpc = dr["flops"] / (dr["t_cmp_s"] * dr["cpu_hz"])
+    cycles = dr["flops"] / fpc
+    eps = dr["e_cmp_j"] / (dr["cpu_hz"] ** 2 * cycles)
+    for f, c, e in zip(dr["cpu_hz"], fpc, eps):
+        assert any(math.isclose(f, p.f_max_hz, rel_tol=REL) and math.isclose(c, p.flops_per_cycle, rel_tol=1e-9)
+                   and math.isclose(e, p.energy_coeff, rel_tol=1e-9) for p in phones), (f, c, e)  # fmt: skip
     np.testing.assert_allclose(dr["rate_bps"], hand_rate_bps(dr["distance_m"].to_numpy()), rtol=1e-9)
     assert (dr["bits"] == UPDATE_BITS).all()
     np.testing.assert_allclose(dr["t_com_s"], UPDATE_BITS / dr["rate_bps"], rtol=REL)
     np.testing.assert_allclose(dr["e_com_j"], 0.1 * dr["t_com_s"], rtol=1e-9)
-    # e_cmp = eps f^2 cycles with eps within the preset's [5e-27, 1e-26]
-    eps = dr["e_cmp_j"] / (dr["cpu_hz"] ** 2 * cycles)
-    assert ((eps >= 5e-27 * (1 - REL)) & (eps <= 1e-26 * (1 + REL))).all()
     # planned equals charged for FedAvg: it plans with the same measured FLOPs and full-size update
     np.testing.assert_allclose(dr["t_cmp_planned_s"], dr["t_cmp_s"], rtol=REL)
     np.testing.assert_allclose(dr["bits_planned"], dr["bits"], rtol=0)
@@ -120,7 +126,9 @@ def test_deadline_drops_and_still_charges(tmp_path):
 
 
 def test_energy_budget_makes_devices_sit_out():
-    sc = load_scenario("quickstart", ["rounds=2", "fleet.budget.kind='fixed'", "fleet.budget.value_j=0.005"])
+    # a 5 mJ budget binds only on slow, power-hungry CPUs; a phone runs the 5k-parameter MLP on far less
+    sc = load_scenario("quickstart", [*SLOW_FLEET, "rounds=2", "fleet.budget.kind='fixed'",
+                                      "fleet.budget.value_j=0.005"])  # fmt: skip
     res = run_scenario(sc)
     dr = res.device_rounds
     out = dr[~dr["feasible"]]

@@ -10,6 +10,7 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgefl.catalogue import catalogue
 from edgefl.errors import ScenarioError
 from edgefl.scenario import Scenario, load_scenario, scenario_from_dict, scenario_to_toml
 from scenarios import list_presets
@@ -22,7 +23,9 @@ def test_quickstart_preset_loads_with_si_units():
     assert sc.fleet.tx_power_w == pytest.approx(0.1, rel=1e-12)
     assert sc.channel.bandwidth_hz == pytest.approx(1e6, rel=1e-12)
     assert sc.channel.noise_psd_w_per_hz == pytest.approx(10 ** (-14.4) / 1e6, rel=1e-12)
-    assert sc.fleet.f_max_hz == pytest.approx((0.2e9, 1.0e9), rel=1e-12)
+    # catalogue phones: the preset sets no CPU key, so every device's CPU comes from its profile
+    assert set(sc.fleet.profiles) <= set(catalogue()) and sc.fleet.profiles
+    assert not {"f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle"} & sc.fleet.model_fields_set
 
 
 def test_every_preset_is_valid():

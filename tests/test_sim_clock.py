@@ -20,6 +20,7 @@ from edgefl.round import select_devices
 from edgefl.runner import run_scenario
 from edgefl.scenario import load_scenario
 from edgefl.sim import COMPUTING, IDLE, UPLOADING, Clock
+from fleets import SLOW_FLEET
 
 
 def _play(clock, devices, t_cmp, t_com, **kw):
@@ -111,9 +112,11 @@ def _round_start(res):
 
 
 def test_run_never_selects_a_busy_device():
-    # surrogate jobs of the McMahan CNN take 146 s at best: a 200 s deadline leaves stragglers running past it
-    sc = load_scenario("quickstart", ["rounds=6", "learning=surrogate", "round.policy=deadline", "round.deadline_s=200",
-                                      "channel.bandwidth_mode=split", "channel.bandwidth_hz=5e6"])  # fmt: skip
+    # surrogate jobs of the McMahan CNN take 146 s at best on the slow fleet: a 200 s deadline leaves
+    # stragglers running past it
+    sc = load_scenario("quickstart", [*SLOW_FLEET, "rounds=6", "learning=surrogate", "round.policy=deadline",
+                                      "round.deadline_s=200", "channel.bandwidth_mode=split",
+                                      "channel.bandwidth_hz=5e6"])  # fmt: skip
     res = run_scenario(sc)
     dr = res.device_rounds[res.device_rounds["feasible"]].sort_values(["device", "round"])
     for _, g in dr.groupby("device"):
@@ -126,9 +129,9 @@ def test_run_never_selects_a_busy_device():
 
 
 def test_cancel_run_charges_energy_up_to_the_cut_off():
-    # surrogate jobs of the McMahan CNN take 146 s at best: a 150 s deadline cuts some in every round
-    sc = load_scenario("quickstart", ["rounds=3", "learning=surrogate", "round.policy=deadline", "round.deadline_s=150",
-                                      "round.late=cancel"])  # fmt: skip
+    # surrogate jobs of the McMahan CNN take 146 s at best on the slow fleet: a 150 s deadline cuts some in every round
+    sc = load_scenario("quickstart", [*SLOW_FLEET, "rounds=3", "learning=surrogate", "round.policy=deadline",
+                                      "round.deadline_s=150", "round.late=cancel"])  # fmt: skip
     res = run_scenario(sc)
     dr = res.device_rounds
     cut = dr[dr["reason"] == "cancelled"]
