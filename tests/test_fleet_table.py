@@ -232,3 +232,25 @@ def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
         for key in ("alpha", "beta", "f_hz", "t_s", "e_j"):
             assert a[key] == pytest.approx(b[key], rel=1e-9), key
         assert 0 < a["t_s"] <= 10.0 * (1 + 1e-9) and 0 < a["e_j"] <= 3.0 * (1 + 1e-9)
+
+
+def test_a_run_folder_holds_its_fleet_as_a_device_table(tmp_path):
+    """`edgefl run` writes the devices it ran as fleet.csv: each device's own frequency range, CPU power and
+    distance from the user's table, and running the scenario on that file gives the run's tables again."""
+    table = _ten_devices(tmp_path / "fleet.csv")
+    sets = [f'fleet.devices="{table}"', "rounds=2", "method.clients_per_round=10", 'channel.mobility="static"']
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "edgefl", "run", "quickstart", "--quiet", "--out", str(out),
+                           *sum((["--set", s] for s in sets), [])], capture_output=True, text=True, env=ENV)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fleet = pd.read_csv(out / "fleet.csv")
+    for i in range(10):
+        p = catalogue()[PROFILES[i % 2]]
+        row = fleet.iloc[i]
+        assert (row["f_min_hz"], row["f_max_hz"]) == (p.f_min_hz, p.f_max_hz)
+        assert row["energy_coeff"] * row["f_max_hz"] ** 3 == pytest.approx(p.power_w, rel=1e-9)  # P = eps f^3
+    np.testing.assert_allclose(np.hypot(fleet["x_m"], fleet["y_m"]), NEAR + EDGE, rtol=1e-12)
+    again = run_scenario(load_scenario("quickstart", [*sets[1:], f'fleet.devices="{out / "fleet.csv"}"']))
+    rounds = pd.read_csv(out / "rounds.csv").drop(columns=["wall_time_s"])
+    pd.testing.assert_frame_equal(again.rounds.drop(columns=["wall_time_s"]).reset_index(drop=True), rounds,
+                                  check_dtype=False)  # fmt: skip

@@ -28,6 +28,16 @@ app.add_typer(estimate_app, name="estimate")
 _out = Console(highlight=False, soft_wrap=True)
 
 
+def _write_fleet(sc, run_dir: Path) -> None:
+    """The run's devices as a device table in its folder (``fleet.csv``, or ``fleet.parquet`` with
+    ``output.format = "parquet"``): each device's frequency range, energy coefficient, FLOPs per cycle, transmit
+    power, position and data size; running the scenario with it as ``fleet.devices`` gives the same tables."""
+    from edgefl.cli.fleet import write_table
+    from edgefl.fleet_export import fleet_frame
+
+    write_table(fleet_frame(sc), run_dir / ("fleet.parquet" if sc.output.format == "parquet" else "fleet.csv"))
+
+
 @app.command()
 def run(
     scenario: Annotated[Optional[str], typer.Argument(help="Preset name (see `edgefl scenarios list`) or path to a TOML file.")] = None,
@@ -71,6 +81,7 @@ def run(
             sim = prepare(sc)  # data, traces and devices read, pre-flight checked: nothing written if it fails
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(run_dir / "scenario.toml", scenario_to_toml(sc))  # what --resume reads back
+            _write_fleet(sc, run_dir)
         for warning in sim.warnings:
             typer.echo(f"warning: {warning}", err=True)
         try:

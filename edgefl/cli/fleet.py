@@ -26,10 +26,10 @@ __all__ = ["register", "write_table"]
 
 def write_table(frame, out: Path) -> None:
     """Write a device table: CSV with every float written exactly (``repr``), or Parquet."""
-    from edgefl.io import atomic_write_text
+    from edgefl.io import atomic_write_stream, atomic_write_text
 
     if out.suffix.lower() in (".parquet", ".pq"):
-        frame.to_parquet(out, index=False)
+        atomic_write_stream(out, lambda fh: frame.to_parquet(fh, engine="pyarrow", index=False))
         return
     if out.suffix.lower() != ".csv":
         raise fail(f"--out {str(out)!r}: must end in .csv or .parquet")
