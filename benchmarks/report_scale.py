@@ -12,8 +12,9 @@ report.html stays under 10 MB.
 
 Measured once with ``--csv`` on the shared 2-core machine under a load average above 10, 2026-11-25: run 38.0 s
 (peak 0.82 GB); parquet write 11.0 s (write / run 0.29), report.html 4.93 MB, device_rounds.parquet 144.1 MB,
-peak 1.21 GB; CSV write 101.7 s, device_rounds.csv 405.1 MB, peak 1.30 GB. Again without ``--csv``, a two-process study at nice 15 beside it:
-run 14.2 s (peak 0.78 GB), parquet write 3.8 s (write / run 0.26), report.html 4.93 MB, peak 1.21 GB.
+peak 1.21 GB; CSV write 101.7 s, device_rounds.csv 405.1 MB, peak 1.30 GB. Again without ``--csv``, a two-process
+study at nice 15 beside it: run 14.2 s (peak 0.78 GB), parquet write 3.8 s (write / run 0.26), report.html 4.93 MB,
+peak 1.21 GB.
 """
 
 from __future__ import annotations

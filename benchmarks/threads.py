@@ -19,8 +19,8 @@ script is where the README's figure comes from.
 Measured on the shared 2-core machine (load average 13-15 from other work besides the busy child), 2026-11-25:
 ``--pairs 4``: cores/omp1 median 27.64 (13.13-31.26; loop 187 s against 9.2 s); ``--pairs 6 --arms
 default,omp1`` with the pools limited: default/omp1 median 1.07 (1.00-1.56; 11.2 s against 10.7 s), tables
-identical. Again with the quickstart on catalogue phones, a two-process study at nice 15 beside the busy child, ``--pairs 5 --arms
-default,omp1``: default/omp1 median 0.98 (0.95-1.19; 1.50 s against 1.47 s), tables identical.
+identical. Again with the quickstart on catalogue phones, a two-process study at nice 15 beside the busy child,
+``--pairs 5 --arms default,omp1``: default/omp1 median 0.98 (0.95-1.19; 1.50 s against 1.47 s), tables identical.
 """
 
 from __future__ import annotations
