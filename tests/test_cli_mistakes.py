@@ -69,6 +69,8 @@ def test_some_devices_meet_the_deadline_warning_and_exit_0(tmp_path):
     assert (arrived == 0) == bool(no_arrival)
     if no_arrival:
         assert f"warning: {no_arrival[0]}" in p.stderr
+        summary_line = next(line for line in p.stdout.splitlines() if line.startswith("quickstart: 3 rounds"))
+        assert summary_line.endswith(f"; warning: {no_arrival[0]}")  # not a silent "0.00 s"
 
 
 def test_progress_without_a_terminal_is_one_line_per_tenth(tmp_path):

@@ -59,6 +59,7 @@ def run(
     from edgefl.results import default_run_dir, write_run
     from edgefl.runner import RunInterrupted, prepare, run_scenario
     from edgefl.scenario import load_scenario, scenario_to_toml
+    from edgefl.report_header import is_asynchronous
     from edgefl.targets import target_sentence
 
     with user_errors():
@@ -97,13 +98,15 @@ def run(
         write_run(result, run_dir)
     s = result.summary
     acc = "n/a" if s["final_accuracy"] is None else f"{s['final_accuracy']:.4f}"
+    late = s.get("warnings", [])[len(sim.warnings):]  # what the run showed (the pre-flight's were printed at the start)
+    steps = "server updates" if is_asynchronous(sc) else "rounds"
     _out.print(
-        f"{sc.name}: {s['rounds']} rounds, final accuracy {acc}, "
+        f"{sc.name}: {s['rounds']} {steps}, final accuracy {acc}, "
         f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s"
-        + (f"; {target_sentence(s)}" if target_sentence(s) else ""),
+        + (f"; {target_sentence(s)}" if target_sentence(s) else "") + "".join(f"; warning: {w}" for w in late),
         markup=False,
     )
-    for warning in s.get("warnings", [])[len(sim.warnings):]:  # the pre-flight's were printed at the start
+    for warning in late:
         typer.echo(f"warning: {warning}", err=True)
     _out.print(f"run directory: {run_dir}", markup=False)
     _out.print(f"report: {run_dir / 'report.html'}", markup=False)
