@@ -17,6 +17,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from channel.units import w_to_dbm
+
 __all__ = ["Limit", "check_limits", "limits_of", "user_range"]
 
 
@@ -44,8 +46,8 @@ def _fmt(x: float) -> str:
 def _user_unit(key: str, limit: Limit) -> tuple[str, Any]:
     """(unit label, SI -> user-unit function) for the key the user wrote (its suffix names the unit)."""
     for suffix, label, back in (
-        ("_dbm_per_mhz", "dBm/MHz", lambda v: 10.0 * math.log10(v * 1e6) + 30.0),  # W/Hz -> dBm per MHz
-        ("_dbm", "dBm", lambda v: 10.0 * math.log10(v) + 30.0),  # W -> dBm: 10 log10(P / 1 mW)
+        ("_dbm_per_mhz", "dBm/MHz", lambda v: float(w_to_dbm(v * 1e6))),  # W/Hz -> W per MHz -> dBm per MHz
+        ("_dbm", "dBm", lambda v: float(w_to_dbm(v))),
         ("_ghz", "GHz", lambda v: v / 1e9),
         ("_mhz", "MHz", lambda v: v / 1e6),
     ):
