@@ -9,13 +9,21 @@ training inside, and the per-device knobs of four papers' optimizers. Typical us
 
 Shape of a run: :func:`edgefl.runner.build_run` turns the scenario into values once (streams, workload, fleet
 and cost model, radio, method, the per-round rules :class:`edgefl.rules.RoundRules`, the learner of
-:mod:`edgefl.learner`, the SimPy clock, and a driver picked from the method's declared needs); a driver then plays
-``play(run, state) -> (state, record)`` step by step: :class:`edgefl.round.SyncDriver` one synchronous round
-(select -> plan -> jobs on the clock, their work done by the learner at dispatch -> wait under the round policy
--> charge -> aggregate -> assess -> row), :class:`edgefl.asynchronous.AsyncDriver` one server update (keep C jobs
-in flight, refill a slot when a job ends, step once M updates are buffered, weighting each by its staleness).
-Both use the shared round mechanics of :mod:`edgefl.mechanics`; :mod:`edgefl.record` and
-:mod:`edgefl.checkpoint` keep what was played; the report draws from the result.
+:mod:`edgefl.learner` with its executor, the SimPy clock, and a driver picked from the method's declared needs); a
+driver then plays ``play(run, state) -> (state, record)`` step by step, sync and async side by side:
+
+- :class:`edgefl.round.SyncDriver`, one synchronous round: select -> ``method.plan_round`` (a job table) -> jobs
+  on the clock; at dispatch ``learner.work`` turns each job into a :class:`~edgefl.algorithms.base.TrainJob` value
+  (download, knobs, device memory, seed), the executor runs the method's device side on each (shrink, train,
+  compress) and returns :class:`~edgefl.algorithms.base.ClientUpdate` values, the cost model prices what they
+  really spent -> wait under the round policy -> charge -> ``method.aggregate`` -> evaluate -> row;
+- :class:`edgefl.asynchronous.AsyncDriver`, one server update: keep C jobs in flight (each dispatch planned and
+  worked like a round's jobs, on the model it downloads), refill a slot when a job ends, and once M updates are
+  buffered ``method.server_step`` weights each by its staleness -> charge the jobs that ended -> evaluate -> row.
+
+Both use the shared round mechanics of :mod:`edgefl.mechanics`; :mod:`edgefl.record` (which reads the jobs'
+columns and their :class:`edgefl.sim.JobTimes`) and :mod:`edgefl.checkpoint` keep what was played; the report
+draws from the result.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
 from edgefl.mechanics import charge, downloads, rounds_row
 from edgefl.record import RoundRecord, device_block
-from edgefl.sim import KEPT, LOST, RoundOutcome, phase_times_done
+from edgefl.sim import job_times
 from edgefl.state import RunState
 from edgefl.system import draw_budgets_j
 
@@ -262,7 +262,7 @@ def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, d
     costs, jobs = run.costs, plan.jobs
     dev = jobs.device
     down_s, e_down = downloads(run, jobs, gain)
-    work = run.learner.work(jobs, state.model, u)
+    work = run.learner.work(jobs, state=state.model, round_index=u)
     t_cmp, e_cmp = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
     t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate_dev)
     rows = _job_rows(
@@ -610,33 +610,24 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
     order = np.argsort(rows[:, _COL["device"]], kind="stable")
     rows, ended = rows[order], [ended[i] for i in order.tolist()]
     col = lambda name: rows[:, _COL[name]]  # noqa: E731
-    jobs = JobTable(**{name: col(name).astype(np.int64) if name in ("device", "local_steps") else col(name)
-                       for name in _JOB_COLUMNS})  # fmt: skip
+    jobs = {name: col(name) for name in _JOB_COLUMNS}  # the jobs' planned columns, as the record reads them
+    jobs["device"] = jobs["device"].astype(np.int64)
     aggregated = {(id(b), j): t for (b, j), t in zip(taken, tau.tolist())}
     lost = col("lost").astype(bool)
-    t_dl, t_cmp, t_com, t_end, t_down = col("t_dl_s"), col("t_cmp_s"), col("t_com_s"), col("t_end_s"), col("t_down_s")
-    t_start = t_down + t_dl
-    dl_done, cmp_done, com_done = phase_times_done(lost, t_end, t_down, t_dl, t_cmp, t_com)
     kept = np.array([(id(b), j) in aggregated for b, j in ended], dtype=bool)
     staleness = np.array([aggregated.get((id(b), j), math.nan) for b, j in ended], dtype=float)
     work = RoundWork(flops=col("flops"), bits=col("bits"), steps=col("steps").astype(np.int64), losses=col("losses"),
                      updates=[b.updates[j] for b, j in ended])  # fmt: skip
-    m = len(ended)
-    arrival = np.argsort(np.where(lost, np.inf, t_end), kind="stable")
-    outcome = RoundOutcome(
-        start_s=state.sim_time_s, end_s=env.now, jobs=range(m), updates=work.updates, t_down_s=t_down,
-        t_start_s=t_start, t_cmp_end_s=t_start + t_cmp, t_arrive_s=np.where(lost, np.nan, t_end), t_end_s=t_end,
-        t_dl_s=t_dl, t_cmp_s=t_cmp, t_com_s=t_com, cmp_done_s=cmp_done, com_done_s=com_done, dl_done_s=dl_done,
-        kept_mask=kept, status=np.where(lost, LOST, KEPT).astype(object), arrival_order=arrival[~lost[arrival]],
-    )  # fmt: skip
-    charges = charge(run, outcome, e_cmp_j=col("e_cmp_j"), e_com_j=col("e_com_j"), e_down_j=col("e_down_j"))
+    times = job_times(lost=lost, kept=kept, t_down_s=col("t_down_s"), t_dl_s=col("t_dl_s"), t_cmp_s=col("t_cmp_s"),
+                      t_com_s=col("t_com_s"), t_end_s=col("t_end_s"))  # fmt: skip
+    charges = charge(run, times, e_cmp_j=col("e_cmp_j"), e_com_j=col("e_com_j"), e_down_j=col("e_down_j"))
     skip_dev = np.array([b.skipped_device[i] for b, i in skipped], dtype=np.int64)
     skip_reason = np.array([b.skipped_reason[i] for b, i in skipped], dtype=object)
-    plan = RoundPlan(jobs, skip_dev, skip_reason)
     skip_distance = np.array([b.skip_distance_m[i] for b, i in skipped], dtype=float)
     skip_e_max = np.array([b.skip_e_max_j[i] for b, i in skipped], dtype=float)
     block = device_block(
-        r=u, plan=plan, outcome=outcome, work=work, distance_m=np.concatenate([col("distance_m"), skip_distance]),
+        r=u, jobs=jobs, skipped_device=skip_dev, skipped_reason=skip_reason, times=times, work=work,
+        distance_m=np.concatenate([col("distance_m"), skip_distance]),
         rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
         e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra={"staleness": staleness},
     )  # fmt: skip

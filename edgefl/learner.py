@@ -5,9 +5,11 @@ Both drivers call the same four steps, never handed the method: ``work`` (the jo
 start), ``advance`` (a synchronous round's aggregation of the kept updates), ``server_step`` (an asynchronous
 update's step from staleness-weighted updates) and ``assess`` (the new global model).
 
-The device-side work of a round goes through one :class:`Executor`: each job's client update (shrink, train,
-compress) run by the method, returning a :class:`~edgefl.algorithms.base.ClientUpdate` (payload, bits, FLOPs,
-steps, loss). :class:`InProcessExecutor`, the jobs in this process in job order, is the one executor.
+The device-side work of a round goes through one :class:`Executor`: the server side turns each planned job into a
+value, a :class:`~edgefl.algorithms.base.TrainJob` (the device's download of the global model, its knobs, its
+memory, its seed), and the executor runs the method's device side on each (shrink, train, compress) and returns
+a :class:`~edgefl.algorithms.base.ClientUpdate` (payload, bits, FLOPs, steps, loss, the device's new memory).
+:class:`InlineExecutor`, the jobs in this process in job order, is the one executor.
 """
 
 from __future__ import annotations
@@ -21,35 +23,39 @@ import numpy as np
 from edgefl.learning.protocol import Assessment, RoundWork
 
 if TYPE_CHECKING:
-    from edgefl.algorithms.base import ClientUpdate, JobTable, Method
-    from edgefl.learning.protocol import Learning
+    from edgefl.algorithms.base import ClientUpdate, JobTable, Method, TrainJob
+    from edgefl.learning.protocol import Learning, Training
 
-__all__ = ["BoundLearner", "Executor", "InProcessExecutor", "Learner", "TrainingLearner", "make_learner"]
+__all__ = ["BoundLearner", "Executor", "InlineExecutor", "Learner", "TrainingLearner", "make_learner"]
 
 
 class Executor(Protocol):
-    """Runs the device-side work of a round's jobs and returns what each built."""
+    """Runs the device side of a round's jobs (values) and returns what each built."""
 
-    def run(self, method: Method, jobs: JobTable, start: Any, round_index: int) -> list[ClientUpdate]:
-        """Every job's client update from the global model ``start`` of round ``round_index``, in job order."""
+    def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
+        """Every job's client update, in job order."""
         ...
 
 
-class InProcessExecutor:
-    """The jobs' client updates in this process: all together when the method vectorises them
-    (:meth:`~edgefl.algorithms.base.Method.client_updates`), else one by one in job order."""
+class InlineExecutor:
+    """The jobs' client updates in this process, on the run's ``trainer``: all together when the method
+    vectorises them (:meth:`~edgefl.algorithms.base.Method.client_updates`), else one by one in job order."""
 
-    def run(self, method: Method, jobs: JobTable, start: Any, round_index: int) -> list[ClientUpdate]:
-        updates = method.client_updates(jobs, start, round_index)
+    def __init__(self, *, method: Method, trainer: Training) -> None:
+        self.method, self.trainer = method, trainer
+
+    def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
+        method, trainer = self.method, self.trainer
+        updates = method.client_updates(jobs, trainer=trainer)
         if updates is None:
-            updates = [method.client_update(jobs[i], start, round_index) for i in range(len(jobs))]
+            updates = [method.client_update(job, trainer=trainer) for job in jobs]
         return updates
 
 
 class Learner(Protocol):
     """The learning steps a driver calls (module docstring)."""
 
-    def work(self, jobs: JobTable, state: Any, round_index: int) -> RoundWork:
+    def work(self, jobs: JobTable, *, state: Any, round_index: int) -> RoundWork:
         """The device-side work of ``jobs`` from the global ``state`` (called when the jobs start)."""
         ...
 
@@ -77,8 +83,12 @@ class TrainingLearner:
     def __init__(self, *, method: Method, workload: Learning, executor: Executor) -> None:
         self.method, self.workload, self.executor = method, workload, executor
 
-    def work(self, jobs: JobTable, state: Any, round_index: int) -> RoundWork:
-        updates = self.executor.run(self.method, jobs, state, round_index)
+    def work(self, jobs: JobTable, *, state: Any, round_index: int) -> RoundWork:
+        """The jobs as values (:meth:`~edgefl.algorithms.base.Method.train_job`), run by the executor; the method
+        then takes note of what the devices did and kept (:meth:`~edgefl.algorithms.base.Method.remember`)."""
+        method = self.method
+        updates = self.executor.run([method.train_job(job, state=state, round_index=round_index) for job in jobs])
+        method.remember(updates)
         return RoundWork(
             flops=np.array([u.flops for u in updates], dtype=float),
             bits=np.array([u.bits for u in updates], dtype=float),
@@ -88,11 +98,11 @@ class TrainingLearner:
         )
 
     def advance(self, state: Any, *, jobs: JobTable, work: RoundWork, kept: np.ndarray, n_selected: int) -> Any:
-        return self.method.aggregate(state, [work.updates[i] for i in kept])
+        return self.method.aggregate(state, updates=[work.updates[i] for i in kept])
 
     def server_step(self, state: Any, *, updates: Sequence[Any], bases: Sequence[Any], tau: np.ndarray,
                     alpha: np.ndarray, beta: np.ndarray) -> Any:  # fmt: skip
-        return self.method.server_step(state, updates, bases, tau)
+        return self.method.server_step(state, updates=updates, bases=bases, tau=tau)
 
     def assess(self, state: Any, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
         """Test accuracy and loss (by the method's inference rule) when ``evaluate``, the jobs' mean training
@@ -112,7 +122,7 @@ class BoundLearner:
     def __init__(self, *, method: Method, workload: Any) -> None:
         self.method, self.workload = method, workload
 
-    def work(self, jobs: JobTable, state: Any, round_index: int) -> RoundWork:
+    def work(self, jobs: JobTable, *, state: Any, round_index: int) -> RoundWork:
         return self.workload.planned_work(jobs)
 
     def advance(self, state: Any, *, jobs: JobTable, work: RoundWork, kept: np.ndarray, n_selected: int) -> Any:
@@ -132,5 +142,6 @@ class BoundLearner:
 def make_learner(*, method: Method, workload: Learning) -> Learner:
     """The learner of a run: :class:`TrainingLearner` when the workload trains, else :class:`BoundLearner`."""
     if workload.trains:
-        return TrainingLearner(method=method, workload=workload, executor=InProcessExecutor())
+        executor = InlineExecutor(method=method, trainer=workload)
+        return TrainingLearner(method=method, workload=workload, executor=executor)
     return BoundLearner(method=method, workload=workload)

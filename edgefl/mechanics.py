@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from edgefl.learning.protocol import Assessment, Learning
     from edgefl.radio import Radio
     from edgefl.rules import RoundRules
-    from edgefl.sim import RoundOutcome
+    from edgefl.sim import JobTimes
 
 __all__ = ["Charges", "Parts", "charge", "downloads", "rounds_row", "select_devices"]
 
@@ -79,14 +79,14 @@ class Charges:
 
 
 def charge(
-    run: Parts, outcome: RoundOutcome, *, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
+    run: Parts, times: JobTimes, *, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
 ) -> Charges:
-    """The planned energies [J] of the jobs of ``outcome`` charged up to where each stopped: a job cancelled at the
-    cut-off or lost offline pays each phase pro rata of the time it spent in it
-    (:func:`edgefl.costs.prorated_energy_j`); every job, kept or not, counts in the total."""
-    e_cmp = prorated_energy_j(e_cmp_j, outcome.t_cmp_s, outcome.cmp_done_s)
-    e_com = prorated_energy_j(e_com_j, outcome.t_com_s, outcome.com_done_s)
-    e_down = prorated_energy_j(e_down_j, outcome.t_dl_s, outcome.dl_done_s)
+    """The planned energies [J] of the jobs of ``times`` (a round's :class:`~edgefl.sim.RoundOutcome`) charged up
+    to where each stopped: a job cancelled at the cut-off or lost offline pays each phase pro rata of the time it
+    spent in it (:func:`edgefl.costs.prorated_energy_j`); every job, kept or not, counts in the total."""
+    e_cmp = prorated_energy_j(e_cmp_j, times.t_cmp_s, times.cmp_done_s)
+    e_com = prorated_energy_j(e_com_j, times.t_com_s, times.com_done_s)
+    e_down = prorated_energy_j(e_down_j, times.t_dl_s, times.dl_done_s)
     total = float(np.sum(e_cmp) + np.sum(e_com))
     if run.rules.downlink_rx_power_w is not None:
         total += float(np.sum(e_down))

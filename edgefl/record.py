@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from edgefl.algorithms.base import RoundPlan
+    from collections.abc import Mapping
+
     from edgefl.learning.protocol import RoundWork
-    from edgefl.sim import RoundOutcome
+    from edgefl.sim import JobTimes
 
 __all__ = ["DEVICE_COLUMNS", "ROUND_COLUMNS", "Records", "RoundRecord", "device_block"]
 
@@ -108,8 +109,10 @@ def _device_frame(blocks: list[dict[str, np.ndarray]], *, release: bool = False)
 def device_block(
     *,
     r: int,
-    plan: RoundPlan,
-    outcome: RoundOutcome,
+    jobs: Mapping[str, np.ndarray],
+    skipped_device: np.ndarray,
+    skipped_reason: np.ndarray,
+    times: JobTimes,
     work: RoundWork,
     distance_m: np.ndarray,
     rate_bps: np.ndarray,
@@ -122,49 +125,53 @@ def device_block(
 ) -> dict[str, np.ndarray]:
     """Round (server update) ``r``'s device rows as columns (jobs, then skipped devices), sorted by device id.
 
-    Per row (jobs, then the devices that sat out; shape (m + s,)): ``distance_m`` [m] and the energy budget
-    ``e_max_j`` [J] (inf: none); per job (shape (m,)): the uplink ``rate_bps`` [bit/s] and the energies charged
-    ``e_cmp_j``, ``e_com_j``, ``e_down_j`` [J]; ``t_max_s``: the round deadline [s] (None: none). ``extra``: the
-    method's own columns, one value per job (skipped devices get NaN)."""
-    jobs, skip = plan.jobs, plan.skipped_device
+    ``jobs``: the jobs' planned columns by name (:meth:`edgefl.algorithms.base.JobTable.columns`: ``device`` (ints),
+    ``cpu_hz``, ``width``, ``alpha``, ``beta``, ``bits_planned`` and the planned costs), shape (m,) each; ``times``:
+    what happened to them on the clock; ``work``: what they did; ``skipped_device`` and ``skipped_reason``: the
+    selected devices that sat out and why, shape (s,). Per row (jobs, then the devices that sat out; shape (m +
+    s,)): ``distance_m`` [m] and the energy budget ``e_max_j`` [J] (inf: none); per job (shape (m,)): the uplink
+    ``rate_bps`` [bit/s] and the energies charged ``e_cmp_j``, ``e_com_j``, ``e_down_j`` [J]; ``t_max_s``: the round
+    deadline [s] (None: none). ``extra``: the method's own columns, one value per job (skipped devices get NaN)."""
+    skip = skipped_device
     flops, bits, steps, losses = work.flops, work.bits, work.steps, work.losses
-    m, s = len(jobs), skip.size
+    m, s = jobs["device"].size, skip.size
     nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
-    dev = np.concatenate([jobs.device, skip])
-    reason = np.where(outcome.status == "cancelled", "cancelled", np.where(outcome.status == "offline", "offline", ""))
+    dev = np.concatenate([jobs["device"], skip])
+    status = times.status
+    reason = np.where(status == "cancelled", "cancelled", np.where(status == "offline", "offline", ""))
     cols: dict[str, np.ndarray] = {
         "round": np.full(m + s, r, dtype=np.int64),
         "device": dev,
         "selected": np.ones(m + s, dtype=bool),
         "trained": np.concatenate([flops > 0, np.zeros(s, dtype=bool)]),  # an estimating job computes nothing
         "feasible": np.arange(m + s) < m,
-        "reason": np.concatenate([reason.astype(object), plan.skipped_reason.astype(object)]),
-        "arrived": np.concatenate([outcome.kept_mask, np.zeros(s, dtype=bool)]),
+        "reason": np.concatenate([reason.astype(object), skipped_reason.astype(object)]),
+        "arrived": np.concatenate([times.kept_mask, np.zeros(s, dtype=bool)]),
         "distance_m": distance_m,
         "rate_bps": np.concatenate([rate_bps, nan_s]),
-        "cpu_hz": np.concatenate([jobs.cpu_hz, nan_s]),
-        "width": np.concatenate([jobs.width, nan_s]),
-        "alpha": np.concatenate([jobs.alpha, nan_s]),
-        "beta": np.concatenate([jobs.beta, nan_s]),
+        "cpu_hz": np.concatenate([jobs["cpu_hz"], nan_s]),
+        "width": np.concatenate([jobs["width"], nan_s]),
+        "alpha": np.concatenate([jobs["alpha"], nan_s]),
+        "beta": np.concatenate([jobs["beta"], nan_s]),
         "local_steps": np.concatenate([steps, np.zeros(s, dtype=np.int64)]),
-        "t_cmp_s": np.concatenate([outcome.cmp_done_s, zero_s]),
-        "t_com_s": np.concatenate([outcome.com_done_s, zero_s]),
+        "t_cmp_s": np.concatenate([times.cmp_done_s, zero_s]),
+        "t_com_s": np.concatenate([times.com_done_s, zero_s]),
         "e_cmp_j": np.concatenate([e_cmp_j, zero_s]),
         "e_com_j": np.concatenate([e_com_j, zero_s]),
-        "bits_planned": np.concatenate([jobs.bits_planned, nan_s]),
+        "bits_planned": np.concatenate([jobs["bits_planned"], nan_s]),
         "bits": np.concatenate([bits, zero_s]),
         "t_max_s": np.full(m + s, math.nan if t_max_s is None else t_max_s),
         "e_max_j": _budget(e_max_j),
-        "t_start_s": np.concatenate([outcome.t_start_s, nan_s]),
-        "t_arrive_s": np.concatenate([outcome.t_arrive_s, nan_s]),
+        "t_start_s": np.concatenate([times.t_start_s, nan_s]),
+        "t_arrive_s": np.concatenate([times.t_arrive_s, nan_s]),
         "flops": np.concatenate([flops, zero_s]),
         "train_loss": np.concatenate([losses, nan_s]),
-        "t_cmp_planned_s": np.concatenate([jobs.t_cmp_planned_s, nan_s]),
-        "t_com_planned_s": np.concatenate([jobs.t_com_planned_s, nan_s]),
-        "e_cmp_planned_j": np.concatenate([jobs.e_cmp_planned_j, nan_s]),
-        "e_com_planned_j": np.concatenate([jobs.e_com_planned_j, nan_s]),
-        "t_down_s": np.concatenate([outcome.t_down_s, nan_s]),
-        "t_end_s": np.concatenate([outcome.t_end_s, nan_s]),
+        "t_cmp_planned_s": np.concatenate([jobs["t_cmp_planned_s"], nan_s]),
+        "t_com_planned_s": np.concatenate([jobs["t_com_planned_s"], nan_s]),
+        "e_cmp_planned_j": np.concatenate([jobs["e_cmp_planned_j"], nan_s]),
+        "e_com_planned_j": np.concatenate([jobs["e_com_planned_j"], nan_s]),
+        "t_down_s": np.concatenate([times.t_down_s, nan_s]),
+        "t_end_s": np.concatenate([times.t_end_s, nan_s]),
         "e_down_j": np.concatenate([e_down_j, zero_s]),
     }
     for name, values in extra.items():  # numbers as floats (NaN when skipped), anything else as text ("")

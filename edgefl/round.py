@@ -94,7 +94,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
 
     def start() -> tuple[np.ndarray, np.ndarray]:
         """At dispatch: the jobs' work, charged by the cost model from what was really done."""
-        work = done["work"] = learner.work(jobs, state.model, r)
+        work = done["work"] = learner.work(jobs, state=state.model, round_index=r)
         t_cmp, done["e_cmp"] = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
         t_com, done["e_com"] = costs.upload(dev, bits=work.bits, rate_bps=rate[dev])
         return t_cmp, t_com
@@ -109,16 +109,17 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=int(selected.size))
     rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
     block = device_block(
-        r=r, plan=plan, outcome=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
+        r=r, jobs=jobs.columns(), skipped_device=plan.skipped_device, skipped_reason=plan.skipped_reason,
+        times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
-        e_down_j=charges.e_down_j, extra=method.device_values(jobs, work.updates),
+        e_down_j=charges.e_down_j, extra=method.device_values(jobs, updates=work.updates),
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
         run=run, r=r, start_s=state.sim_time_s, end_s=outcome.end_s, energy_before_j=state.energy_cum_j,
         charges=charges, selected=int(selected.size), arrived=int(kept.size), dropped=len(jobs) - int(kept.size),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=int(plan.skipped_device.size),
-        learning_gain=method.learning_gain(jobs.take(kept), int(selected.size)),
+        learning_gain=method.learning_gain(jobs.take(kept), n_selected=int(selected.size)),
         available=int(np.count_nonzero(available)), wall0=wall0,
     )  # fmt: skip
     after = RunState(rounds_done=r, sim_time_s=outcome.end_s, energy_cum_j=row["energy_cum_j"], model=model)

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from edgefl.availability import Availability
 
 __all__ = [
-    "Clock", "DeviceTimeline", "RoundOutcome", "phase_times_done", "simulate_round", "STATES", "OFFLINE", "IDLE",
+    "Clock", "DeviceTimeline", "JobTimes", "RoundOutcome", "job_times", "phase_times_done", "simulate_round", "STATES", "OFFLINE", "IDLE",
     "DOWNLOADING", "COMPUTING", "UPLOADING", "LATE_MODES",
 ]  # fmt: skip
 
@@ -93,7 +93,33 @@ class DeviceTimeline:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class RoundOutcome:
+class JobTimes:
+    """What happened to each of some jobs on the clock, in job order (shape (m,) each): what the record and the
+    charge read, from a round (:class:`RoundOutcome`) or from the jobs that ended between two asynchronous
+    server updates (:func:`job_times`).
+
+    Absolute [s]: ``t_down_s`` (download start = dispatch), ``t_start_s`` (compute start), ``t_arrive_s``
+    (upload end; NaN for a job that never arrives), ``t_end_s`` (the device is free again). Durations [s]:
+    ``t_dl_s``, ``t_cmp_s``, ``t_com_s`` as planned from the work; ``dl_done_s``, ``cmp_done_s``, ``com_done_s``
+    what was spent. ``kept_mask``: the update counts; ``status``: kept, late, cancelled or offline.
+    """
+
+    t_down_s: np.ndarray
+    t_start_s: np.ndarray
+    t_arrive_s: np.ndarray
+    t_end_s: np.ndarray
+    t_dl_s: np.ndarray
+    t_cmp_s: np.ndarray
+    t_com_s: np.ndarray
+    cmp_done_s: np.ndarray
+    com_done_s: np.ndarray
+    dl_done_s: np.ndarray
+    kept_mask: np.ndarray
+    status: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RoundOutcome(JobTimes):
     """A simulated round: start and end [s] and, per job (in job order), its timeline as arrays.
 
     Absolute [s]: ``t_down_s`` (download start = dispatch), ``t_start_s`` (compute start), ``t_cmp_end_s``,
@@ -109,19 +135,7 @@ class RoundOutcome:
     end_s: float
     jobs: Sequence[Any]
     updates: list[Any]
-    t_down_s: np.ndarray
-    t_start_s: np.ndarray
     t_cmp_end_s: np.ndarray
-    t_arrive_s: np.ndarray
-    t_end_s: np.ndarray
-    t_dl_s: np.ndarray
-    t_cmp_s: np.ndarray
-    t_com_s: np.ndarray
-    cmp_done_s: np.ndarray
-    com_done_s: np.ndarray
-    dl_done_s: np.ndarray
-    kept_mask: np.ndarray
-    status: np.ndarray
     arrival_order: np.ndarray
 
     @cached_property
@@ -539,6 +553,21 @@ def phase_times_done(
     cmp_done = np.where(stopped, np.clip(t_end_s - t_start, 0.0, t_cmp_s), t_cmp_s)
     com_done = np.where(stopped, np.clip(t_end_s - (t_start + t_cmp_s), 0.0, t_com_s), t_com_s)
     return dl_done, cmp_done, com_done
+
+
+def job_times(
+    *, lost: np.ndarray, kept: np.ndarray, t_down_s: np.ndarray, t_dl_s: np.ndarray, t_cmp_s: np.ndarray,
+    t_com_s: np.ndarray, t_end_s: np.ndarray,
+) -> JobTimes:  # fmt: skip
+    """The :class:`JobTimes` of asynchronous jobs that ended (shape (m,) each): each downloaded from ``t_down_s``
+    for ``t_dl_s``, computed ``t_cmp_s``, uploaded ``t_com_s`` and ended at ``t_end_s`` [s], arriving unless
+    ``lost`` offline; ``kept``: its update was aggregated."""
+    dl_done, cmp_done, com_done = phase_times_done(lost, t_end_s, t_down_s, t_dl_s, t_cmp_s, t_com_s)
+    return JobTimes(
+        t_down_s=t_down_s, t_start_s=t_down_s + t_dl_s, t_arrive_s=np.where(lost, np.nan, t_end_s), t_end_s=t_end_s,
+        t_dl_s=t_dl_s, t_cmp_s=t_cmp_s, t_com_s=t_com_s, cmp_done_s=cmp_done, com_done_s=com_done,
+        dl_done_s=dl_done, kept_mask=kept, status=np.where(lost, LOST, KEPT).astype(object),
+    )  # fmt: skip
 
 
 class _Chain:

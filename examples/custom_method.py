@@ -45,17 +45,18 @@ class FedProx(FedAvg):
     Settings = ProxSettings
     device_columns = ("drift",)
 
-    def client_update(self, job, global_state, round_index):
-        anchor = {name: value.detach().clone() for name, value in global_state.items()}
+    def client_update(self, job, *, trainer):
+        """The device side: ``job.start`` (the model it downloaded) trained on ``trainer`` with the proximal term."""
+        anchor = {name: value.detach().clone() for name, value in job.start.items()}
         mu = self.settings.mu
 
         def proximal(model):
             return 0.5 * mu * sum(((p - anchor[n]) ** 2).sum() for n, p in model.named_parameters())
 
-        res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width, penalty=proximal)
+        res = trainer.train(job.device, job.start, round_index=job.round_index, width=job.job.width, penalty=proximal)
         return dense_update(job.device, res)
 
-    def device_values(self, jobs, updates):
+    def device_values(self, jobs, *, updates):
         """||w_i - w_t|| of each job's update (L2 over all parameters)."""
         return {"drift": np.array([sum(float((t.double() ** 2).sum()) for t in u.payload.update.values()) ** 0.5
                                    for u in updates])}  # fmt: skip

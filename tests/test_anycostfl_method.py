@@ -103,7 +103,7 @@ def test_method_aggregate_sorts_the_global_channels_and_weights_by_eq13():
     both = p1 * 1.0 + p2 * 3.0  # p1 + p2 = 1; equal weights would give 2.0
     ups = [SimpleNamespace(device=i, payload=SparseUpdate(u, s, a, b))
            for i, (u, s, a, b) in enumerate(zip((full, sub), every, (1.0, 4 / 9), (0.25, 1.0)))]  # fmt: skip
-    out = m.aggregate(g, ups)
+    out = m.aggregate(g, updates=ups)
     rows = torch.tensor([3.0 + both, 2.0 + both, 1.0 + 1.0])  # sorted units (2, 0, 1); unit 1 only device 1 has
     torch.testing.assert_close(out["net.0.weight"], rows[:, None].expand(3, 64), rtol=1e-6, atol=0)
     torch.testing.assert_close(out["net.0.bias"], torch.tensor([0.3 + both, 0.1 + both, 0.2 + 1.0]), rtol=1e-6, atol=0)
@@ -184,6 +184,6 @@ def test_without_aio_updates_are_averaged_zero_padded_with_the_eq13_weights():
           enumerate(zip(ups, sent, (1.0, 0.25)))]  # fmt: skip
     q1, q2 = (32 / 16) ** 2, (32 / 25) ** 2
     p1 = q1 / (q1 + q2)
-    got = m.aggregate(g, mk)
+    got = m.aggregate(g, updates=mk)
     for k in base:
         torch.testing.assert_close(got[k], base[k] + p1 * 1.0 + (1 - p1) * 3.0)

@@ -103,11 +103,13 @@ def test_server_steps_on_tensors():
                                 flops=0.0, steps=1, train_loss=math.nan)  # fmt: skip
     fa = METHODS["fedasync"](settings=METHODS["fedasync"].Settings(alpha=0.5, staleness="polynomial", a=1.0), setup=setup)
     # tau = 1: alpha_t = 0.5 / 2 = 0.25; w_i = base + delta = [4, 8]; w <- 0.75 [1, 2] + 0.25 [4, 8] = [1.75, 3.5]
-    out = fa.server_step(w, [up([4.0, 8.0])], [base], np.array([1.0]))
+    out = fa.server_step(w, updates=[up([4.0, 8.0])], bases=[base], tau=np.array([1.0]))
     assert out["x"].tolist() == [1.75, 3.5]
     fb = METHODS["fedbuff"](settings=METHODS["fedbuff"].Settings(buffer_size=2, server_lr=2.0, staleness="constant"), setup=setup)
     # w <- w + 2 (1/2) (d1 + d2) = [1, 2] + [1, -1] + [0.5, 0.5]
-    out = fb.server_step(w, [up([1.0, -1.0]), up([0.5, 0.5])], [base, base], np.array([0.0, 3.0]))
+    out = fb.server_step(
+        w, updates=[up([1.0, -1.0]), up([0.5, 0.5])], bases=[base, base], tau=np.array([0.0, 3.0])
+    )
     assert out["x"].tolist() == [2.5, 1.5]
 
 

@@ -63,7 +63,8 @@ def _one_update(method: str, budget_bits: float):
     sc = load_scenario("quickstart", [f"method.name={method}", *SMALL])
     sim = Simulation(sc)
     job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget_bits)
-    upd = sim.method.client_update(job, sim.state.model, 1)
+    m = sim.method
+    upd = m.client_update(m.train_job(job, state=sim.state.model, round_index=1), trainer=sim.workload)
     raw = sim.workload.train(0, sim.state.model, round_index=1).update  # same batches stream: the same update
     return sim, upd, raw
 
@@ -150,8 +151,9 @@ def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
     job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=3000.0)
     for r in (1, 2):  # round 2 starts from the round-1 residual
         raw = sim.workload.train(0, sim.state.model, round_index=r).update
-        acc = m.accumulate(0, raw)  # update + previous residual, before the method updates it
-        upd = m.client_update(job, sim.state.model, r)
+        acc = m.accumulate(raw, m.residual.get(0))  # update + previous residual, before the method updates it
+        upd = m.client_update(m.train_job(job, state=sim.state.model, round_index=r), trainer=sim.workload)
+        m.remember([upd])  # the device keeps what it did not send
         res = m.residual[0]
         for name in acc:
             total = res[name] + upd.payload.update[name].to(torch.float64)
@@ -186,7 +188,7 @@ def test_fedhq_sends_its_measured_error_and_the_server_weights_by_it():
 
     skipped = ClientUpdate(device=2, payload=QuantizedUpdate({"w": torch.zeros(2)}, 0, None), weight=99.0, bits=8.0,
                             flops=0.0, steps=1, train_loss=0.0)
-    out = sim.method.aggregate(g, [made(10.0, 0.5, 2.0), made(30.0, 3.0, -1.0), skipped])
+    out = sim.method.aggregate(g, updates=[made(10.0, 0.5, 2.0), made(30.0, 3.0, -1.0), skipped])
     a, b = 10 / 1.5, 30 / 4
     expected = 1 + (a * 2.0 + b * -1.0) / (a + b)
     np.testing.assert_allclose(out["w"].numpy(), [expected, expected], rtol=1e-12)

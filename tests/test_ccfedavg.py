@@ -101,9 +101,9 @@ def _round(method, strategy_backup_store, round_index, est_device=0):
     method._round = round_index
     strategy_backup_store[est_device] = HIST
     job = DeviceJob(device=est_device, cpu_hz=1e9, local_steps=0)
-    est = method.client_update(job, G, round_index)
+    est = method.client_update(method.train_job(job, state=G, round_index=round_index), trainer=method.workload)
     fresh = dataclasses.replace(est, device=1, payload=DenseUpdate(TRAINED), bits=64.0, flops=1.0, steps=2)
-    return est, method.aggregate(G, [est, fresh])
+    return est, method.aggregate(G, updates=[est, fresh])
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ def test_strategy1_leaves_skipping_clients_out_of_plan_and_aggregate():
     assert all(r.startswith("skip (strategy 1") for r in plan.skipped_reason)
     u0 = SimpleNamespace(device=0, payload=DenseUpdate({"w": torch.tensor([2.0, 0.0])}), weight=1.0)
     u1 = SimpleNamespace(device=1, payload=DenseUpdate({"w": torch.tensor([0.0, 4.0])}), weight=3.0)
-    new = m.aggregate(G, [u0, u1])  # only the trained ones are ever passed in
+    new = m.aggregate(G, updates=[u0, u1])  # only the trained ones are ever passed in
     np.testing.assert_allclose(new["w"].numpy(), [1.5, 4.0])
 
 

@@ -71,7 +71,7 @@ def test_a_fedavg_run_is_the_same_vectorised_or_one_by_one():
     sc = load_scenario("luo_setup3", LUO)
     fast = Simulation(sc)
     slow = Simulation(sc)
-    slow.method.client_updates = lambda jobs, state, r: None  # force the per-device path of the simulator
+    slow.method.client_updates = lambda jobs, *, trainer: None  # force the per-device path of the simulator
     for r in range(1, 4):
         a, b = fast.step(r), slow.step(r)
         assert a["global_train_loss"] == pytest.approx(b["global_train_loss"], rel=1e-5)

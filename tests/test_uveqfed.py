@@ -102,10 +102,16 @@ def small():
     return sim, raw, _sizes(sim, raw, 1, 0)
 
 
+def _update(sim, job):
+    """The method's update of ``job`` in round 1 from the initial model (its device side on the run's trainer)."""
+    m = sim.method
+    return m.client_update(m.train_job(job, state=sim.state.model, round_index=1), trainer=sim.workload)
+
+
 @pytest.mark.parametrize("budget", [600.0, 1200.0, 2000.0, 3000.0])  # every sub-vector: 3,704 bits
 def test_encoded_size_fits_the_budget_and_k_is_the_largest_that_does(small, budget):
     sim, raw, sizes = small
-    upd = sim.method.client_update(DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget), sim.state.model, 1)
+    upd = _update(sim, DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget))
     k = upd.payload.kept
     assert upd.bits <= budget and upd.bits % 8 == 0 and upd.bits == sizes[k]
     assert 0 < k < sizes.size - 1 and sizes[k + 1] > budget  # k + 1 does not fit
@@ -115,13 +121,13 @@ def test_encoded_size_fits_the_budget_and_k_is_the_largest_that_does(small, budg
 
 def test_a_budget_above_the_full_payload_keeps_every_sub_vector(small):
     sim, _, sizes = small
-    upd = sim.method.client_update(DeviceJob(device=0, cpu_hz=1e9, bits_planned=9000.0), sim.state.model, 1)
+    upd = _update(sim, DeviceJob(device=0, cpu_hz=1e9, bits_planned=9000.0))
     assert upd.payload.kept == sizes.size - 1 == 605 and upd.bits == sizes[-1] <= 9000
 
 
 def test_decoding_with_the_shared_seed_gives_what_the_server_applies(small):
     sim, raw, _ = small
-    upd = sim.method.client_update(DeviceJob(device=0, cpu_hz=1e9, bits_planned=4000.0), sim.state.model, 1)
+    upd = _update(sim, DeviceJob(device=0, cpu_hz=1e9, bits_planned=4000.0))
     names = list(raw)
     decoded, sent = decode_lattice(upd.payload.payload, names, sim.workload.streams.numpy("quantization", 1, 0))
     for n in names:

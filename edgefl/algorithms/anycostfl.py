@@ -22,11 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.base import (
+    ClientUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan, TrainJob,
+)  # fmt: skip
 from edgefl.learning.config import BITS_PER_PARAMETER, steps_per_round
 from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["AnycostFL", "AnycostFLSettings", "SparseUpdate", "all_in_one", "plain_average"]
@@ -228,30 +231,35 @@ class AnycostFL(Method):
             self._sorted_for = global_state
         return self._sorted_state
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        from edgefl.compression import BudgetError, compress, encode_fixed
+    def download(self, job: DeviceJob, *, state: State) -> State:
+        """The job's width-``sqrt(alpha)`` submodel of the round's channel-sorted global model (Sec. III-B: the
+        device receives only the important channels)."""
         from edgefl.learning.slicing import slice_state
 
-        wl = self.workload
-        sub = slice_state(self._sorted(global_state), wl.submodel_shapes(job.width))
-        res = wl.train(job.device, sub, round_index=round_index, width=job.width)
+        return slice_state(self._sorted(state), self.workload.submodel_shapes(job.width))
+
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        from edgefl.compression import BudgetError, compress, encode_fixed
+
+        res = trainer.train(job.device, job.start, round_index=job.round_index, width=job.job.width)
+        plan = job.job
         if self.settings.ablation == "no_fgc":  # w/o FGC: the uncompressed float32 update, every element sent
             import torch
 
             every = {k: torch.ones_like(v, dtype=torch.bool) for k, v in res.update.items()}
             return ClientUpdate(
-                device=job.device, payload=SparseUpdate(res.update, every, job.alpha, 1.0), weight=1.0, bits=float(_dense_bits(res.update)), flops=res.flops, steps=res.steps,
-                train_loss=res.train_loss,
+                device=job.device, payload=SparseUpdate(res.update, every, plan.alpha, 1.0), weight=1.0,
+                bits=float(_dense_bits(res.update)), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
             )  # fmt: skip
-        rng = self.streams.numpy("quantization", round_index, job.device)
+        rng = job.rng("quantization")
         try:
-            packed = compress(res.update, budget_bits=job.bits_planned, rng=rng)
+            packed = compress(res.update, budget_bits=plan.bits_planned, rng=rng)
         except BudgetError:  # the budget cannot even hold the header: send an empty update
             packed = encode_fixed(res.update, kept_kernels=0, levels=1, rng=rng)
         return ClientUpdate(
             device=job.device,
             # what the server decodes from the payload: the quantised sparse update and the elements it carries
-            payload=SparseUpdate(packed.update, packed.sent, job.alpha, job.beta),
+            payload=SparseUpdate(packed.update, packed.sent, plan.alpha, plan.beta),
             weight=1.0,
             bits=float(packed.bits),  # the real encoded size, charged by the simulator
             flops=res.flops,
@@ -259,10 +267,10 @@ class AnycostFL(Method):
             train_loss=res.train_loss,
         )
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from optimizers.anycost import aggregation_weights
 
-        base = self._sorted(global_state)  # clients' coordinates: the sorted global model of this round
+        base = self._sorted(state)  # clients' coordinates: the sorted global model of this round
         if not updates:
             return base
         p = aggregation_weights(
@@ -272,7 +280,7 @@ class AnycostFL(Method):
             return plain_average(base, [u.payload.update for u in updates], p)
         return all_in_one(base, [u.payload.update for u in updates], [u.payload.sent for u in updates], p)
 
-    def learning_gain(self, jobs: JobTable, n_selected: int) -> float:
+    def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:
         """Global learning gain g_t = sum_i alpha_i^4 beta_i / I (Definition 3) over the kept jobs."""
         from edgefl.learning.surrogate import learning_gain
 

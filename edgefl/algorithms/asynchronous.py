@@ -89,15 +89,15 @@ class AsyncMethod(FedAvg):
         raise NotImplementedError
 
     def server_step(
-        self, global_state: State, updates: Sequence[ClientUpdate], bases: Sequence[State], tau: np.ndarray
+        self, state: State, *, updates: Sequence[ClientUpdate], bases: Sequence[State], tau: np.ndarray
     ) -> State:
         """The next global state from ``updates`` (trained from ``bases``, the models they downloaded) with
         staleness ``tau`` (shape (m,))."""
         raise NotImplementedError
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
-        """Fresh updates (staleness 0) trained from ``global_state``."""
-        return self.server_step(global_state, updates, [global_state] * len(updates), np.zeros(len(updates)))
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
+        """Fresh updates (staleness 0) trained from ``state``."""
+        return self.server_step(state, updates=updates, bases=[state] * len(updates), tau=np.zeros(len(updates)))
 
 
 class FedAsync(AsyncMethod):
@@ -110,9 +110,8 @@ class FedAsync(AsyncMethod):
         st = self.settings
         return st.alpha * staleness_weight(tau, st.staleness, st.a, st.b)
 
-    def server_step(self, global_state, updates, bases, tau):
+    def server_step(self, state, *, updates, bases, tau):
         w = self.weights(np.asarray(tau))
-        state = global_state
         for u, base, a_t in zip(updates, bases, w.tolist()):  # one at a time, in arrival order
             delta = u.payload.update
             state = {k: (1.0 - a_t) * state[k] + a_t * (base[k] + delta[k]) for k in state}
@@ -133,10 +132,8 @@ class FedBuff(AsyncMethod):
         st = self.settings
         return st.server_lr * staleness_weight(tau, st.staleness, st.a, st.b) / st.buffer_size
 
-    def server_step(self, global_state, updates, bases, tau):
+    def server_step(self, state, *, updates, bases, tau):
         if not updates:
-            return global_state
+            return state
         w = self.weights(np.asarray(tau)).tolist()
-        return {
-            k: global_state[k] + sum(wi * u.payload.update[k] for wi, u in zip(w, updates)) for k in global_state
-        }
+        return {k: state[k] + sum(wi * u.payload.update[k] for wi, u in zip(w, updates)) for k in state}

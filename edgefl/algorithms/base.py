@@ -1,6 +1,8 @@
 """The small protocol every FL method implements: plan a round, produce one device's update, aggregate.
 
-The runner only sees :class:`DeviceJob` and :class:`ClientUpdate`; it never knows which method produced them.
+The runner only sees :class:`DeviceJob`, :class:`TrainJob` and :class:`ClientUpdate`; it never knows which method
+produced them. A method's device side (:meth:`Method.client_update`) works on a :class:`TrainJob`, a value that
+holds everything one device's work needs besides the trainer (its data), so an executor can run it anywhere.
 A method plans each job's costs with the run's cost model (:mod:`edgefl.costs`); the runner charges what was
 really done (FLOPs of what trained, bits of what was built, SGD steps) with the same model, and both are
 recorded side by side: a job that ran as planned is charged exactly its plan.
@@ -22,13 +24,13 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from edgefl.costs import CostModel
-    from edgefl.learning.protocol import Learning, State
+    from edgefl.learning.protocol import Learning, State, Training
     from edgefl.seeding import LazyGenerator, Streams
     from edgefl.system import Fleet
 
 __all__ = [
-    "Needs", "MethodSetup", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "ClientUpdate", "DenseUpdate",
-    "NoSettings", "Method",
+    "Needs", "MethodSetup", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "TrainJob", "ClientUpdate",
+    "DenseUpdate", "NoSettings", "Method",
 ]  # fmt: skip
 
 
@@ -171,6 +173,10 @@ class JobTable:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The table's columns by name (its arrays, not copies)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def take(self, index: np.ndarray) -> JobTable:
         """The jobs at ``index`` (integer indices or a boolean mask)."""
         return JobTable(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
@@ -211,10 +217,42 @@ class DenseUpdate:
     update: State
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TrainJob:
+    """One device's device-side work in a round (or an asynchronous dispatch), as a self-contained value: what
+    the method's :meth:`Method.client_update` shrinks, trains and compresses, given only a trainer that holds the
+    device's data (DESIGN.md, "Training jobs and executors").
+
+    ``job``: the device and the knobs and budget the method planned (its bits for the codec); ``round_index``:
+    the round (server update), 1-based, which keys the job's random streams and the learning-rate schedule;
+    ``start``: the model the device downloaded (the global state, or the method's submodel of it,
+    :meth:`Method.download`); ``memory``: what the device kept from its previous job (STC's error-feedback
+    residual, CC-FedAvg's history; None: nothing), :meth:`Method.device_memory`; ``streams``: the run's seed, from
+    which the job's own streams are derived by (name, round, device) (:meth:`rng`), so a job draws the same
+    numbers wherever it runs.
+    """
+
+    job: DeviceJob
+    round_index: int
+    start: Any
+    memory: Any = None
+    streams: Streams
+
+    @property
+    def device(self) -> int:
+        return self.job.device
+
+    def rng(self, name: str) -> np.random.Generator:
+        """The job's numpy stream ``name`` (keyed by its round and device)."""
+        return self.streams.numpy(name, self.round_index, self.job.device)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientUpdate:
     """What a device built: the payload (a small frozen dataclass of its method), its aggregation weight, and
-    what it cost (measured). ``bits``: encoded payload size [bits]; ``flops``: training FLOPs actually computed.
+    what it cost (measured). ``bits``: encoded payload size [bits]; ``flops``: training FLOPs actually computed;
+    ``memory``: what the device keeps for its next job (:attr:`TrainJob.memory`; None: the method keeps
+    nothing), handed to :meth:`Method.remember`.
     """
 
     device: int
@@ -224,6 +262,7 @@ class ClientUpdate:
     flops: float
     steps: int
     train_loss: float
+    memory: Any = None
 
 
 class NoSettings(Strict):
@@ -272,32 +311,54 @@ class Method(ABC):
         """Choose which selected devices train and with which knobs, and what each job will cost
         (:attr:`costs`): the runner charges the work done with the same model."""
 
-    @abstractmethod
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        """Run the device's local work for real and build its payload."""
+    def download(self, job: DeviceJob, *, state: State) -> State:
+        """What ``job``'s device downloads of the global ``state`` and trains from (:attr:`TrainJob.start`): the
+        whole model by default; a width-shrinking method's submodel."""
+        return state
 
-    def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
+    def device_memory(self, device: int) -> Any:
+        """What ``device`` kept from its previous job (:attr:`TrainJob.memory`); None by default."""
+        return None
+
+    def remember(self, updates: Sequence[ClientUpdate]) -> None:
+        """Take note of the device-side work just done (every job that ran, arrived or not): keep each
+        device's :attr:`ClientUpdate.memory`, count its rounds. Nothing by default."""
+
+    def train_job(self, job: DeviceJob, *, state: State, round_index: int) -> TrainJob:
+        """``job`` as a value for an executor: the device's download of ``state`` and its memory."""
+        return TrainJob(
+            job=job, round_index=round_index, start=self.download(job, state=state),
+            memory=self.device_memory(job.device), streams=self.streams,
+        )  # fmt: skip
+
+    @abstractmethod
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        """The device side: run ``job``'s local work for real on ``trainer`` (the device's data and the local
+        training) and build its payload. It reads nothing but ``job``, ``trainer`` and what the method fixed when
+        it was built (settings, per-device constants), so any executor can run it."""
+
+    def client_updates(self, jobs: Sequence[TrainJob], *, trainer: Training) -> list[ClientUpdate] | None:
         """Every job's :meth:`client_update` of a round computed together (vectorised), in job order, or None
-        (the default): the run's executor (:class:`edgefl.learner.InProcessExecutor`) then calls
+        (the default): the run's executor (:class:`edgefl.learner.InlineExecutor`) then calls
         :meth:`client_update` job by job. Only for a method whose devices' local work depends on nothing but the
         global state, the job and the round."""
         return None
 
     @abstractmethod
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         """The next global state from the updates that arrived in time (may be empty)."""
 
-    def evaluate(self, global_state: State) -> tuple[float, float]:
+    def evaluate(self, state: State) -> tuple[float, float]:
         """(test accuracy in [0, 1], mean test loss) of the global model; a method with its own inference
         rule (HeteroFL's static batch norm) overrides this."""
-        return self.workload.evaluate(global_state)
+        return self.workload.evaluate(state)
 
-    def learning_gain(self, jobs: JobTable, n_selected: int) -> float:
+    def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:
         """The round's global learning gain (AnycostFL Definition 3) over the kept ``jobs``; NaN (empty in
         ``rounds.csv``) for a method without (alpha, beta)."""
         return math.nan
 
-    def device_values(self, jobs: JobTable, updates: Sequence[ClientUpdate | None]) -> dict[str, np.ndarray]:
+    def device_values(self, jobs: JobTable, *, updates: Sequence[ClientUpdate | None]) -> dict[str, np.ndarray]:
         """Values of :attr:`device_columns` for each job (shape (m,) each); ``updates[i]`` is job i's update,
         None under surrogate learning. Skipped devices get NaN."""
         return {}

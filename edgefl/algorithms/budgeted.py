@@ -15,9 +15,10 @@ Every device trains the full model. How it meets T_max and E_max is the ``protoc
   ``"budget"`` plan). The ``beta_max`` S cap is edgefl's choice (AnycostFL's own compression cap, its
   constraint (10d)), not Table I's communication column: that column is 0.26-0.40 Mb per device-round
   (AnycostFL 0.35 GB / 179 rounds / 60 devices; STC 0.31, QSGD 0.38, UVeQFed 0.39, FedHQ 0.40 Mb), about
-  0.5-0.75% of S, where ``beta_max`` S is 3.55 Mb. ``beta_max = 0.0049`` matches it for STC, QSGD and
-  UVeQFed, but FedHQ's every-element payload cannot go below ~2 bits per parameter (3.3 Mb), so the default
-  keeps 1/15 (examples/README.md has the measured planning figures).
+  0.5-0.75% of S, where ``beta_max`` S is 3.55 Mb. ``beta_max = 0.0049`` plans 0.26 Mb: STC's column within
+  30%, QSGD's and UVeQFed's just outside it (-31%, -33%), but FedHQ's every-element payload cannot go below
+  ~2 bits per parameter (3.3 Mb), so the default keeps 1/15 (examples/README.md has the measured planning
+  figures).
 - ``"budget"``: same budgets, most bits: the frequency that leaves the most upload bits under T_max and E_max
   and all those bits (spends the energy budget).
 
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, JobTable, Method, Needs, RoundContext, RoundPlan, TrainJob
 from edgefl.learning.config import steps_per_round
 from edgefl.method_settings import Strict
 
@@ -95,27 +96,27 @@ class BudgetedMethod(Method):
         0 is a header-only update."""
         return int(payload.kept)
 
-    def device_values(self, jobs: JobTable, updates: Sequence[ClientUpdate | None]) -> dict[str, np.ndarray]:
+    def device_values(self, jobs: JobTable, *, updates: Sequence[ClientUpdate | None]) -> dict[str, np.ndarray]:
         """``payload_kept`` per job (:meth:`payload_kept`; NaN under surrogate learning)."""
         kept = [math.nan if u is None else float(self.payload_kept(u.payload)) for u in updates]
         return {"payload_kept": np.asarray(kept, dtype=float)}
 
-    def packed_update(self, job: DeviceJob, res: TrainResult, packed: Compressed) -> ClientUpdate:
+    def packed_update(self, job: TrainJob, res: TrainResult, packed: Compressed, *, memory: Any = None) -> ClientUpdate:
         """A compressed full-model update: the decoded update the server applies (``packed.update``) and the
-        number of kept kernels, charged the real encoded size ``packed.bits``."""
+        number of kept kernels, charged the real encoded size ``packed.bits``; ``memory``: what the device keeps."""
         return ClientUpdate(
             device=job.device, payload=CompressedUpdate(packed.update, int(packed.kept_kernels)),
             weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
-            train_loss=res.train_loss,
+            train_loss=res.train_loss, memory=memory,
         )  # fmt: skip
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this)."""
         from edgefl.algorithms.aggregate import fedavg_step
 
-        return fedavg_step(global_state, [u.payload.update for u in updates], [u.weight for u in updates])
+        return fedavg_step(state, [u.payload.update for u in updates], [u.weight for u in updates])
 
-    def learning_gain(self, jobs: JobTable, n_selected: int) -> float:
+    def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:
         """Global learning gain (AnycostFL Definition 3) with alpha = 1 and beta = planned bits / S."""
         from edgefl.learning.surrogate import learning_gain
 

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DenseUpdate, DeviceJob, JobTable, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, Needs, RoundContext, RoundPlan, TrainJob
 from edgefl.algorithms.ccfedavg_schedule import SkipPlanner, TrainingProbabilitySettings
 from edgefl.algorithms.fedavg import FedAvg
 
 if TYPE_CHECKING:
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["CCFedAvg", "CCFedAvgSettings", "SkipSignal", "SKIP_SIGNAL_BITS"]
@@ -115,16 +116,18 @@ class CCFedAvg(FedAvg):
         store = self.server_store if self.server_backup[device] else self.client_store
         return device in store
 
-    def _remember(self, store: dict, device: int, start: State, update: State) -> None:
+    def _history(self, start: State, update: State) -> dict[str, State] | None:
+        """What a device (or the server for it) keeps of a job that trained from ``start`` and built ``update``:
+        the update (Strategy 3), the local model (Strategy 2) or both (CC-FedAvg(c)); None for strategy 1."""
         keys = self._stored_keys()
         if not keys:
-            return
+            return None
         entry = {}
         if "update" in keys:
             entry["update"] = {k: v.detach().clone() for k, v in update.items()}
         if "model" in keys:
             entry["model"] = {k: start[k] + update[k] for k in update}
-        store[device] = entry
+        return entry
 
     def _estimate(self, entry: dict[str, State], global_state: State, round_index: int) -> State:
         """The skipping client's contribution as an update relative to x_t = ``global_state``."""
@@ -157,37 +160,49 @@ class CCFedAvg(FedAvg):
                    for e, b in zip(e_com[~ok], ctx.e_max_j[est][~ok])]  # fmt: skip
         return dataclasses.replace(base, jobs=JobTable.concat(base.jobs, est_jobs)).with_skipped(est[~ok], reasons)
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+    def device_memory(self, device: int) -> dict[str, State] | None:
+        """A client-backup device's history (None for a server-backup device: the server holds it)."""
+        return self.client_store.get(device)
+
+    def remember(self, updates: Sequence[ClientUpdate]) -> None:
+        """Keep the histories the client-backup devices built (:meth:`client_update`)."""
+        for u in updates:
+            if u.memory is not None:
+                self.client_store[u.device] = u.memory
+
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         d = job.device
-        weight = float(self.workload.n_samples[d])
-        if job.local_steps > 0:  # local training (Algorithm 1 lines 8-12)
-            upd = super().client_update(job, global_state, round_index)
-            if not self.server_backup[d]:
-                self._remember(self.client_store, d, global_state, upd.payload.update)
+        weight = float(trainer.n_samples[d])
+        if job.job.local_steps > 0:  # local training (Algorithm 1 lines 8-12)
+            upd = super().client_update(job, trainer=trainer)
+            if not self.server_backup[d]:  # the device keeps its own history
+                upd = dataclasses.replace(upd, memory=self._history(job.start, upd.payload.update))
             return upd
         if self.server_backup[d]:  # Algorithm 2 line 16: a skip signal; the server estimates in aggregate()
             payload: SkipSignal | DenseUpdate = SkipSignal()
             bits = SKIP_SIGNAL_BITS
         else:  # Algorithm 1 line 15: the client estimates and uploads the full update
-            payload = DenseUpdate(self._estimate(self.client_store[d], global_state, round_index))
-            bits = float(self.workload.update_bits)
+            payload = DenseUpdate(self._estimate(job.memory, job.start, job.round_index))
+            bits = float(trainer.update_bits)
         return ClientUpdate(device=d, payload=payload, weight=weight, bits=bits, flops=0.0, steps=0,
                             train_loss=math.nan)  # fmt: skip
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         resolved = []
         for u in updates:
             if self.server_backup[u.device]:
                 if isinstance(u.payload, SkipSignal):  # Algorithm 2 line 21: the server estimates
-                    est = self._estimate(self.server_store[u.device], global_state, self._round)
+                    est = self._estimate(self.server_store[u.device], state, self._round)
                     u = dataclasses.replace(u, payload=DenseUpdate(est))
                 else:  # a trained update reached the server: it becomes the device's history
-                    self._remember(self.server_store, u.device, global_state, u.payload.update)
+                    entry = self._history(state, u.payload.update)
+                    if entry is not None:
+                        self.server_store[u.device] = entry
             resolved.append(u)
         # sum in device order, not arrival order: a 1-bit skip signal arrives earlier than an uploaded estimate,
         # and the same contributions must give the same model bit for bit whichever backup is used
         resolved.sort(key=lambda u: u.device)
-        return super().aggregate(global_state, resolved)
+        return super().aggregate(state, updates=resolved)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from edgefl.algorithms.base import (
-    ClientUpdate, DenseUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan,
+    ClientUpdate, DenseUpdate, JobTable, Method, Needs, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import steps_per_round
 from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["FedAvg", "FedAvgSettings"]
@@ -81,28 +82,30 @@ class FedAvg(Method):
         reasons = [f"energy: needs {e:.4g} J > E_max {b:.4g} J" for e, b in zip(e_total[~ok], ctx.e_max_j[dev][~ok])]
         return RoundPlan(jobs, dev[~ok], np.array(reasons, dtype=object))
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        return self.train_update(job, global_state, round_index)
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        return self.train_update(job, trainer=trainer)
 
-    def client_updates(self, jobs: JobTable, global_state: State, round_index: int) -> list[ClientUpdate] | None:
-        """All jobs trained at once when the workload can vectorise them (full width, fixed SGD steps; see
-        :meth:`~edgefl.learning.workload.Workload.train_many`). Subclasses that change the local work (their
-        own :meth:`client_update`) train one by one."""
-        if type(self).client_update is not FedAvg.client_update or np.any(jobs.width != self.setup.width):
+    def client_updates(self, jobs: Sequence[TrainJob], *, trainer: Training) -> list[ClientUpdate] | None:
+        """All jobs trained at once when the trainer can vectorise them (full width, fixed SGD steps, one start
+        state; see :meth:`~edgefl.learning.workload.Workload.train_many`). Subclasses that change the local work
+        (their own :meth:`client_update`) train one by one."""
+        if type(self).client_update is not FedAvg.client_update or not jobs:
             return None
-        results = self.workload.train_many(jobs.device, global_state, round_index=round_index)
+        start = jobs[0].start
+        if any(j.job.width != self.setup.width or j.start is not start for j in jobs):
+            return None
+        devices = np.array([j.device for j in jobs], dtype=np.int64)
+        results = trainer.train_many(devices, start, round_index=jobs[0].round_index)
         if results is None:
             return None
-        return [dense_update(int(d), res) for d, res in zip(jobs.device, results)]
+        return [dense_update(int(d), res) for d, res in zip(devices, results)]
 
-    def train_update(
-        self, job: DeviceJob, global_state: State, round_index: int, *, steps: int | None = None
-    ) -> ClientUpdate:
+    def train_update(self, job: TrainJob, *, trainer: Training, steps: int | None = None) -> ClientUpdate:
         """Train the job for real (``steps`` SGD steps if given, else the scenario's epochs/steps)."""
-        res = self.workload.train(job.device, global_state, round_index=round_index, width=job.width, steps=steps)
+        res = trainer.train(job.device, job.start, round_index=job.round_index, width=job.job.width, steps=steps)
         return dense_update(job.device, res)
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import fedavg_step
 
-        return fedavg_step(global_state, [u.payload.update for u in updates], [u.weight for u in updates])
+        return fedavg_step(state, [u.payload.update for u in updates], [u.weight for u in updates])

@@ -10,18 +10,15 @@ schedule allows on average.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, Needs, RoundContext, RoundPlan
 from edgefl.algorithms.ccfedavg_schedule import (
     TrainingProbabilitySettings, expected_participations, training_probabilities,
 )  # fmt: skip
 from edgefl.algorithms.fedavg import FedAvg
-
-if TYPE_CHECKING:
-    from edgefl.learning.workload import State
 
 __all__ = ["FedAvgDropout", "dropout_quota"]
 
@@ -52,10 +49,11 @@ class FedAvgDropout(FedAvg):
         base = super().plan_round(dataclasses.replace(ctx, selected=sel[~out]))
         return base.with_skipped(sel[out], [f"dropout: quota of {q} trained rounds used" for q in self.quota[sel[out]]])
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        upd = super().client_update(job, global_state, round_index)
-        self.trained[job.device] += 1  # the computation is spent whether or not the update arrives in time
-        return upd
+    def remember(self, updates: Sequence[ClientUpdate]) -> None:
+        """Count a trained round for every job's device: the computation is spent whether or not the update
+        arrives in time."""
+        for u in updates:
+            self.trained[u.device] += 1
 
     def state_dict(self) -> dict:
         import torch

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, Needs
+from edgefl.algorithms.base import ClientUpdate, TrainJob, Needs
 from edgefl.algorithms.budgeted import BudgetedMethod
 from edgefl.learning.config import BITS_PER_PARAMETER
 
 if TYPE_CHECKING:
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["FedHQ", "QuantizedUpdate", "fedhq_weights", "relative_error", "smallest_full_payload_bits"]
@@ -111,15 +112,14 @@ class FedHQ(BudgetedMethod):
             shapes = {"update": (int(self.workload.update_bits // BITS_PER_PARAMETER),)}
         return float(smallest_full_payload_bits(shapes))
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import MAX_LEVELS
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
-        res = self.workload.train(job.device, global_state, round_index=round_index)
-        rng = self.streams.numpy("quantization", round_index, job.device)
-        sizer = TopkQuantSizer(res.update, rng)
+        res = trainer.train(job.device, job.start, round_index=job.round_index)
+        sizer = TopkQuantSizer(res.update, job.rng("quantization"))
         n = sizer.n
-        levels = largest_fitting(lambda L: sizer.bits(n, L), 1, MAX_LEVELS, job.bits_planned)
+        levels = largest_fitting(lambda L: sizer.bits(n, L), 1, MAX_LEVELS, job.job.bits_planned)
         packed = sizer.encode(n, levels) if levels is not None else sizer.encode(0, 1)  # empty: nothing fits
         q = None
         if levels:
@@ -133,11 +133,11 @@ class FedHQ(BudgetedMethod):
             train_loss=res.train_loss,
         )  # fmt: skip
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import apply_update, weighted_mean_update
 
         sent = [u for u in updates if u.payload.rel_error is not None]
         if not sent:
-            return global_state
+            return state
         p = fedhq_weights([u.weight for u in sent], [u.payload.rel_error for u in sent])
-        return apply_update(global_state, weighted_mean_update([u.payload.update for u in sent], p))
+        return apply_update(state, weighted_mean_update([u.payload.update for u in sent], p))

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, Needs, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, Needs, RoundContext, RoundPlan, TrainJob
 from edgefl.algorithms.ccfedavg_schedule import TrainingProbabilitySettings, training_probabilities
 from edgefl.algorithms.fedavg import FedAvg
 from edgefl.learning.config import samples_per_round, steps_per_round
 
 if TYPE_CHECKING:
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["FedNova", "reduced_steps", "a_norm", "fednova_update"]
@@ -91,18 +92,18 @@ class FedNova(FedAvg):
             self.steps = reduced_steps(p, self.full_steps)
         return super().plan_round(ctx)  # FedAvg's plan of the local work above
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        d = job.device
-        if job.local_steps >= self.full_steps[d]:
-            return super().client_update(job, global_state, round_index)  # a full FedAvg round, p_i = 1
-        return self.train_update(job, global_state, round_index, steps=int(job.local_steps))  # tau_i steps
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        steps = int(job.job.local_steps)
+        if steps >= self.full_steps[job.device]:
+            return super().client_update(job, trainer=trainer)  # a full FedAvg round, p_i = 1
+        return self.train_update(job, trainer=trainer, steps=steps)  # tau_i steps
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import apply_update
 
         if not updates:
-            return global_state
+            return state
         rho = self.workload.train_config.momentum
         norms = [a_norm(u.steps, rho) for u in updates]
         mean = fednova_update([u.payload.update for u in updates], [u.weight for u in updates], norms)
-        return apply_update(global_state, mean)
+        return apply_update(state, mean)

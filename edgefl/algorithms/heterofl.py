@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan
+from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan, TrainJob
 from edgefl.learning.config import steps_per_round
 from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
     import torch
 
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["HeteroFL", "HeteroFLSettings", "NestedPayload", "LEVEL_WIDTHS"]
@@ -175,18 +176,23 @@ class HeteroFL(Method):
     def _shapes(self, width: float):
         return self.workload.submodel_shapes(width)
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
-        from edgefl.learning.losses import label_mask
+    def download(self, job: DeviceJob, *, state: State) -> State:
+        """The job's level: the upper-left ``width`` share of every hidden layer of ``state`` (Diao et al. Sec. 3.1)."""
         from edgefl.learning.slicing import slice_state
+
+        return slice_state(state, self._shapes(job.width))
+
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        from edgefl.learning.losses import label_mask
         from edgefl.learning.workload import state_bits
 
-        wl = self.workload
-        shapes = self._shapes(job.width)
-        sub = slice_state(global_state, shapes)
+        width = job.job.width
+        shapes = self._shapes(width)
+        sub = job.start
         mask: torch.Tensor | None = None
         if self.masked:
-            mask = label_mask(wl.device_labels(job.device), wl.dataset.n_classes)
-        res = wl.train(job.device, sub, round_index=round_index, width=job.width, class_mask=mask)
+            mask = label_mask(trainer.device_labels(job.device), trainer.dataset.n_classes)
+        res = trainer.train(job.device, sub, round_index=job.round_index, width=width, class_mask=mask)
         params = {k: sub[k] + res.update[k] for k in sub}
         return ClientUpdate(
             device=job.device,
@@ -198,19 +204,19 @@ class HeteroFL(Method):
             train_loss=res.train_loss,
         )
 
-    def evaluate(self, global_state: State) -> tuple[float, float]:
+    def evaluate(self, state: State) -> tuple[float, float]:
         """Static BN (Diao et al. Sec. 3.2): statistics from the clients' data, the first ``bn_clients`` (0 = all)."""
-        return self.workload.evaluate(global_state, bn_clients=self.settings.bn_clients)
+        return self.workload.evaluate(state, bn_clients=self.settings.bn_clients)
 
-    def aggregate(self, global_state: State, updates: Sequence[ClientUpdate]) -> State:
+    def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.learning.slicing import aggregate_nested
 
         if not updates:
-            return global_state
+            return state
         payloads = [u.payload for u in updates]
         head = self.workload.output_layer() if self.masked else ()
         return aggregate_nested(
-            global_state,
+            state,
             [p.params for p in payloads],
             [p.shapes for p in payloads],
             row_masks=[p.row_mask for p in payloads] if self.masked else None,

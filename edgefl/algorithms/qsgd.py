@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob
+from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod
 
 if TYPE_CHECKING:
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["QSGD", "LEVELS"]
@@ -41,12 +42,11 @@ class QSGD(BudgetedMethod):
         ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
         return float(TopkQuantSizer(ones, np.random.default_rng(0)).bits(1, self.levels))
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
-        res = self.workload.train(job.device, global_state, round_index=round_index)
-        rng = self.streams.numpy("quantization", round_index, job.device)
-        sizer = TopkQuantSizer(res.update, rng)
-        k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.bits_planned)
+        res = trainer.train(job.device, job.start, round_index=job.round_index)
+        sizer = TopkQuantSizer(res.update, job.rng("quantization"))
+        k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.job.bits_planned)
         packed = sizer.encode(0 if k is None else k, self.levels)
         return self.packed_update(job, res, packed)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob
+from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod
 
 if TYPE_CHECKING:
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["STC"]
@@ -42,29 +43,38 @@ class STC(BudgetedMethod):
         zero = {k: torch.zeros_like(v) for k, v in self.workload.initial_state().items()}
         return float(TernarySizer(zero).bits(1))  # header + one position, mu and a sign
 
-    def accumulate(self, device: int, update: State) -> State:
-        """The update plus the device's residual, rounded to float32 (what STC compresses)."""
+    @staticmethod
+    def accumulate(update: State, residual: State | None) -> State:
+        """The update plus the device's ``residual`` (None: none yet), rounded to float32 (what STC compresses)."""
         import torch
 
-        res = self.residual.get(device)
+        res = residual
         if res is None:
             return {k: v.to(torch.float32) for k, v in update.items()}
         return {k: (v.to(torch.float64) + res[k]).to(torch.float32) for k, v in update.items()}
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+    def device_memory(self, device: int) -> State | None:
+        """The device's error-feedback residual (None before its first job)."""
+        return self.residual.get(device)
+
+    def remember(self, updates) -> None:
+        for u in updates:
+            self.residual[u.device] = u.memory
+
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         import torch
 
         from edgefl.compression.search import largest_fitting
         from edgefl.compression.stc import TernarySizer
 
-        res = self.workload.train(job.device, global_state, round_index=round_index)
-        acc = self.accumulate(job.device, res.update)
+        res = trainer.train(job.device, job.start, round_index=job.round_index)
+        acc = self.accumulate(res.update, job.memory)
         sizer = TernarySizer(acc)
-        k = largest_fitting(sizer.bits, 0, sizer.n, job.bits_planned)
+        k = largest_fitting(sizer.bits, 0, sizer.n, job.job.bits_planned)
         packed = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
         sent = packed.update  # what the server decodes
-        self.residual[job.device] = {n: acc[n].to(torch.float64) - sent[n].to(torch.float64) for n in acc}
-        return self.packed_update(job, res, packed)
+        residual = {n: acc[n].to(torch.float64) - sent[n].to(torch.float64) for n in acc}
+        return self.packed_update(job, res, packed, memory=residual)
 
     def state_dict(self) -> dict:
         return {"residual": {str(d): dict(r) for d, r in sorted(self.residual.items())}}

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob
+from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod, BudgetedSettings
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
 __all__ = ["UVeQFed", "UVeQFedSettings", "LatticeUpdate"]
@@ -71,13 +72,13 @@ class UVeQFed(BudgetedMethod):
         ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
         return float(LatticeSizer(ones, np.random.default_rng(0), step=self.settings.step).bits(1))
 
-    def client_update(self, job: DeviceJob, global_state: State, round_index: int) -> ClientUpdate:
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression.search import largest_fitting
         from edgefl.compression.uveqfed import LatticeSizer
 
-        res = self.workload.train(job.device, global_state, round_index=round_index)
-        sizer = LatticeSizer(res.update, self.dither_rng(round_index, job.device), step=self.settings.step)
-        k = largest_fitting(sizer.bits, 0, sizer.m, job.bits_planned)
+        res = trainer.train(job.device, job.start, round_index=job.round_index)
+        sizer = LatticeSizer(res.update, job.rng(STREAM), step=self.settings.step)
+        k = largest_fitting(sizer.bits, 0, sizer.m, job.job.bits_planned)
         coded = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
         return ClientUpdate(
             device=job.device, payload=LatticeUpdate(coded.update, coded.kept, coded.payload),
