@@ -20,6 +20,11 @@ paired ratio 1.03-1.33 (median 1.10). 050c5c0: 21,990 quiet. 87df4a7 (selection 
 
     .venv/bin/python benchmarks/async_scale.py              # 10,000 and 20,000 devices, 2,000 updates, 3 runs each
     .venv/bin/python benchmarks/async_scale.py --updates 200 --repeats 1
+    .venv/bin/python benchmarks/async_scale.py --baseline /path/to/old/tree --updates 500 --repeats 5
+
+``--baseline PATH`` pairs this tree against another source tree at ``--devices`` devices instead (children
+alternate, each importing edgefl and the preset from its own tree) and prints the median of the paired ratios
+this/baseline of CPU time and of wall time; a refactor's target is <= 1.10.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from pairing import alternate, median
 PRESET = "fedbuff_surrogate_10k"
 TARGET_JOBS_PER_S = 30_000
 TARGET_DOUBLING = 2.2
+TARGET_BASELINE_RATIO = 1.10
 HERE = Path(__file__).resolve().parents[1]  # the source tree this script belongs to
 
 
@@ -57,15 +63,31 @@ def child(n_devices: int, updates: int) -> None:
                       "loss": float(last["train_loss"]), "torch_loaded": "torch" in sys.modules}))  # fmt: skip
 
 
-def measure(n_devices: int, updates: int) -> dict:
-    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+def measure(n_devices: int, updates: int, tree: Path = HERE) -> dict:
+    """One child run of ``n_devices`` x ``updates`` importing edgefl (and the preset) from ``tree``."""
+    path = os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     out = subprocess.run(
         [sys.executable, __file__, "--child", str(n_devices), "--updates", str(updates)],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, cwd=HERE,
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, cwd=tree,
     )  # fmt: skip
     if out.returncode != 0:
-        sys.exit(f"child with {n_devices} devices failed:\n{out.stderr}")
+        sys.exit(f"child with {n_devices} devices ({tree}) failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def paired(tree: Path, args: argparse.Namespace) -> None:
+    """This tree against the baseline ``tree``, alternating, at ``args.devices`` devices."""
+    _, _, _, pairs = alternate(lambda: measure(args.devices, args.updates),
+                               lambda: measure(args.devices, args.updates, tree), args.repeats)  # fmt: skip
+    cpu = sorted(c["cpu_s"] / b["cpu_s"] for c, b in pairs)
+    wall = sorted(c["wall_s"] / b["wall_s"] for c, b in pairs)
+    same = all(c["jobs"] == b["jobs"] and c["loss"] == b["loss"] for c, b in pairs)
+    print(f"{args.devices} devices x {args.updates} updates, {args.repeats} pairs alternating, this tree / {tree}:")
+    print(f"  CPU time ratio {median(cpu):.3f} (paired: {', '.join(f'{r:.3f}' for r in cpu)}); "
+          f"wall time ratio {median(wall):.3f} (paired: {', '.join(f'{r:.3f}' for r in wall)})")  # fmt: skip
+    print(f"  same jobs and final loss in every pair: {same}")
+    met = "met" if median(cpu) <= TARGET_BASELINE_RATIO else "NOT met"
+    print(f"target: CPU time <= {TARGET_BASELINE_RATIO}x the baseline: {met}")
 
 
 def main() -> None:
@@ -73,10 +95,14 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=2000, help="server updates per run")
     ap.add_argument("--devices", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each size (medians are printed)")
+    ap.add_argument("--baseline", type=Path, default=None, help="a source tree to pair against")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
         child(args.child, args.updates)
+        return
+    if args.baseline is not None:
+        paired(args.baseline.resolve(), args)
         return
     # alternate the two sizes so both see the same machine; report medians (the machine is shared and noisy)
     base, double, ratios, _ = alternate(lambda: measure(args.devices, args.updates),
