@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, Needs, RoundContext, RoundPlan, TrainJob
-from edgefl.algorithms.ccfedavg_schedule import SkipPlanner, TrainingProbabilitySettings
-from edgefl.algorithms.fedavg import FedAvg
+from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, RoundContext, RoundPlan, TrainJob
+from edgefl.algorithms.ccfedavg_schedule import ProbabilityMethod, SkipPlanner, TrainingProbabilitySettings
 
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Training
@@ -71,11 +70,10 @@ class CCFedAvgSettings(TrainingProbabilitySettings):
     schedule: Literal["adhoc", "round_robin"] = "adhoc"
 
 
-class CCFedAvg(FedAvg):
+class CCFedAvg(ProbabilityMethod):
     """CC-FedAvg and Strategies 1/2/3/c with client, server or mixed backup (``[method.ccfedavg]``)."""
 
     name = "ccfedavg"
-    needs = Needs()  # its estimates or step counts need a real model: no surrogate learning
     Settings = CCFedAvgSettings
 
     def __init__(self, *, settings=None, setup) -> None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from edgefl.algorithms.fedavg import FedAvgSettings
+from edgefl.algorithms.base import Needs
+from edgefl.algorithms.fedavg import FedAvg, FedAvgSettings
 from edgefl.config import MAX_DEVICE_ENERGY_J
 from edgefl.learning.config import steps_per_round
 from edgefl.limits import Limit, check_limits
@@ -77,6 +78,20 @@ class TrainingProbabilitySettings(FedAvgSettings):
         if self.p_source == "battery" and self.battery_j is None:
             raise ValueError("p_source='battery' needs battery_j [J] (a number or [low, high])")
         return self
+
+
+class ProbabilityMethod(FedAvg):
+    """FedAvg's planning for a method built on each device's training probability p_i (CC-FedAvg, FedNova, FedAvg
+    with dropout): its ``[method.<name>]`` table extends :class:`TrainingProbabilitySettings`; its estimates or
+    step counts need a real model, so it does not run under surrogate learning."""
+
+    needs = Needs()
+    Settings = TrainingProbabilitySettings
+
+    def probabilities(self, *, deadline: bool) -> np.ndarray:
+        """p_i of every device, shape (n_devices,) (:func:`training_probabilities`; ``deadline``: the rounds
+        have one)."""
+        return training_probabilities(self.settings, self.setup, deadline=deadline)
 
 
 def training_probabilities(settings: TrainingProbabilitySettings, setup: MethodSetup, *, deadline: bool) -> np.ndarray:

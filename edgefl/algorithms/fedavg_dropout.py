@@ -14,11 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, Needs, RoundContext, RoundPlan
-from edgefl.algorithms.ccfedavg_schedule import (
-    TrainingProbabilitySettings, expected_participations, training_probabilities,
-)  # fmt: skip
-from edgefl.algorithms.fedavg import FedAvg
+from edgefl.algorithms.base import ClientUpdate, RoundContext, RoundPlan
+from edgefl.algorithms.ccfedavg_schedule import ProbabilityMethod, expected_participations
 
 __all__ = ["FedAvgDropout", "dropout_quota"]
 
@@ -28,12 +25,10 @@ def dropout_quota(p: np.ndarray, participations: float) -> np.ndarray:
     return np.ceil(np.asarray(p, dtype=float) * participations - 1e-9).astype(np.int64)
 
 
-class FedAvgDropout(FedAvg):
+class FedAvgDropout(ProbabilityMethod):
     """FedAvg where device i stops for good after ``dropout_quota`` trained rounds."""
 
     name = "fedavg_dropout"
-    needs = Needs()  # its estimates or step counts need a real model: no surrogate learning
-    Settings = TrainingProbabilitySettings
 
     def __init__(self, *, settings=None, setup) -> None:
         super().__init__(settings=settings, setup=setup)
@@ -42,7 +37,7 @@ class FedAvgDropout(FedAvg):
 
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         if self.quota is None:
-            p = training_probabilities(self.settings, self.setup, deadline=ctx.t_budget_s is not None)
+            p = self.probabilities(deadline=ctx.t_budget_s is not None)
             self.quota = dropout_quota(p, expected_participations(self.setup))
         sel = ctx.selected
         out = self.trained[sel] >= self.quota[sel]

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, Needs, RoundContext, RoundPlan, TrainJob
-from edgefl.algorithms.ccfedavg_schedule import TrainingProbabilitySettings, training_probabilities
-from edgefl.algorithms.fedavg import FedAvg
+from edgefl.algorithms.base import ClientUpdate, RoundContext, RoundPlan, TrainJob
+from edgefl.algorithms.ccfedavg_schedule import ProbabilityMethod
 from edgefl.learning.config import samples_per_round, steps_per_round
 
 if TYPE_CHECKING:
@@ -65,12 +64,10 @@ def fednova_update(updates: Sequence[State], weights: Sequence[float], norms: Se
     return out
 
 
-class FedNova(FedAvg):
+class FedNova(ProbabilityMethod):
     """FedAvg planning with tau_i local steps and FedNova's normalised averaging."""
 
     name = "fednova"
-    needs = Needs()  # its estimates or step counts need a real model: no surrogate learning
-    Settings = TrainingProbabilitySettings
 
     def __init__(self, *, settings=None, setup) -> None:
         super().__init__(settings=settings, setup=setup)
@@ -88,8 +85,7 @@ class FedNova(FedAvg):
 
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
         if self.steps is None:
-            p = training_probabilities(self.settings, self.setup, deadline=ctx.t_budget_s is not None)
-            self.steps = reduced_steps(p, self.full_steps)
+            self.steps = reduced_steps(self.probabilities(deadline=ctx.t_budget_s is not None), self.full_steps)
         return super().plan_round(ctx)  # FedAvg's plan of the local work above
 
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:

@@ -18,7 +18,6 @@ from edgefl.algorithms.budgeted import BudgetedMethod
 
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Training
-    from edgefl.learning.workload import State
 
 __all__ = ["QSGD", "LEVELS"]
 

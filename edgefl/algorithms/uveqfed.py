@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgefl.learning.protocol import Training
-    from edgefl.learning.workload import State
 
 __all__ = ["UVeQFed", "UVeQFedSettings", "LatticeUpdate"]
 
