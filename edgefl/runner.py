@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgefl.algorithms import MethodSetup, make_method
 from edgefl.asynchronous import AsyncDriver
@@ -36,6 +36,9 @@ from edgefl.seeding import Streams
 from edgefl.sim import Clock
 from edgefl.state import RunState
 
+if TYPE_CHECKING:
+    from edgefl.learning.protocol import Learning
+
 __all__ = ["run_scenario", "build_run", "prepare", "select_devices", "Simulation", "RunInterrupted"]
 
 
@@ -50,15 +53,19 @@ class RunInterrupted(KeyboardInterrupt):
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-def make_workload(scenario: Scenario, streams: Streams) -> Any:
-    """The learning workload the scenario names (torch is imported only for real training)."""
+def make_workload(scenario: Scenario, streams: Streams) -> Learning:
+    """The learning workload the scenario names, built from its own configs (torch is imported only for real
+    training)."""
+    n, sizes = scenario.fleet.n_devices, data_sizes_of(scenario.fleet)
     if scenario.learning == "surrogate":
         from edgefl.learning.surrogate import SurrogateWorkload
 
-        return SurrogateWorkload(scenario, streams, data_sizes=data_sizes_of(scenario.fleet))
+        return SurrogateWorkload(config=scenario.surrogate, train=scenario.train, width=scenario.model.width,
+                                 n_devices=n, streams=streams, data_sizes=sizes)  # fmt: skip
     from edgefl.learning.workload import Workload
 
-    return Workload(scenario, streams, data_sizes=data_sizes_of(scenario.fleet))
+    return Workload(data=scenario.data, model=scenario.model, train=scenario.train, n_devices=n, streams=streams,
+                    data_sizes=sizes)  # fmt: skip
 
 
 def build_run(scenario: Scenario) -> Run:
