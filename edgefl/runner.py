@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgefl.algorithms import MethodSetup, make_method
+from edgefl.algorithms import METHODS, MethodSetup, make_method
 from edgefl.asynchronous import AsyncDriver
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
@@ -30,8 +30,9 @@ from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
 from edgefl.record import Records
 from edgefl.results import RunResult
+from edgefl.run_info import RunInfo
 from edgefl.round import SyncDriver
-from edgefl.scenario import Scenario
+from edgefl.scenario import Scenario, cost_mode
 from edgefl.seeding import Streams
 from edgefl.sim import Clock
 from edgefl.state import RunState
@@ -39,7 +40,7 @@ from edgefl.state import RunState
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Learning
 
-__all__ = ["run_scenario", "build_run", "prepare", "select_devices", "Simulation", "RunInterrupted"]
+__all__ = ["run_scenario", "build_run", "resolve_info", "prepare", "select_devices", "Simulation", "RunInterrupted"]
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -112,6 +113,21 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
     )
 
 
+def resolve_info(scenario: Scenario) -> RunInfo:
+    """What names a run of ``scenario`` and the settings its summary and report show (:class:`RunInfo`)."""
+    rcfg, ch, data, mcfg = scenario.round, scenario.channel, scenario.data, scenario.method
+    return RunInfo(
+        name=scenario.name, method=mcfg.name, seed=scenario.seed, rounds=scenario.rounds,
+        asynchronous=METHODS[mcfg.name].needs.asynchronous, n_devices=scenario.fleet.n_devices,
+        clients_per_round=mcfg.clients_per_round, bandwidth_hz=ch.bandwidth_hz, bandwidth_mode=ch.bandwidth_mode,
+        policy=rcfg.policy, deadline_s=rcfg.deadline_s, late=rcfg.late, over_select_fraction=rcfg.over_select_fraction,
+        cost_mode=cost_mode(scenario.fleet), learning=scenario.learning, surrogate_bound=scenario.surrogate.bound,
+        model=scenario.model.name, dataset=data.dataset, partition=data.partition,
+        target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
+        output_format=scenario.output.format,
+    )  # fmt: skip
+
+
 def prepare(scenario: Scenario) -> Simulation:
     """A run of ``scenario`` built and checked before round 1: its data, traces and devices are read, and
     :func:`edgefl.preflight.preflight` raises when no device can ever finish a job (its warnings are kept)."""
@@ -157,7 +173,8 @@ def run_scenario(
 
 
 class Simulation:
-    """One run driven round by round: its built parts (:attr:`run`), its state and its records.
+    """One run driven round by round: its built parts (:attr:`run`), its settings (:attr:`info`), its state and
+    its records.
 
     ``learning = "torch"`` trains each job for real inside the SimPy round; ``"surrogate"`` charges the
     planned work of each job and moves the loss with the scenario's convergence bound (no torch import).
@@ -165,6 +182,7 @@ class Simulation:
 
     def __init__(self, scenario: Scenario) -> None:
         self.run = run = build_run(scenario)
+        self.info = resolve_info(scenario)  # what the result names and reports
         self.state = RunState(rounds_done=0, sim_time_s=0.0, energy_cum_j=0.0, model=run.workload.initial_state())
         self.records = Records()
         self.warnings: list[str] = []  # for summary.json (the pre-flight check's, :func:`prepare`)
@@ -200,7 +218,7 @@ class Simulation:
         simulation cannot be stepped or checkpointed afterwards.
         """
         rounds, device_rounds = self.records.tables(release=final)
-        return RunResult(scenario=self.run.scenario, rounds=rounds, device_rounds=device_rounds,
+        return RunResult(scenario=self.run.scenario, info=self.info, rounds=rounds, device_rounds=device_rounds,
                          availability=self.run.clock.availability, warnings=list(self.warnings))  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints

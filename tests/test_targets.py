@@ -15,6 +15,7 @@ from cli_process import edgefl
 
 from edgefl import overlay, report
 from edgefl.report_header import run_settings
+from edgefl.runner import resolve_info
 from edgefl.scenario import load_scenario
 from edgefl.targets import run_target_summary, time_to_target
 
@@ -126,9 +127,9 @@ def test_report_marks_the_crossing_and_lists_the_settings(target_run):
         assert list(mark.x) == [float(hit[x_col])] and list(mark.y) == [float(hit["test_accuracy"])]
     page = (out / "report.html").read_text()
     scenario = load_scenario(out / "scenario.toml")
-    for label, value in run_settings(scenario):
+    for label, value in run_settings(resolve_info(scenario)):
         assert f"<tr><th>{html.escape(label)}</th><td>{html.escape(value)}</td></tr>" in page
-    settings = dict(run_settings(scenario))
+    settings = dict(run_settings(resolve_info(scenario)))
     assert (settings["method"], settings["devices (N)"], settings["devices per round (K)"]) == ("fedavg", "20", "5")
     assert settings["uplink bandwidth"] == "1 MHz per device" and settings["round policy"] == "wait_all"
     assert (settings["cost mode"], settings["learning"], settings["data"], settings["seed"]) == (
@@ -138,9 +139,9 @@ def test_report_marks_the_crossing_and_lists_the_settings(target_run):
 
 
 def test_reports_of_two_runs_at_different_bandwidths_differ_in_the_header():
-    a = dict(run_settings(load_scenario("quickstart", ["channel.bandwidth_mhz=2"])))
-    b = dict(run_settings(load_scenario("quickstart", ["channel.bandwidth_mhz=20", "round.policy='deadline'",
-                                                       "round.deadline_s=0.5"])))  # fmt: skip
+    a = dict(run_settings(resolve_info(load_scenario("quickstart", ["channel.bandwidth_mhz=2"]))))
+    wide = ["channel.bandwidth_mhz=20", "round.policy='deadline'", "round.deadline_s=0.5"]
+    b = dict(run_settings(resolve_info(load_scenario("quickstart", wide))))
     assert (a["uplink bandwidth"], b["uplink bandwidth"]) == ("2 MHz per device", "20 MHz per device")
     assert b["round policy"] == "deadline 0.5 s, late devices finish"
 
