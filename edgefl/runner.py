@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from edgefl.asynchronous import AsyncDriver
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
 from edgefl.driver import Driver, RoundRules, Run
-from edgefl.fleet_mix import build_fleet, placed_positions
+from edgefl.fleet_mix import FleetBuild, build_fleet, placed_positions
 from edgefl.fleet_table import data_sizes_of
 from edgefl.learner import make_learner
 from edgefl.mechanics import select_devices
@@ -40,7 +41,10 @@ from edgefl.state import RunState
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Learning
 
-__all__ = ["run_scenario", "build_run", "resolve_info", "prepare", "select_devices", "Simulation", "RunInterrupted"]
+__all__ = [
+    "run_scenario", "build_run", "draw_devices", "Devices", "resolve_info", "prepare", "select_devices", "Simulation",
+    "RunInterrupted",
+]  # fmt: skip
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -69,25 +73,46 @@ def make_workload(scenario: Scenario, streams: Streams) -> Learning:
                     data_sizes=sizes)  # fmt: skip
 
 
-def build_run(scenario: Scenario) -> Run:
-    """The parts of a run of ``scenario``, ready to play round 1."""
+@dataclass(frozen=True, eq=False)
+class Devices:
+    """What a scenario's seed draws before its method is built: the run's ``streams``, its learning ``workload``
+    (the devices' data), its ``fleet`` with what went into it (:class:`edgefl.fleet_mix.FleetBuild`) and its
+    ``radio`` with the devices placed."""
+
+    streams: Streams
+    workload: Learning
+    fleet: FleetBuild
+    radio: Radio
+
+
+def draw_devices(scenario: Scenario) -> Devices:
+    """The devices of a run of ``scenario`` (:class:`Devices`), as :func:`build_run` draws them."""
     streams = Streams(scenario.seed)
     workload = make_workload(scenario, streams)
-    fleet = build_fleet(scenario.fleet, workload.n_samples, streams).fleet  # draws, profiles, device table
-    costs = CostModel(fleet)
+    built = build_fleet(scenario.fleet, workload.n_samples, streams)  # draws, profiles, device table
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
     radio.positions_m = placed_positions(scenario.fleet, radio.positions_m)
+    return Devices(streams=streams, workload=workload, fleet=built, radio=radio)
+
+
+def build_run(scenario: Scenario) -> Run:
+    """The parts of a run of ``scenario``, ready to play round 1."""
+    devices = draw_devices(scenario)
+    streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
+    costs = CostModel(fleet)
     mcfg = scenario.method
     setup = MethodSetup(
         workload=workload, costs=costs, streams=streams, n_devices=fleet.n_devices,
         clients_per_round=mcfg.clients_per_round, rounds=scenario.rounds, width=scenario.model.width,
     )  # fmt: skip
     method = make_method(mcfg.name, settings=mcfg.settings_of(), setup=setup)
-    clock = Clock(fleet.n_devices, availability=make_availability(scenario.fleet.availability, fleet.n_devices, streams))
+    availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
+    clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
     learner = make_learner(method=method, workload=workload)
     return Run(scenario=scenario, rules=round_rules(scenario, fleet.n_devices), streams=streams, workload=workload,
-               fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock, driver=driver)  # fmt: skip
+               fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock,
+               driver=driver)  # fmt: skip
 
 
 def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
