@@ -159,7 +159,7 @@ def prepare(scenario: Scenario) -> Simulation:
     from edgefl.preflight import preflight
 
     sim = Simulation(scenario)
-    sim.warnings = preflight(sim.run)
+    sim.warnings = preflight(sim.run, availability=scenario.fleet.availability)
     return sim
 
 
