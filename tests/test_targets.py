@@ -93,28 +93,6 @@ def test_unevaluated_rounds_never_reach_the_target():
     assert time_to_target(rounds.iloc[::-1], None)["target_metric"] == ""
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--target", "1.5"], "error: --target 1.5: must be a test accuracy in (0, 1]"),
-        (["--target", "0"], "error: --target 0.0: must be a test accuracy in (0, 1]"),
-        (["--threads", "0"], "error: --threads 0: must be in [1, 1024]"),
-        (["--set", "train.target_accuracy=2"], "train.target_accuracy=2"),
-    ],
-)
-def test_bad_target_or_threads_one_line_exit_2(tmp_path, args, message):
-    from typer.testing import CliRunner
-
-    from edgefl.cli import app
-
-    out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "quickstart", *args, "--out", str(out)])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
-    assert not out.exists()
-
-
 def test_report_marks_the_crossing_and_lists_the_settings(target_run):
     out, _ = target_run
     rounds, hit = pd.read_csv(out / "rounds.csv"), first_crossing(out / "rounds.csv", TARGET)
