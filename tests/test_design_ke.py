@@ -43,6 +43,19 @@ def _mean_and_se(x: np.ndarray) -> tuple[float, float]:
     return float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(x.size))
 
 
+def simulated_round_means(sim: Simulation, rounds: int, t_pred: float, e_pred: float) -> tuple[float, float]:
+    """Play ``rounds`` rounds of ``sim`` and check that the mean round time [s] and energy [J] lie within
+    ``SE_TOL`` standard errors of ``t_pred`` and ``e_pred``; return the round time's (mean, standard error)."""
+    for r in range(1, rounds + 1):
+        sim.step(r)
+    table = sim.result().rounds
+    t_mean, t_se = _mean_and_se(table["round_time_s"].to_numpy())
+    e_mean, e_se = _mean_and_se(table["energy_j"].to_numpy())
+    assert abs(t_mean - t_pred) < SE_TOL * t_se, (t_mean, t_pred, t_se)
+    assert abs(e_mean - e_pred) < SE_TOL * e_se, (e_mean, e_pred, e_se)
+    return t_mean, t_se
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -64,13 +77,7 @@ def test_lemma_1_2_predict_simulated_round_time_and_energy(extra):
     t_pred, e_pred = costs.expected_round(k, e)
     # heterogeneous devices: the straggler mean lies well above the mean device (the test can fail)
     assert t_pred > 1.05 * (costs.means()["t_p_s"] * e + costs.means()["t_m_s"])
-    for r in range(1, ROUNDS + 1):
-        sim.step(r)
-    rounds = sim.result().rounds
-    t_mean, t_se = _mean_and_se(rounds["round_time_s"].to_numpy())
-    e_mean, e_se = _mean_and_se(rounds["energy_j"].to_numpy())
-    assert abs(t_mean - t_pred) < SE_TOL * t_se, (t_mean, t_pred, t_se)
-    assert abs(e_mean - e_pred) < SE_TOL * e_se, (e_mean, e_pred, e_se)
+    simulated_round_means(sim, ROUNDS, t_pred, e_pred)
 
 
 def test_cost_model_source_matches_charged_device_rows():
