@@ -27,7 +27,8 @@ import torch
 
 from edgefl.compression import coding, quantize, sparsify
 from edgefl.compression.container import (
-    CodecError, check_names, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask, write_header,
+    CodecError, Encoded, check_names, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask,
+    write_header,
 )  # fmt: skip
 
 __all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
@@ -45,19 +46,15 @@ class BudgetError(CodecError):
     """The bit budget is smaller than the smallest payload (the header of an all-zero update)."""
 
 
-@dataclass(frozen=True)
-class Compressed:
-    """One encoded update: ``payload`` (``bits`` = 8 * len(payload)), the knobs used, ``update``, the quantised
-    sparse update it encodes (what :func:`decode` returns), float32 tensors by name, and ``sent``, the boolean mask
-    of the elements the payload carries (what :func:`decode_with_mask` returns; the m_{t,i} of eq. (5))."""
+@dataclass(frozen=True, kw_only=True)
+class Compressed(Encoded):
+    """One encoded update (:class:`~edgefl.compression.container.Encoded`: ``payload``, ``bits``, ``update``, the
+    quantised sparse update it encodes, what :func:`decode` returns, and ``sent``, what :func:`decode_with_mask`
+    returns, the m_{t,i} of eq. (5)) with the knobs used: ``kept_kernels`` of ``n_kernels``, ``levels`` L."""
 
-    payload: bytes
-    bits: int
     kept_kernels: int
     n_kernels: int
     levels: int
-    update: dict[str, torch.Tensor]
-    sent: dict[str, torch.Tensor]
 
     @property
     def kept_fraction(self) -> float:
@@ -185,8 +182,8 @@ def _compressed(plan: _Plan, names: Sequence[str], shapes: Sequence[Sequence[int
     sent = np.zeros(layout.n_elements, dtype=bool)
     sent[plan.elements] = True
     update = unflatten(_dequantised(plan, sent.size), names, shapes)
-    return Compressed(payload, 8 * len(payload), int(plan.kept.size), layout.n_kernels, plan.levels, update,
-                      unflatten_mask(sent, names, shapes))  # fmt: skip
+    return Compressed(payload=payload, update=update, sent=unflatten_mask(sent, names, shapes),
+                      kept_kernels=int(plan.kept.size), n_kernels=layout.n_kernels, levels=plan.levels)  # fmt: skip
 
 
 def encode_fixed(

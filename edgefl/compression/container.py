@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -15,12 +16,28 @@ import torch
 from edgefl.compression import coding
 from edgefl.errors import EdgeflError
 
-__all__ = ["CodecError", "flatten", "unflatten", "unflatten_mask", "check_names", "decoded", "header_bits",
+__all__ = ["CodecError", "Encoded", "flatten", "unflatten", "unflatten_mask", "check_names", "decoded", "header_bits",
            "write_header", "read_header"]  # fmt: skip
 
 
 class CodecError(EdgeflError, ValueError):
     """A payload is malformed, or codec arguments are out of range."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Encoded:
+    """One encoded update: its ``payload`` and what the decoder rebuilds from it, ``update`` (float32 tensors by
+    name) and ``sent`` (the boolean mask of the elements the payload carries, by name). Each codec's payload class
+    adds the knobs it used."""
+
+    payload: bytes
+    update: dict[str, torch.Tensor]
+    sent: dict[str, torch.Tensor]
+
+    @property
+    def bits(self) -> int:
+        """The payload's size [bits]: 8 * len(payload)."""
+        return 8 * len(self.payload)
 
 
 def flatten(update: Mapping[str, torch.Tensor]) -> tuple[list[str], list[tuple[int, ...]], np.ndarray]:

@@ -75,8 +75,9 @@ class TernarySizer:
         out[pos] = np.where(negative, -np.float32(mu), np.float32(mu))
         sent = np.zeros(self.n, dtype=bool)
         sent[pos] = True
-        return Compressed(payload, 8 * len(payload), int(pos.size), self.n, 1, unflatten(out, self.names, self.shapes),
-                          unflatten_mask(sent, self.names, self.shapes))  # fmt: skip
+        return Compressed(payload=payload, update=unflatten(out, self.names, self.shapes),
+                          sent=unflatten_mask(sent, self.names, self.shapes), kept_kernels=int(pos.size),
+                          n_kernels=self.n, levels=1)  # fmt: skip
 
 
 def encode_ternary(update: Mapping[str, torch.Tensor], *, kept: int) -> Compressed:

@@ -44,7 +44,7 @@ import torch
 
 from edgefl.compression import coding, sparsify
 from edgefl.compression.container import (
-    CodecError, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask, write_header,
+    CodecError, Encoded, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask, write_header,
 )  # fmt: skip
 from edgefl.compression.lattice import a2_dither, a2_nearest, a2_points
 
@@ -82,17 +82,14 @@ def _scatter(kept: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, 
     return out.reshape(-1)[:n], sent.reshape(-1)[:n]
 
 
-@dataclass(frozen=True)
-class LatticeCoded:
-    """One UVeQFed payload: ``payload`` (``bits`` = 8 len(payload)), ``kept`` sub-vectors, the lattice's minimum
-    distance ``d`` [update units], and ``update``/``sent``, what the decoder rebuilds with the shared dither."""
+@dataclass(frozen=True, kw_only=True)
+class LatticeCoded(Encoded):
+    """One UVeQFed payload (:class:`~edgefl.compression.container.Encoded`: ``payload``, ``bits``, and
+    ``update``/``sent``, what the decoder rebuilds with the shared dither) with ``kept`` sub-vectors and the
+    lattice's minimum distance ``d`` [update units]."""
 
-    payload: bytes
-    bits: int
     kept: int
     d: float
-    update: dict[str, torch.Tensor]
-    sent: dict[str, torch.Tensor]
 
 
 @dataclass
@@ -192,8 +189,8 @@ class LatticeSizer:
         values = _reconstruct(plan.a, plan.b, self.dither[plan.kept], self.d)
         out, sent = _scatter(plan.kept, values, self.n)
         return LatticeCoded(
-            payload, 8 * len(payload), int(plan.kept.size), self.d,
-            unflatten(out, self.names, self.shapes), unflatten_mask(sent, self.names, self.shapes),
+            payload=payload, update=unflatten(out, self.names, self.shapes),
+            sent=unflatten_mask(sent, self.names, self.shapes), kept=int(plan.kept.size), d=self.d,
         )  # fmt: skip
 
 
