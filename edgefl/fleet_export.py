@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.fleet_mix import build_fleet, placed_positions
 from edgefl.fleet_table import register_frame
 
 if TYPE_CHECKING:
@@ -24,15 +23,10 @@ def fleet_frame(scenario: Scenario) -> pd.DataFrame:
     scenario with this table as ``fleet.devices`` gives the same results."""
     import pandas as pd
 
-    from edgefl.radio import Radio
-    from edgefl.runner import make_workload
-    from edgefl.seeding import Streams
+    from edgefl.runner import draw_devices
 
-    streams = Streams(scenario.seed)
-    workload = make_workload(scenario, streams)
-    built = build_fleet(scenario.fleet, workload.n_samples, streams)
-    radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
-    positions = placed_positions(scenario.fleet, radio.positions_m)
+    devices = draw_devices(scenario)
+    built, positions, workload = devices.fleet, devices.radio.positions_m, devices.workload
     data: dict[str, Any] = {"device": np.arange(built.fleet.n_devices)}
     if any(built.profiles):
         data["profile"] = built.profiles

@@ -26,6 +26,7 @@ from edgefl.algorithms.base import JobTable, RoundContext, RoundPlan
 from edgefl.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from edgefl.config import AvailabilityConfig
     from edgefl.driver import Run
 
 __all__ = ["PreflightError", "preflight", "best_rates_bps", "best_budgets_j", "CHUNK"]
@@ -43,10 +44,9 @@ def best_rates_bps(run: Run) -> tuple[np.ndarray, np.ndarray]:
     at its own distance (static) or at the closest allowed (moving), median shadowing and fading."""
     from channel import distances_m
 
-    cfg = run.scenario.channel
-    floor_m = max(cfg.min_distance_m, 1.0)  # the radio's own floor (edgefl.radio)
+    floor_m = run.radio.floor_m
     d = np.maximum(distances_m(run.radio.positions_m), floor_m)
-    if cfg.mobility != "static":
+    if run.radio.moving:
         d = np.full_like(d, floor_m)
     gain = 10.0 ** (-run.radio.model.pathloss_db(d) / 10.0)  # dB -> linear: a loss of L dB is a gain of 10^(-L/10)
     alone = replace(run.radio.model, bandwidth_mode="fixed")  # band_hz to each: alone in the band under "split"
@@ -55,7 +55,7 @@ def best_rates_bps(run: Run) -> tuple[np.ndarray, np.ndarray]:
 
 def best_budgets_j(run: Run) -> np.ndarray:
     """The largest per-round energy budget E_max [J] each device can draw, shape (n,) (inf without budgets)."""
-    b, n = run.scenario.fleet.budget, run.fleet.n_devices
+    b, n = run.rules.budget, run.fleet.n_devices
     if b.kind == "none":
         return np.full(n, np.inf)
     if b.kind == "uniform":
@@ -63,11 +63,11 @@ def best_budgets_j(run: Run) -> np.ndarray:
     return np.full(n, b.value_j[1] if isinstance(b.value_j, tuple) else b.value_j)
 
 
-def _online_limit_s(run: Run) -> np.ndarray:
-    """The longest time [s] each device stays online, shape (n,): inf unless a diurnal window or a trace limits it."""
+def _online_limit_s(cfg: AvailabilityConfig, n: int) -> np.ndarray:
+    """The longest time [s] each of ``n`` devices can stay online under ``cfg``, shape (n,): inf unless a diurnal
+    window (the longest the range allows) or a trace limits it."""
     from edgefl.availability import read_trace
 
-    cfg, n = run.scenario.fleet.availability, run.fleet.n_devices
     if cfg.kind == "diurnal":
         hours = cfg.window_length_h[1] if isinstance(cfg.window_length_h, tuple) else cfg.window_length_h
         return np.full(n, np.inf if hours >= 24 else hours * 3600.0)
@@ -80,24 +80,24 @@ def _online_limit_s(run: Run) -> np.ndarray:
 def _download_s(run: Run, gain: np.ndarray) -> np.ndarray:
     """Each device's download time [s] at its best, shape (n,): ``round.downlink_s``, or the full model over its
     own downlink alone in the band (cost model's :meth:`~edgefl.costs.CostModel.download`)."""
-    sc, n = run.scenario, run.fleet.n_devices
-    dl = sc.channel.downlink
-    if dl is None:
-        return np.full(n, sc.round.downlink_s)
+    rules, n = run.rules, run.fleet.n_devices
+    if rules.downlink_rx_power_w is None:  # no downlink model
+        return np.full(n, rules.downlink_s)
     alone = replace(run.radio.downlink, bandwidth_mode="fixed")
     rate = alone.rates_bps(gain, run.radio.bs_power_w)
-    bits = float(run.workload.update_bits_at(sc.model.width))
-    return run.costs.download(np.arange(n), bits=bits, rate_bps=rate, rx_power_w=dl.rx_power_w)[0]
+    bits = float(run.workload.update_bits_at(rules.width))
+    return run.costs.download(np.arange(n), bits=bits, rate_bps=rate, rx_power_w=rules.downlink_rx_power_w)[0]
 
 
-def preflight(run: Run) -> list[str]:
-    """Check that some device can finish a job (see the module); return the warnings, raise
-    :class:`PreflightError` when none can. Devices are planned in blocks of ``max(devices a round wants,
-    CHUNK)`` in id order, stopping once enough are able, so a large fleet that can run is not planned whole."""
-    sc, n = run.scenario, run.fleet.n_devices
+def preflight(run: Run, *, availability: AvailabilityConfig) -> list[str]:
+    """Check that some device of ``run`` can finish a job (see the module) while ``availability`` (the fleet's
+    ``[fleet.availability]`` section) keeps it online; return the warnings, raise :class:`PreflightError` when
+    none can. Devices are planned in blocks of ``max(devices a round wants, CHUNK)`` in id order, stopping once
+    enough are able, so a large fleet that can run is not planned whole."""
+    n = run.fleet.n_devices
     t_max = run.t_max_s
-    online_s = _online_limit_s(run)
-    budgeted = sc.fleet.budget.kind != "none"
+    online_s = _online_limit_s(availability, n)
+    budgeted = run.rules.budget.kind != "none"
     if t_max is None and not budgeted and not np.any(np.isfinite(online_s)):
         return []
     rate, gain = best_rates_bps(run)
@@ -119,7 +119,7 @@ def preflight(run: Run) -> list[str]:
                 return []
     finally:
         run.method.load_state_dict(memory)
-    limits = _limits_text(run, t_max, budgeted, online_s)
+    limits = _limits_text(run, t_max, availability.kind, online_s)
     if able == 0:
         plan = RoundPlan(JobTable.concat(*(p.jobs for p in plans)), np.concatenate([p.skipped_device for p in plans]),
                          np.concatenate([p.skipped_reason for p in plans]))  # fmt: skip
@@ -141,14 +141,15 @@ def _able(jobs: JobTable, down_s, t_max, e_max, online_s) -> tuple[np.ndarray, n
     return fits, t_job, e_job
 
 
-def _limits_text(run: Run, t_max: float | None, budgeted: bool, online_s: np.ndarray) -> str:
+def _limits_text(run: Run, t_max: float | None, availability: str, online_s: np.ndarray) -> str:
+    """The limits that bind, as the scenario's keys: the deadline, the budget, the ``availability`` kind."""
     parts = []
     if t_max is not None:
         parts.append(f"round.deadline_s={t_max:g} s")
-    if budgeted:
-        parts.append(f"fleet.budget ({run.scenario.fleet.budget.kind})")
+    if run.rules.budget.kind != "none":
+        parts.append(f"fleet.budget ({run.rules.budget.kind})")
     if np.any(np.isfinite(online_s)):
-        parts.append(f"fleet.availability ({run.scenario.fleet.availability.kind})")
+        parts.append(f"fleet.availability ({availability})")
     return " and ".join(parts)
 
 
@@ -158,14 +159,14 @@ def _closest_miss(run, plan, t_job, e_job, e_max, online_s) -> str:
     jobs, t_max = plan.jobs, run.t_max_s
     if len(jobs) == 0:
         reasons = "; ".join(str(r) for r in sorted(set(plan.skipped_reason.tolist()))[:1])
-        return f"{run.scenario.method.name} plans no device ({reasons}); {_full_job(run, e_max, t_max)}"
+        return f"{run.method.name} plans no device ({reasons}); {_full_job(run, e_max, t_max)}"
     dev, parts = jobs.device, []
     if t_max is not None:
         i = int(np.argmin(t_job))
         rel = ">" if t_job[i] > t_max else "<="
         parts.append(f"the fastest (device {dev[i]}, f_max {run.fleet.f_max_hz[dev[i]] / 1e9:g} GHz) needs "
                      f"{t_job[i]:.4g} s {rel} round.deadline_s={t_max:g} s")  # fmt: skip
-    if run.scenario.fleet.budget.kind != "none":
+    if run.rules.budget.kind != "none":
         i = int(np.argmin(e_job - e_max[dev]))
         rel = ">" if e_job[i] > e_max[dev[i]] else "<="
         parts.append(f"the cheapest (device {dev[i]}) needs {e_job[i]:.4g} J {rel} its largest budget "
@@ -185,7 +186,7 @@ def _full_job(run: Run, e_max: np.ndarray, t_max: float | None) -> str:
     wl, costs, fleet, n = run.workload, run.costs, run.fleet, run.fleet.n_devices
     dev = np.arange(n)
     steps = steps_per_round(wl.train_config, wl.n_samples[dev])
-    cycles = costs.cycles(dev, wl.flops_per_sample(run.scenario.model.width) * wl.samples_per_round(dev))
+    cycles = costs.cycles(dev, wl.flops_per_sample(run.rules.width) * wl.samples_per_round(dev))
     rate, gain = best_rates_bps(run)
     t_com, e_com = costs.upload(dev, bits=float(wl.update_bits), rate_bps=rate)
     down_s = _download_s(run, gain)

@@ -36,7 +36,11 @@ def radio_model(cfg: ChannelConfig) -> RadioModel:
 
 
 class Radio:
-    """Positions, gains and rates of ``n_devices`` over the rounds of one run."""
+    """Positions, gains and rates of ``n_devices`` over the rounds of one run.
+
+    ``floor_m``: the closest a device is taken to be to the antenna [m] (``channel.min_distance_m``, at least 1 m);
+    ``moving``: whether devices move between rounds (any ``channel.mobility`` but ``"static"``).
+    """
 
     def __init__(self, cfg: ChannelConfig, n_devices: int, streams: Streams) -> None:
         self.model = radio_model(cfg)
@@ -44,7 +48,8 @@ class Radio:
         self.downlink = None if dl is None else replace(self.model, band_hz=dl.bandwidth_hz, bandwidth_mode=dl.bandwidth_mode)
         self.bs_power_w = None if dl is None else dl.tx_power_w
         self.streams = streams
-        if cfg.mobility == "static":
+        self.moving = cfg.mobility != "static"
+        if not self.moving:
             self.mobility = Static()
         elif cfg.mobility == "redraw":
             self.mobility = Redraw(radius_m=cfg.cell_radius_m, min_distance_m=cfg.min_distance_m)
@@ -56,7 +61,7 @@ class Radio:
             streams.numpy("placement"), n_devices, radius_m=cfg.cell_radius_m, min_distance_m=cfg.min_distance_m
         )
         # distance 0 has infinite gain; keep every device at least 1 m from the antenna
-        self._floor_m = max(cfg.min_distance_m, 1.0)
+        self.floor_m = max(cfg.min_distance_m, 1.0)
         self._round = 1
 
     def round_state(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +72,7 @@ class Radio:
         while self._round < round_index:
             self._round += 1
             self.positions_m = self.mobility.step(self.positions_m, self.streams.numpy("mobility", self._round))
-        d = np.maximum(distances_m(self.positions_m), self._floor_m)
+        d = np.maximum(distances_m(self.positions_m), self.floor_m)
         return d, self.model.gain_linear(d, self.streams.numpy("fading", round_index))
 
     def state_dict(self) -> dict:

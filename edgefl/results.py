@@ -14,14 +14,15 @@ import pandas as pd
 from edgefl.io import atomic_write_json, atomic_write_text
 from edgefl.output import write_device_rounds
 from edgefl.record import DEVICE_COLUMNS, ROUND_COLUMNS
+from edgefl.run_info import RunInfo
 from edgefl.scenario import Scenario, scenario_to_toml
 
 if TYPE_CHECKING:
     from edgefl.availability import Availability
 
 __all__ = [
-    "ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunResult", "default_run_dir", "setup_notes", "write_run",
-    "read_summary", "is_finished",
+    "ROUND_COLUMNS", "DEVICE_COLUMNS", "WALL_CLOCK_COLUMNS", "RunInfo", "RunResult", "default_run_dir", "setup_notes",
+    "write_run", "read_summary", "is_finished",
 ]  # fmt: skip
 
 WALL_CLOCK_COLUMNS = ("wall_time_s",)
@@ -30,12 +31,15 @@ WALL_CLOCK_COLUMNS = ("wall_time_s",)
 
 @dataclass(kw_only=True)
 class RunResult:
-    """Everything one run produced. ``rounds``: one row per round; ``device_rounds``: one row per selected
-    device per round (columns of DESIGN.md first, method-specific ones after); ``summary``: headline numbers,
-    derived from ``rounds`` when first read; ``availability``: the schedule that put the devices on- and offline
-    (the run clock's, :mod:`edgefl.availability`; None: always online), from which the report draws offline bars."""
+    """Everything one run produced. ``scenario``: what it was built from (written as ``scenario.toml``);
+    ``info``: its name and settings (:class:`RunInfo`); ``rounds``: one row per round; ``device_rounds``: one row
+    per selected device per round (columns of DESIGN.md first, method-specific ones after); ``summary``: headline
+    numbers, derived from ``rounds`` when first read; ``availability``: the schedule that put the devices on- and
+    offline (the run clock's, :mod:`edgefl.availability`; None: always online), from which the report draws
+    offline bars."""
 
     scenario: Scenario
+    info: RunInfo
     rounds: pd.DataFrame
     device_rounds: pd.DataFrame
     availability: Availability | None = None
@@ -43,7 +47,7 @@ class RunResult:
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return {**summarize(self.scenario, self.rounds), "warnings": [*self.warnings, *run_warnings(self.rounds)]}
+        return {**summarize(self.info, self.rounds), "warnings": [*self.warnings, *run_warnings(self.rounds)]}
 
 
 def run_warnings(rounds: pd.DataFrame) -> list[str]:
@@ -54,21 +58,21 @@ def run_warnings(rounds: pd.DataFrame) -> list[str]:
     return []
 
 
-def summarize(scenario: Scenario, rounds: pd.DataFrame) -> dict[str, Any]:
+def summarize(info: RunInfo, rounds: pd.DataFrame) -> dict[str, Any]:
     """summary.json: the report's headline numbers (accuracies in [0, 1], time [s], energy [J]) plus what
-    identifies the run; ``complete`` is true once every round of the scenario is in ``rounds``."""
+    identifies the run; ``complete`` is true once every round the run asks for is in ``rounds``."""
     from edgefl.report import summarize as headline
     from edgefl.targets import run_target_summary
 
     return {
-        "name": scenario.name,
-        "method": scenario.method.name,
-        "seed": scenario.seed,
+        "name": info.name,
+        "method": info.method,
+        "seed": info.seed,
         **headline(rounds),
-        "complete": int(len(rounds)) == scenario.rounds,
+        "complete": int(len(rounds)) == info.rounds,
         "bits_up": float(rounds["bits_up"].sum()) if len(rounds) else 0.0,
         "wall_time_s": float(rounds["wall_time_s"].sum()) if len(rounds) else 0.0,
-        **run_target_summary(scenario.train.target_accuracy, rounds),
+        **run_target_summary(info.target_accuracy, rounds),
     }
 
 
@@ -83,10 +87,10 @@ def default_run_dir(name: str, root: str | Path = "runs") -> Path:
     return path
 
 
-def setup_notes(scenario: Scenario) -> list[str]:
+def setup_notes(info: RunInfo) -> list[str]:
     """Sentences the report shows about how the run departs from the scale it models."""
     notes = []
-    s = scenario.fleet.flops_per_cycle_scale
+    s = info.flops_per_cycle_scale
     if s != 1.0:
         notes.append(
             f"Laptop scale: FLOPs per cycle are multiplied by {s:g} (fleet.flops_per_cycle_scale), the fraction "
@@ -122,7 +126,8 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "scenario.toml", scenario_to_toml(result.scenario))
     atomic_write_text(out / "rounds.csv", result.rounds.to_csv(index=False))
-    write_device_rounds(out, result.device_rounds, result.scenario.output.format)
+    info = result.info
+    write_device_rounds(out, result.device_rounds, info.output_format)
     if report:
         from edgefl.report import gantt_devices, write_report
         from edgefl.report_header import report_header
@@ -133,11 +138,11 @@ def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) ->
             out / "report.html",
             result.rounds,
             result.device_rounds,
-            title=f"{result.scenario.name} ({result.scenario.method.name}, seed {result.scenario.seed})",
+            title=f"{info.name} ({info.method}, seed {info.seed})",
             t_max_s=t_max,
-            notes=setup_notes(result.scenario),
+            notes=setup_notes(info),
             offline=offline_periods(result.availability, gantt_devices(result.device_rounds), end_s),
-            **report_header(result.scenario),
+            **report_header(info),
         )
     atomic_write_json(out / "summary.json", result.summary)  # last: a complete summary marks a finished run
     return out

@@ -15,28 +15,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgefl.algorithms import MethodSetup, make_method
+from edgefl.algorithms import METHODS, MethodSetup, make_method
 from edgefl.asynchronous import AsyncDriver
 from edgefl.availability import make_availability
 from edgefl.costs import CostModel
 from edgefl.driver import Driver, RoundRules, Run
-from edgefl.fleet_mix import build_fleet, placed_positions
+from edgefl.fleet_mix import FleetBuild, build_fleet, placed_positions
 from edgefl.fleet_table import data_sizes_of
 from edgefl.learner import make_learner
 from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
 from edgefl.record import Records
 from edgefl.results import RunResult
+from edgefl.run_info import RunInfo
 from edgefl.round import SyncDriver
-from edgefl.scenario import Scenario
+from edgefl.scenario import Scenario, cost_mode
 from edgefl.seeding import Streams
 from edgefl.sim import Clock
 from edgefl.state import RunState
 
-__all__ = ["run_scenario", "build_run", "prepare", "select_devices", "Simulation", "RunInterrupted"]
+if TYPE_CHECKING:
+    from edgefl.learning.protocol import Learning
+
+__all__ = [
+    "run_scenario", "build_run", "draw_devices", "Devices", "resolve_info", "prepare", "select_devices", "Simulation",
+    "RunInterrupted",
+]  # fmt: skip
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -50,36 +58,61 @@ class RunInterrupted(KeyboardInterrupt):
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-def make_workload(scenario: Scenario, streams: Streams) -> Any:
-    """The learning workload the scenario names (torch is imported only for real training)."""
+def make_workload(scenario: Scenario, streams: Streams) -> Learning:
+    """The learning workload the scenario names, built from its own configs (torch is imported only for real
+    training)."""
+    n, sizes = scenario.fleet.n_devices, data_sizes_of(scenario.fleet)
     if scenario.learning == "surrogate":
         from edgefl.learning.surrogate import SurrogateWorkload
 
-        return SurrogateWorkload(scenario, streams, data_sizes=data_sizes_of(scenario.fleet))
+        return SurrogateWorkload(config=scenario.surrogate, train=scenario.train, width=scenario.model.width,
+                                 n_devices=n, streams=streams, data_sizes=sizes)  # fmt: skip
     from edgefl.learning.workload import Workload
 
-    return Workload(scenario, streams, data_sizes=data_sizes_of(scenario.fleet))
+    return Workload(data=scenario.data, model=scenario.model, train=scenario.train, n_devices=n, streams=streams,
+                    data_sizes=sizes)  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class Devices:
+    """What a scenario's seed draws before its method is built: the run's ``streams``, its learning ``workload``
+    (the devices' data), its ``fleet`` with what went into it (:class:`edgefl.fleet_mix.FleetBuild`) and its
+    ``radio`` with the devices placed."""
+
+    streams: Streams
+    workload: Learning
+    fleet: FleetBuild
+    radio: Radio
+
+
+def draw_devices(scenario: Scenario) -> Devices:
+    """The devices of a run of ``scenario`` (:class:`Devices`), as :func:`build_run` draws them."""
+    streams = Streams(scenario.seed)
+    workload = make_workload(scenario, streams)
+    built = build_fleet(scenario.fleet, workload.n_samples, streams)  # draws, profiles, device table
+    radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
+    radio.positions_m = placed_positions(scenario.fleet, radio.positions_m)
+    return Devices(streams=streams, workload=workload, fleet=built, radio=radio)
 
 
 def build_run(scenario: Scenario) -> Run:
     """The parts of a run of ``scenario``, ready to play round 1."""
-    streams = Streams(scenario.seed)
-    workload = make_workload(scenario, streams)
-    fleet = build_fleet(scenario.fleet, workload.n_samples, streams).fleet  # draws, profiles, device table
+    devices = draw_devices(scenario)
+    streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     costs = CostModel(fleet)
-    radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
-    radio.positions_m = placed_positions(scenario.fleet, radio.positions_m)
     mcfg = scenario.method
     setup = MethodSetup(
         workload=workload, costs=costs, streams=streams, n_devices=fleet.n_devices,
         clients_per_round=mcfg.clients_per_round, rounds=scenario.rounds, width=scenario.model.width,
     )  # fmt: skip
     method = make_method(mcfg.name, settings=mcfg.settings_of(), setup=setup)
-    clock = Clock(fleet.n_devices, availability=make_availability(scenario.fleet.availability, fleet.n_devices, streams))
+    availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
+    clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
     learner = make_learner(method=method, workload=workload)
     return Run(scenario=scenario, rules=round_rules(scenario, fleet.n_devices), streams=streams, workload=workload,
-               fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock, driver=driver)  # fmt: skip
+               fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock,
+               driver=driver)  # fmt: skip
 
 
 def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
@@ -105,13 +138,28 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
     )
 
 
+def resolve_info(scenario: Scenario) -> RunInfo:
+    """What names a run of ``scenario`` and the settings its summary and report show (:class:`RunInfo`)."""
+    rcfg, ch, data, mcfg = scenario.round, scenario.channel, scenario.data, scenario.method
+    return RunInfo(
+        name=scenario.name, method=mcfg.name, seed=scenario.seed, rounds=scenario.rounds,
+        asynchronous=METHODS[mcfg.name].needs.asynchronous, n_devices=scenario.fleet.n_devices,
+        clients_per_round=mcfg.clients_per_round, bandwidth_hz=ch.bandwidth_hz, bandwidth_mode=ch.bandwidth_mode,
+        policy=rcfg.policy, deadline_s=rcfg.deadline_s, late=rcfg.late, over_select_fraction=rcfg.over_select_fraction,
+        cost_mode=cost_mode(scenario.fleet), learning=scenario.learning, surrogate_bound=scenario.surrogate.bound,
+        model=scenario.model.name, dataset=data.dataset, partition=data.partition,
+        target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
+        output_format=scenario.output.format,
+    )  # fmt: skip
+
+
 def prepare(scenario: Scenario) -> Simulation:
     """A run of ``scenario`` built and checked before round 1: its data, traces and devices are read, and
     :func:`edgefl.preflight.preflight` raises when no device can ever finish a job (its warnings are kept)."""
     from edgefl.preflight import preflight
 
     sim = Simulation(scenario)
-    sim.warnings = preflight(sim.run)
+    sim.warnings = preflight(sim.run, availability=scenario.fleet.availability)
     return sim
 
 
@@ -150,7 +198,8 @@ def run_scenario(
 
 
 class Simulation:
-    """One run driven round by round: its built parts (:attr:`run`), its state and its records.
+    """One run driven round by round: its built parts (:attr:`run`), its settings (:attr:`info`), its state and
+    its records.
 
     ``learning = "torch"`` trains each job for real inside the SimPy round; ``"surrogate"`` charges the
     planned work of each job and moves the loss with the scenario's convergence bound (no torch import).
@@ -158,6 +207,7 @@ class Simulation:
 
     def __init__(self, scenario: Scenario) -> None:
         self.run = run = build_run(scenario)
+        self.info = resolve_info(scenario)  # what the result names and reports
         self.state = RunState(rounds_done=0, sim_time_s=0.0, energy_cum_j=0.0, model=run.workload.initial_state())
         self.records = Records()
         self.warnings: list[str] = []  # for summary.json (the pre-flight check's, :func:`prepare`)
@@ -193,7 +243,7 @@ class Simulation:
         simulation cannot be stepped or checkpointed afterwards.
         """
         rounds, device_rounds = self.records.tables(release=final)
-        return RunResult(scenario=self.run.scenario, rounds=rounds, device_rounds=device_rounds,
+        return RunResult(scenario=self.run.scenario, info=self.info, rounds=rounds, device_rounds=device_rounds,
                          availability=self.run.clock.availability, warnings=list(self.warnings))  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints

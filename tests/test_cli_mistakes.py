@@ -1,5 +1,5 @@
-"""The issue's new-user mistakes through the real command line: one line and exit 2 with nothing written (or a
-warning and exit 0 where the run can still go), and progress on stderr without a terminal."""
+"""New-user mistakes on the command line (``edgefl run``, ``edgefl design ke``): one line and exit 2 with nothing
+written (or a warning and exit 0 where the run can still go), and progress on stderr without a terminal."""
 
 from __future__ import annotations
 
@@ -13,41 +13,71 @@ from typer.testing import CliRunner
 
 from edgefl.cli import app
 from fleets import SLOW_FLEET
+from test_design_ke import _scenario_file
 from test_preflight import _best_times_s, _quickstart
+
+RUN = ["run", "quickstart", "--out", "{out}"]
+KE = ["design", "ke", "{luo}"]
 
 
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--set", "fleet.f_max_ghz=1e9"], "fleet.f_max_ghz=1e+09: outside [0.001, 10] GHz"),
-        (["--set", "fleet.tx_power_w=1000"], "fleet.tx_power_w=1000: outside [1e-08, 1.99526] W"),
-        (["--set", "fleet.tx_power_dbm=90"], "fleet.tx_power_dbm=90: outside [-50, 33] dBm"),
-        (["--set", "fleet.f_max_ghz=[1,2,3,4,5,6,7,8,9,10]"], "fleet.f_max_ghz=[1, 2, 3, 4, ...]: give a number"),
-        (["--set", "chanel.bandwidth_mhz=2"], "chanel: unknown key; did you mean channel?"),
-        (["--set", "channel.bandwidth_mhz=-5"], "channel.bandwidth_mhz=-5: outside [0.001, 2160] MHz"),
-        (["--set", "round.policy=deadline", "--set", "round.deadline_s=1e-6"],
+        ([*RUN, "--set", "fleet.f_max_ghz=1e9"], "fleet.f_max_ghz=1e+09: outside [0.001, 10] GHz"),
+        ([*RUN, "--set", "fleet.tx_power_w=1000"], "fleet.tx_power_w=1000: outside [1e-08, 1.99526] W"),
+        ([*RUN, "--set", "fleet.tx_power_dbm=90"], "fleet.tx_power_dbm=90: outside [-50, 33] dBm"),
+        ([*RUN, "--set", "fleet.f_max_ghz=[1,2,3,4,5,6,7,8,9,10]"], "fleet.f_max_ghz=[1, 2, 3, 4, ...]: give a number"),
+        ([*RUN, "--set", "chanel.bandwidth_mhz=2"], "chanel: unknown key; did you mean channel?"),
+        ([*RUN, "--set", "channel.bandwidth_mhz=-5"], "channel.bandwidth_mhz=-5: outside [0.001, 2160] MHz"),
+        ([*RUN, "--set", "channel.bandwidth_hz=0"], "channel.bandwidth_hz"),
+        ([*RUN, "--set", "method.clients_per_round=50"], "clients_per_round"),
+        ([*RUN, "--set", "fleet.budget.value_j=-1"], "value_j"),
+        ([*RUN, "--set", "channel.cell_radius_m=1"], "min_distance_m"),
+        ([*RUN, "--set", "nonsense=1"], "nonsense"),
+        ([*RUN, "--set", "round.policy=deadline", "--set", "round.deadline_s=1e-6"],
          "no device can ever finish a job under round.deadline_s=1e-06 s, even at its best: the fastest"),
-        (["--set", "round.policy=deadline", "--set", "round.deadline_s=1e-6", "--set", "method.name=anycostfl",
+        ([*RUN, "--set", "round.policy=deadline", "--set", "round.deadline_s=1e-6", "--set", "method.name=anycostfl",
           "--set", "fleet.budget.kind=fixed"], "anycostfl plans no device (latency"),
-        (["--set", "fleet.budget.kind=fixed", "--set", "fleet.budget.value_j=1e-4"],
+        ([*RUN, "--set", "fleet.budget.kind=fixed", "--set", "fleet.budget.value_j=1e-4"],
          "no device can ever finish a job under fleet.budget (fixed), even at its best"),
-        (["--set", "data.dataset=mnist", "--data-dir", "{empty}"], "MNIST not found"),
-        (["--set", "fleet.availability.kind=trace", "--set", "fleet.availability.trace_path='{empty}/trace.csv'"],
+        ([*RUN, "--set", "data.dataset=mnist", "--data-dir", "{empty}"], "MNIST not found"),
+        ([*RUN, "--set", "fleet.availability.kind=trace", "--set", "fleet.availability.trace_path='{empty}/trace.csv'"],
          "cannot read the trace"),
+        ([*RUN, "--target", "1.5"], "error: --target 1.5: must be a test accuracy in (0, 1]"),
+        ([*RUN, "--target", "0"], "error: --target 0.0: must be a test accuracy in (0, 1]"),
+        ([*RUN, "--threads", "0"], "error: --threads 0: must be in [1, 1024]"),
+        ([*RUN, "--set", "train.target_accuracy=2"], "train.target_accuracy=2"),
+        ([*KE, "--samples", "10"], "error: --samples '10'"),
+        ([*KE, "--rule", "best"], "error: --rule='best'"),
+        ([*KE, "--refine", "9"], "error: --refine=9"),
+        ([*KE, "--gamma", "1.5"], "error: --gamma=1.5"),
+        ([*KE, "--samples", "5x4,5x4"], "two distinct"),
+        ([*KE, "--samples", "2x1,5x4", "--f-a", "0.1", "--f-b", "0.25"], "F_a > F_b"),
+        ([*KE, "--set", "fleet.n_devices=0"], "fleet.n_devices"),
     ],
     ids=["f_max_ghz=1e9", "tx_power_w=1000", "tx_power_dbm=90", "list-for-scalar", "chanel", "bandwidth_mhz=-5",
-         "deadline-fedavg", "deadline-anycostfl", "budget-below-cheapest", "missing-dataset", "missing-trace"],
+         "bandwidth_hz=0", "K>N", "budget<0", "cell<min_distance", "unknown-key", "deadline-fedavg",
+         "deadline-anycostfl", "budget-below-cheapest", "missing-dataset", "missing-trace", "target=1.5", "target=0",
+         "threads=0", "target_accuracy=2", "ke-samples=10", "ke-rule=best", "ke-refine=9", "ke-gamma=1.5",
+         "ke-same-samples", "ke-f_a<f_b", "ke-n_devices=0"],
 )
 def test_mistake_one_line_exit_2_nothing_written(tmp_path, args, expected):
+    """``edgefl ARGS``: exit 2 and one ``error:`` line holding ``expected``, keys echoed as the user wrote them (no
+    SI key the user did not write), and no run directory."""
     empty = tmp_path / "empty"
     empty.mkdir()
     out = tmp_path / "run"
-    args = [a.replace("{empty}", str(empty)) for a in args]
-    result = CliRunner().invoke(app, ["run", "quickstart", *args, "--out", str(out)])
+    places = {"{empty}": str(empty), "{out}": str(out)}
+    if "{luo}" in args:
+        places["{luo}"] = _scenario_file(tmp_path)
+    for key, value in places.items():
+        args = [a.replace(key, value) for a in args]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.stderr
-    assert "bandwidth_hz" not in result.stderr and "f_max_hz" not in result.stderr  # echoed as written
+    written = " ".join(args)
+    assert all(si not in result.stderr for si in ("bandwidth_hz", "f_max_hz") if si not in written)
     assert not out.exists()
 
 

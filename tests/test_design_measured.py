@@ -36,10 +36,9 @@ from optimizers.cost_effective_fit import (
     rounds_model,
 )
 
-from test_design_ke import SURROGATE  # the same small Luo-bound surrogate fleet as the design-loop tests
+from test_design_ke import SE_TOL, SURROGATE, simulated_round_means  # the design-loop tests' surrogate fleet
 DESIGN = np.array([[1, 40], [1, 80], [4, 25], [4, 60], [16, 30], [16, 80]], dtype=float)  # luo_setup3's samples
 PARAM_RTOL = 1e-6  # noise-free rounds: the fit is exact up to the scalar search's tolerance
-SE_TOL = 3.0  # standard errors
 
 
 @pytest.mark.parametrize("a, b, c, p", [(4.3, 27.0, 1.5, 1.6), (2.0, 5.0, 0.3, 0.7), (6.0, 80.0, 3.0, 2.5)])
@@ -117,10 +116,6 @@ def test_choose_ke_is_the_argmin_of_eq_14():
         assert (got.k, got.e) == best and got.cost == pytest.approx(costs[best], rel=1e-12)
 
 
-def _mean_and_se(x: np.ndarray) -> tuple[float, float]:
-    return float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(x.size))
-
-
 @pytest.mark.parametrize(
     "extra",
     [
@@ -143,13 +138,7 @@ def test_straggler_aware_round_time_matches_simulated_mean(extra):
     t_pred, e_pred = float(time[k - 1, 0]), float(energy[k - 1, 0])
     mean_device = float(np.mean(c.t_p_s * e + c.t_m_s))
     assert t_pred > 1.05 * mean_device  # eq. (17) would miss the straggler: the test can fail
-    for r in range(1, rounds + 1):
-        sim.step(r)
-    table = sim.result().rounds
-    t_mean, t_se = _mean_and_se(table["round_time_s"].to_numpy())
-    e_mean, e_se = _mean_and_se(table["energy_j"].to_numpy())
-    assert abs(t_mean - t_pred) < SE_TOL * t_se, (t_mean, t_pred, t_se)
-    assert abs(e_mean - e_pred) < SE_TOL * e_se, (e_mean, e_pred, e_se)
+    t_mean, t_se = simulated_round_means(sim, rounds, t_pred, e_pred)
     assert abs(t_mean - mean_device) > SE_TOL * t_se  # and the mean device does not match
 
 

@@ -13,8 +13,7 @@ from edgefl.algorithms import RoundContext
 from edgefl.algorithms.heterofl import HeteroFL
 from edgefl.errors import ScenarioError
 from edgefl.learning.config import scheduled_lr
-from edgefl.learning.workload import Workload
-from edgefl.runner import Simulation, run_scenario
+from edgefl.runner import Simulation, make_workload, run_scenario
 from edgefl.scenario import load_scenario
 from edgefl.seeding import Streams
 
@@ -187,11 +186,11 @@ def test_step_learning_rate_per_round_by_hand():
 def test_step_learning_rate_reaches_the_trainer():
     """Round 3 under the schedule trains exactly as a constant-lr run at 0.1 on the same batches; round 2 as 0.2."""
     base = ["model.name=logreg", "train.local_steps=3"]
-    wl = Workload(sc := _sc(*base, *STEP), Streams(sc.seed))
+    wl = make_workload(sc := _sc(*base, *STEP), Streams(sc.seed))
     w0 = wl.initial_state()
     for round_index, lr in ((3, 0.1), (2, 0.2)):
         const = _sc(*base, f"train.lr={lr}")
-        ref = Workload(const, Streams(const.seed)).train(2, w0, round_index=round_index).update
+        ref = make_workload(const, Streams(const.seed)).train(2, w0, round_index=round_index).update
         got = wl.train(2, w0, round_index=round_index).update
         for k in ref:
             torch.testing.assert_close(got[k], ref[k], rtol=0, atol=0)

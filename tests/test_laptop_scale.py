@@ -25,10 +25,10 @@ def test_scaled_fleet_keeps_each_device_rounds_cycles():
 
 def test_report_states_the_scaling(tmp_path):
     from edgefl.results import setup_notes, write_run
-    from edgefl.runner import run_scenario
+    from edgefl.runner import resolve_info, run_scenario
 
     sc = load_scenario("quickstart", ["rounds=1", "fleet.flops_per_cycle_scale=0.1"])
-    assert setup_notes(load_scenario("quickstart", ["rounds=1"])) == []
+    assert setup_notes(resolve_info(load_scenario("quickstart", ["rounds=1"]))) == []
     out = write_run(run_scenario(sc), tmp_path / "run")
     page = (out / "report.html").read_text()
     assert "FLOPs per cycle are multiplied by 0.1 (fleet.flops_per_cycle_scale)" in page

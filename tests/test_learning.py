@@ -108,13 +108,13 @@ def test_training_lowers_loss():
 
 
 def test_max_samples_takes_a_seeded_subset():
-    from edgefl.learning.workload import Workload
+    from edgefl.runner import make_workload
     from edgefl.scenario import load_scenario
     from edgefl.seeding import Streams
 
     sc = load_scenario("quickstart", ["data.max_train_samples=500", "data.max_test_samples=100"])
-    a, b = Workload(sc, Streams(sc.seed)), Workload(sc, Streams(sc.seed))
-    full = Workload(load_scenario("quickstart"), Streams(sc.seed)).dataset
+    a, b = make_workload(sc, Streams(sc.seed)), make_workload(sc, Streams(sc.seed))
+    full = make_workload(load_scenario("quickstart"), Streams(sc.seed)).dataset
     assert a.dataset.x_train.shape[0] == 500 and a.dataset.x_test.shape[0] == 100
     assert int(a.n_samples.sum()) == 500  # the partition splits the subset, nothing else
     assert np.array_equal(a.dataset.x_train, b.dataset.x_train)  # same seed, same subset

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.learning.workload import Workload
-from edgefl.runner import Simulation, run_scenario
+from edgefl.runner import Simulation, make_workload, run_scenario
 from edgefl.scenario import load_scenario
 from edgefl.seeding import Streams
 from edgefl.system import Fleet
@@ -47,18 +46,18 @@ def test_step_cost_draws_do_not_move_the_physical_fleet():
 
 def test_zero_init_and_inverse_round_learning_rate():
     sc = load_scenario("quickstart", BASE + ["model.init=zeros", "train.lr_schedule=inverse_round", "train.lr=0.3"])
-    wl = Workload(sc, Streams(sc.seed))
+    wl = make_workload(sc, Streams(sc.seed))
     w0 = wl.initial_state()
     assert all(float(t.abs().sum()) == 0.0 for t in w0.values())
     # round 3 with eta_0 = 0.3 must equal a constant-lr run at 0.1 on the same batches
     const = load_scenario("quickstart", BASE + ["model.init=zeros", "train.lr=0.1"])
-    wl_c = Workload(const, Streams(const.seed))
+    wl_c = make_workload(const, Streams(const.seed))
     a = wl.train(2, w0, round_index=3).update
     b = wl_c.train(2, w0, round_index=3).update
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
     first = load_scenario("quickstart", BASE + ["model.init=zeros", "train.lr=0.3"])  # round 1: eta_0 itself
-    c = Workload(first, Streams(first.seed)).train(2, w0, round_index=1).update
+    c = make_workload(first, Streams(first.seed)).train(2, w0, round_index=1).update
     d = wl.train(2, w0, round_index=1).update
     for k in c:
         torch.testing.assert_close(c[k], d[k], rtol=0, atol=0)

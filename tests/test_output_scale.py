@@ -17,7 +17,7 @@ from edgefl.io import atomic_write_text
 from edgefl.output import read_device_rounds
 from edgefl.report_scale import CURVE_POINTS, ENERGY_GROUPS, TIMELINE_DEVICES
 from edgefl.results import WALL_CLOCK_COLUMNS, RunResult, write_run
-from edgefl.runner import RunInterrupted, run_scenario
+from edgefl.runner import RunInterrupted, resolve_info, run_scenario
 from edgefl.scenario import load_scenario
 
 SMALL = ["fleet.n_devices=10", "method.clients_per_round=4", "model.name=logreg", "rounds=5", "checkpoint_every=2"]
@@ -51,8 +51,8 @@ def test_parquet_run_writes_the_device_table_as_parquet_and_reads_back_exactly(p
 
 def test_csv_and_parquet_hold_the_same_table(parquet_run, tmp_path):
     result, _ = parquet_run
-    as_csv = RunResult(scenario=load_scenario("quickstart", SMALL), rounds=result.rounds,
-                       device_rounds=result.device_rounds)  # fmt: skip
+    sc = load_scenario("quickstart", SMALL)
+    as_csv = RunResult(scenario=sc, info=resolve_info(sc), rounds=result.rounds, device_rounds=result.device_rounds)
     run_dir = write_run(as_csv, tmp_path / "csv", report=False)
     assert (run_dir / "device_rounds.csv").is_file() and not (run_dir / "device_rounds.parquet").exists()
     from_csv = read_device_rounds(run_dir)

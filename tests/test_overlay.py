@@ -29,6 +29,7 @@ from edgefl.overlay import (
     write_overlay,
 )
 from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult, write_run
+from edgefl.runner import resolve_info
 from edgefl.scenario import load_scenario
 
 NAN = math.nan
@@ -63,7 +64,8 @@ def rounds_table(columns: dict) -> pd.DataFrame:
 def write_alpha(path: Path) -> Path:
     """Run "alpha" through the real writer (no report: the overlay does not read it)."""
     sc = load_scenario("quickstart", ["rounds=4", "seed=3", "name=alpha"])
-    result = RunResult(scenario=sc, rounds=rounds_table(ALPHA), device_rounds=pd.DataFrame(columns=DEVICE_COLUMNS))
+    result = RunResult(scenario=sc, info=resolve_info(sc), rounds=rounds_table(ALPHA),
+                       device_rounds=pd.DataFrame(columns=DEVICE_COLUMNS))
     return write_run(result, path, report=False)
 
 

@@ -10,7 +10,7 @@ import pytest
 from edgefl import report
 from edgefl.report_header import run_settings
 from edgefl.results import write_run
-from edgefl.runner import run_scenario
+from edgefl.runner import resolve_info, run_scenario
 from edgefl.scenario import load_scenario
 
 ASYNC = [  # FedBuff on the surrogate with fixed per-step costs: a few server updates in well under a second
@@ -72,6 +72,6 @@ def test_sync_report_keeps_rounds_and_stragglers(runs):
 
 
 def test_header_names_the_asynchronous_policy():
-    settings = dict(run_settings(load_scenario("quickstart", ASYNC)))
+    settings = dict(run_settings(resolve_info(load_scenario("quickstart", ASYNC))))
     assert settings["server policy"] == "asynchronous: server updates as jobs arrive"
     assert settings["jobs in flight (C)"] == "3" and settings["learning"] == "surrogate (anycostfl bound)"

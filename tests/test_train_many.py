@@ -11,8 +11,7 @@ import torch
 from edgefl.learning.config import LocalTrainConfig
 from edgefl.learning.models import build_model
 from edgefl.learning.train import trains_together
-from edgefl.learning.workload import Workload
-from edgefl.runner import Simulation
+from edgefl.runner import Simulation, make_workload
 from edgefl.scenario import load_scenario
 from edgefl.seeding import Streams
 
@@ -22,7 +21,7 @@ LUO = ["fleet.n_devices=12", "method.clients_per_round=5", "train.local_steps=7"
 
 
 def _compare(sc, devices, round_index):
-    wl = Workload(sc, Streams(sc.seed))
+    wl = make_workload(sc, Streams(sc.seed))
     state = wl.initial_state()
     state = {k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in state.items()}
     together = wl.train_many(np.asarray(devices), state, round_index=round_index)
@@ -39,7 +38,7 @@ def _compare(sc, devices, round_index):
 
 def test_logreg_on_unbalanced_synthetic_matches_one_by_one_including_small_devices():
     sc = load_scenario("luo_setup3", LUO)
-    wl = Workload(sc, Streams(sc.seed))
+    wl = make_workload(sc, Streams(sc.seed))
     small = [d for d in range(12) if wl.n_samples[d] < sc.train.batch_size]
     large = [d for d in range(12) if wl.n_samples[d] >= sc.train.batch_size]
     assert small and large  # padding of smaller batches is exercised
@@ -63,7 +62,7 @@ def test_settings_that_cannot_be_vectorised_train_one_by_one():
     bn = build_model("heterofl_conv", input_shape=(1, 28, 28), n_classes=10, hidden=None, width=1.0)
     assert not trains_together(bn, LocalTrainConfig(steps=3))  # batch-norm buffers
     sc = load_scenario("quickstart", ["fleet.n_devices=6", "train.local_epochs=1", "train.local_steps=0"])
-    wl = Workload(sc, Streams(sc.seed))
+    wl = make_workload(sc, Streams(sc.seed))
     assert wl.train_many(np.array([0, 1]), wl.initial_state(), round_index=1) is None
 
 

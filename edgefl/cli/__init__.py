@@ -59,7 +59,6 @@ def run(
     from edgefl.results import default_run_dir, write_run
     from edgefl.runner import RunInterrupted, prepare, run_scenario
     from edgefl.scenario import load_scenario, scenario_to_toml
-    from edgefl.report_header import is_asynchronous
     from edgefl.targets import target_sentence
 
     with user_errors():
@@ -99,7 +98,7 @@ def run(
     s = result.summary
     acc = "n/a" if s["final_accuracy"] is None else f"{s['final_accuracy']:.4f}"
     late = s.get("warnings", [])[len(sim.warnings):]  # what the run showed (the pre-flight's were printed at the start)
-    steps = "server updates" if is_asynchronous(sc) else "rounds"
+    steps = "server updates" if result.info.asynchronous else "rounds"
     _out.print(
         f"{sc.name}: {s['rounds']} {steps}, final accuracy {acc}, "
         f"simulated time {s['sim_time_s']:.2f} s, energy {s['energy_j']:.3f} J, wall {s['wall_time_s']:.1f} s"

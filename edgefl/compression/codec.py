@@ -26,7 +26,10 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, quantize, sparsify
-from edgefl.errors import EdgeflError
+from edgefl.compression.container import (
+    CodecError, Encoded, check_names, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask,
+    write_header,
+)  # fmt: skip
 
 __all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
            "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat", "decode_flat_mask", "decode_with_mask"]  # fmt: skip
@@ -39,95 +42,24 @@ LEVEL_GRID = (1, 2, 3, 5, 7, 11, 15, 23, 31, 63, 127, 255)
 _MAX_GROUP_ALPHABET = 256
 
 
-class CodecError(EdgeflError, ValueError):
-    """A payload is malformed, or codec arguments are out of range."""
-
-
 class BudgetError(CodecError):
     """The bit budget is smaller than the smallest payload (the header of an all-zero update)."""
 
 
-@dataclass(frozen=True)
-class Compressed:
-    """One encoded update: ``payload`` (``bits`` = 8 * len(payload)), the knobs used, ``update``, the quantised
-    sparse update it encodes (what :func:`decode` returns), float32 tensors by name, and ``sent``, the boolean mask
-    of the elements the payload carries (what :func:`decode_with_mask` returns; the m_{t,i} of eq. (5))."""
+@dataclass(frozen=True, kw_only=True)
+class Compressed(Encoded):
+    """One encoded update (:class:`~edgefl.compression.container.Encoded`: ``payload``, ``bits``, ``update``, the
+    quantised sparse update it encodes, what :func:`decode` returns, and ``sent``, what :func:`decode_with_mask`
+    returns, the m_{t,i} of eq. (5)) with the knobs used: ``kept_kernels`` of ``n_kernels``, ``levels`` L."""
 
-    payload: bytes
-    bits: int
     kept_kernels: int
     n_kernels: int
     levels: int
-    update: dict[str, torch.Tensor]
-    sent: dict[str, torch.Tensor]
 
     @property
     def kept_fraction(self) -> float:
         """Fraction of kernels kept (1 - AnycostFL's sparsity rho)."""
         return self.kept_kernels / self.n_kernels if self.n_kernels else 0.0
-
-
-def flatten(update: Mapping[str, torch.Tensor]) -> tuple[list[str], list[tuple[int, ...]], np.ndarray]:
-    """Names, shapes and the float32 concatenation of ``update``'s tensors (in its iteration order)."""
-    names = list(update)
-    shapes = [tuple(update[n].shape) for n in names]
-    parts = [update[n].detach().to("cpu", torch.float32).reshape(-1).numpy() for n in names]
-    flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    return names, shapes, flat.astype(np.float32, copy=False)
-
-
-def unflatten(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-    """Tensors by name from a flat float32 vector (inverse of :func:`flatten`)."""
-    out, at = {}, 0
-    for name, shape in zip(names, shapes):
-        n = math.prod(shape)
-        out[name] = torch.from_numpy(np.array(flat[at : at + n], dtype=np.float32)).reshape(tuple(shape))
-        at += n
-    return out
-
-
-def _unflatten_mask(sent: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-    """Boolean tensors by name from a flat boolean vector."""
-    return {k: v.bool() for k, v in unflatten(sent.astype(np.float32), names, shapes).items()}
-
-
-def _check_names(names: Sequence[str], shapes: Sequence[Sequence[int]]) -> None:
-    if len(names) != len(shapes):
-        raise CodecError(f"names has {len(names)} entries; the payload holds {len(shapes)} tensors")
-
-
-# Container header, shared with STC's (edgefl.compression.stc), which has no kernel-wise flag: magic (8 bits),
-# version (4), [kernel-wise flag (1)], tensor count (8), per tensor ndim (4) and dims (32 each), kept count (32).
-
-
-def _header_bits(shapes: Sequence[Sequence[int]], *, flag: bool = True) -> int:
-    return 8 + 4 + int(flag) + 8 + sum(4 + 32 * len(s) for s in shapes) + 32
-
-
-def _write_header(w: coding.BitWriter, magic: int, version: int, shapes: Sequence[Sequence[int]], kept: int,
-                  kernel_wise: bool | None) -> None:  # fmt: skip
-    """The header; ``kernel_wise=None`` writes no flag bit."""
-    w.uint(magic, 8)
-    w.uint(version, 4)
-    if kernel_wise is not None:
-        w.uint(int(kernel_wise), 1)
-    w.uint(len(shapes), 8)
-    for shape in shapes:
-        w.uint(len(shape), 4)
-        for d in shape:
-            w.uint(d, 32)
-    w.uint(kept, 32)
-
-
-def _read_header(r: coding.BitReader, magic: int, version: int, what: str, *,
-                 flag: bool) -> tuple[bool | None, list[tuple[int, ...]], int]:  # fmt: skip
-    """(kernel-wise flag or None without ``flag``, shapes, kept count) of a header written by :func:`_write_header`;
-    raises :class:`CodecError` naming ``what`` the payload should be on a bad magic or version."""
-    if r.uint(8) != magic or r.uint(4) != version:
-        raise CodecError(f"payload is not {what} (bad magic or version)")
-    kernel_wise = bool(r.uint(1)) if flag else None
-    shapes = [tuple(r.uint(32) for _ in range(r.uint(4))) for _ in range(r.uint(8))]
-    return kernel_wise, shapes, r.uint(32)
 
 
 def _group(levels: int) -> int:
@@ -205,7 +137,7 @@ def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, lev
 
 
 def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
-    bits = _header_bits(shapes)
+    bits = header_bits(shapes)
     if plan.kept.size:
         _, gaps = _mask_gaps(plan.kept, n_kernels)
         bits += 1 + 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 64 + 16 + 4 + plan.elements.size
@@ -218,7 +150,7 @@ def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> 
 
 def _write(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, kernel_wise: bool) -> bytes:
     w = coding.BitWriter()
-    _write_header(w, _MAGIC, _VERSION, shapes, plan.kept.size, kernel_wise)
+    write_header(w, _MAGIC, _VERSION, shapes, plan.kept.size, kernel_wise)
     if plan.kept.size:
         mode, gaps = _mask_gaps(plan.kept, n_kernels)
         w.uint(mode, 1)
@@ -250,8 +182,8 @@ def _compressed(plan: _Plan, names: Sequence[str], shapes: Sequence[Sequence[int
     sent = np.zeros(layout.n_elements, dtype=bool)
     sent[plan.elements] = True
     update = unflatten(_dequantised(plan, sent.size), names, shapes)
-    return Compressed(payload, 8 * len(payload), int(plan.kept.size), layout.n_kernels, plan.levels, update,
-                      _unflatten_mask(sent, names, shapes))  # fmt: skip
+    return Compressed(payload=payload, update=update, sent=unflatten_mask(sent, names, shapes),
+                      kept_kernels=int(plan.kept.size), n_kernels=layout.n_kernels, levels=plan.levels)  # fmt: skip
 
 
 def encode_fixed(
@@ -318,7 +250,7 @@ def compress(
     layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
     n_k = layout.n_kernels
     uniforms = rng.random(flat.size)
-    minimum = 8 * math.ceil(_header_bits(shapes) / 8)
+    minimum = 8 * math.ceil(header_bits(shapes) / 8)
     if budget_bits < minimum:
         raise BudgetError(f"budget_bits={budget_bits!r}: below the {minimum}-bit header of this update")
     scores = sparsify.kernel_scores(flat, layout, score=score)
@@ -445,7 +377,7 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
     ``m_{t,i}`` of AnycostFL's all-in-one aggregation, eq. (5). A kept element may decode to 0."""
     r = coding.BitReader(payload)
     try:
-        kernel_wise, shapes, k = _read_header(r, _MAGIC, _VERSION, "an edgefl update", flag=True)
+        kernel_wise, shapes, k = read_header(r, _MAGIC, _VERSION, "an edgefl update", flag=True)
         layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
         out = np.zeros(layout.n_elements, dtype=np.float32)
         sent = np.zeros(layout.n_elements, dtype=bool)
@@ -487,12 +419,11 @@ def decode_with_mask(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The decoded update and the boolean mask of the elements it carries, both as tensors named ``names``."""
     shapes, flat, sent = decode_flat_mask(payload)
-    _check_names(names, shapes)
-    return unflatten(flat, names, shapes), _unflatten_mask(sent, names, shapes)
+    return decoded(flat, sent, names, shapes)
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:
     """The quantised sparse update of ``payload`` as float32 tensors named ``names`` (the encoder's order)."""
     shapes, flat = decode_flat(payload)
-    _check_names(names, shapes)
+    check_names(names, shapes)
     return unflatten(flat, names, shapes)

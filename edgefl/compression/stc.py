@@ -2,7 +2,7 @@
 Data", IEEE TNNLS 2019, Alg. 1): the k largest-magnitude elements of an update, each sent as +-mu with
 mu = mean |kept| (:func:`edgefl.compression.quantize.ternary`); positions Golomb-Rice coded, one sign bit each.
 
-Container (MSB first, padded to a whole byte): the header of :mod:`.codec` without its kernel-wise flag, i.e.
+Container (MSB first, padded to a whole byte): the header of :mod:`.container` without its kernel-wise flag, i.e.
 magic (8 bits), version (4), tensor count (8), per tensor ndim (4) and dims (32 each), k (32); if k > 0: Rice gaps between the sorted kept positions (:func:`coding.rice_encode`),
 mu (float32), one sign bit per kept element (1 = negative).
 
@@ -21,17 +21,10 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, quantize, sparsify
-from edgefl.compression.codec import (
-    CodecError,
-    Compressed,
-    _check_names,
-    _header_bits,
-    _read_header,
-    _unflatten_mask,
-    _write_header,
-    flatten,
-    unflatten,
-)
+from edgefl.compression.codec import Compressed
+from edgefl.compression.container import (
+    CodecError, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask, write_header,
+)  # fmt: skip
 
 __all__ = ["TernarySizer", "encode_ternary", "decode_ternary"]
 
@@ -61,7 +54,7 @@ class TernarySizer:
 
     def bits(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` elements (a multiple of 8)."""
-        bits = _header_bits(self.shapes, flag=False)
+        bits = header_bits(self.shapes, flag=False)
         if k > 0:
             gaps = np.diff(self.positions(k), prepend=-1) - 1
             bits += 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 32 + int(k)
@@ -72,7 +65,7 @@ class TernarySizer:
         pos = self.positions(k)
         negative, mu = quantize.ternary(self.flat[pos])
         w = coding.BitWriter()
-        _write_header(w, _MAGIC, _VERSION, self.shapes, pos.size, None)
+        write_header(w, _MAGIC, _VERSION, self.shapes, pos.size, None)
         if pos.size:
             coding.rice_encode(w, np.diff(pos, prepend=-1) - 1)
             w.float32(mu)
@@ -82,8 +75,9 @@ class TernarySizer:
         out[pos] = np.where(negative, -np.float32(mu), np.float32(mu))
         sent = np.zeros(self.n, dtype=bool)
         sent[pos] = True
-        return Compressed(payload, 8 * len(payload), int(pos.size), self.n, 1, unflatten(out, self.names, self.shapes),
-                          _unflatten_mask(sent, self.names, self.shapes))  # fmt: skip
+        return Compressed(payload=payload, update=unflatten(out, self.names, self.shapes),
+                          sent=unflatten_mask(sent, self.names, self.shapes), kept_kernels=int(pos.size),
+                          n_kernels=self.n, levels=1)  # fmt: skip
 
 
 def encode_ternary(update: Mapping[str, torch.Tensor], *, kept: int) -> Compressed:
@@ -95,7 +89,7 @@ def decode_ternary(payload: bytes, names: Sequence[str]) -> tuple[dict[str, torc
     """The decoded ternary update and the mask of the elements it carries, as tensors named ``names``."""
     r = coding.BitReader(payload)
     try:
-        _, shapes, k = _read_header(r, _MAGIC, _VERSION, "an STC update", flag=False)
+        _, shapes, k = read_header(r, _MAGIC, _VERSION, "an STC update", flag=False)
         n = sum(math.prod(s) for s in shapes)
         if k > n:
             raise CodecError(f"payload keeps {k} of {n} elements")
@@ -111,5 +105,4 @@ def decode_ternary(payload: bytes, names: Sequence[str]) -> tuple[dict[str, torc
             sent[pos] = True
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
-    _check_names(names, shapes)
-    return unflatten(out, names, shapes), _unflatten_mask(sent, names, shapes)
+    return decoded(out, sent, names, shapes)

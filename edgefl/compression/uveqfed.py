@@ -27,7 +27,7 @@ lattice facts (A2's nearest-point rule, cell volume, G = 5 / (36 sqrt(3))) are C
 Adding a sub-vector adds one Rice gap (splitting an old one) and one Huffman symbol, so the size grows with k
 up to the few bits the Huffman table and block lengths can move; :class:`LatticeSizer` gives the exact size.
 
-Container (MSB first, padded to a whole byte): the header of :mod:`.codec` without its kernel-wise flag
+Container (MSB first, padded to a whole byte): the header of :mod:`.container` without its kernel-wise flag
 (magic, version, tensor count, shapes, k kept sub-vectors); if k > 0: Rice gaps of the kept sub-vector indices,
 d (float32), the symbol base (32 bits: one more than the largest zigzag b), the number of distinct symbols (32),
 their Rice-coded gaps, and the Huffman-coded symbol indices (:func:`coding.huffman_encode`).
@@ -43,16 +43,9 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, sparsify
-from edgefl.compression.codec import (
-    CodecError,
-    _check_names,
-    _header_bits,
-    _read_header,
-    _unflatten_mask,
-    _write_header,
-    flatten,
-    unflatten,
-)
+from edgefl.compression.container import (
+    CodecError, Encoded, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask, write_header,
+)  # fmt: skip
 from edgefl.compression.lattice import a2_dither, a2_nearest, a2_points
 
 __all__ = ["LatticeCoded", "LatticeSizer", "decode_lattice", "DIM"]
@@ -89,17 +82,14 @@ def _scatter(kept: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, 
     return out.reshape(-1)[:n], sent.reshape(-1)[:n]
 
 
-@dataclass(frozen=True)
-class LatticeCoded:
-    """One UVeQFed payload: ``payload`` (``bits`` = 8 len(payload)), ``kept`` sub-vectors, the lattice's minimum
-    distance ``d`` [update units], and ``update``/``sent``, what the decoder rebuilds with the shared dither."""
+@dataclass(frozen=True, kw_only=True)
+class LatticeCoded(Encoded):
+    """One UVeQFed payload (:class:`~edgefl.compression.container.Encoded`: ``payload``, ``bits``, and
+    ``update``/``sent``, what the decoder rebuilds with the shared dither) with ``kept`` sub-vectors and the
+    lattice's minimum distance ``d`` [update units]."""
 
-    payload: bytes
-    bits: int
     kept: int
     d: float
-    update: dict[str, torch.Tensor]
-    sent: dict[str, torch.Tensor]
 
 
 @dataclass
@@ -174,7 +164,7 @@ class LatticeSizer:
     def bits(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` sub-vectors (a multiple of 8)."""
         plan = self._plan(k)
-        bits = _header_bits(self.shapes, flag=False)
+        bits = header_bits(self.shapes, flag=False)
         if plan.kept.size:
             gaps = np.diff(plan.kept, prepend=-1) - 1
             sym_gaps = np.diff(plan.distinct, prepend=-1) - 1
@@ -187,7 +177,7 @@ class LatticeSizer:
         """The payload keeping the top ``k`` sub-vectors; ``update`` is what :func:`decode_lattice` rebuilds."""
         plan = self._plan(k)
         w = coding.BitWriter()
-        _write_header(w, _MAGIC, _VERSION, self.shapes, plan.kept.size, None)
+        write_header(w, _MAGIC, _VERSION, self.shapes, plan.kept.size, None)
         if plan.kept.size:
             coding.rice_encode(w, np.diff(plan.kept, prepend=-1) - 1)
             w.float32(self.d)
@@ -199,8 +189,8 @@ class LatticeSizer:
         values = _reconstruct(plan.a, plan.b, self.dither[plan.kept], self.d)
         out, sent = _scatter(plan.kept, values, self.n)
         return LatticeCoded(
-            payload, 8 * len(payload), int(plan.kept.size), self.d,
-            unflatten(out, self.names, self.shapes), _unflatten_mask(sent, self.names, self.shapes),
+            payload=payload, update=unflatten(out, self.names, self.shapes),
+            sent=unflatten_mask(sent, self.names, self.shapes), kept=int(plan.kept.size), d=self.d,
         )  # fmt: skip
 
 
@@ -211,7 +201,7 @@ def decode_lattice(
     ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed)."""
     r = coding.BitReader(payload)
     try:
-        _, shapes, k = _read_header(r, _MAGIC, _VERSION, "a UVeQFed update", flag=False)
+        _, shapes, k = read_header(r, _MAGIC, _VERSION, "a UVeQFed update", flag=False)
         n = sum(math.prod(s) for s in shapes)
         m = math.ceil(n / DIM)
         if k > m:
@@ -233,5 +223,4 @@ def decode_lattice(
             out, sent = _scatter(kept, _reconstruct(a, b, dither, d), n)  # D2, D3
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
-    _check_names(names, shapes)
-    return unflatten(out, names, shapes), _unflatten_mask(sent, names, shapes)
+    return decoded(out, sent, names, shapes)

@@ -2,8 +2,8 @@
 
 For system studies with 10^4+ devices. Radio, fleet, optimizers, deadlines and energy run as usual; only
 the model is replaced. The workload exposes what planners read from :class:`edgefl.learning.workload.Workload`
-(``n_samples``, ``train_config``, ``flops_per_sample``, ``samples_per_round``, ``update_bits``) from the
-scenario's ``surrogate`` section, and :meth:`SurrogateWorkload.advance` moves the loss by one round.
+(``n_samples``, ``train_config``, ``flops_per_sample``, ``samples_per_round``, ``update_bits``) from its
+surrogate config, and :meth:`SurrogateWorkload.bound_step` moves the loss by one round.
 
 Bounds (constants in the scenario, see :class:`edgefl.scenario.SurrogateConfig`):
 
@@ -30,7 +30,7 @@ from edgefl.learning.protocol import RoundWork
 from edgefl.seeding import Streams
 
 if TYPE_CHECKING:
-    from edgefl.config import SurrogateConfig
+    from edgefl.config import SurrogateConfig, TrainConfig
 
 __all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "learning_gain", "luo_round_progress"]
 
@@ -68,17 +68,21 @@ def luo_round_progress(k: int, e: float, n: int, a0: float, b0: float) -> float:
 
 class SurrogateWorkload:
     """Sizes and loss dynamics of a run whose learning is replaced by a convergence bound
-    (the :class:`~edgefl.learning.protocol.Learning` protocol: the round's work is what was planned), built from a
-    scenario's surrogate and training configs (read once here): ``config`` the bound's constants, ``width`` the
-    global model's width, ``n_devices`` N."""
+    (the :class:`~edgefl.learning.protocol.Learning` protocol: the round's work is what was planned), built from
+    its own configs: ``config`` the bound's constants, ``width`` the global model's width, ``n_devices`` N and
+    ``train_config`` the local SGD settings (from the ``train`` config)."""
 
     trains = False
 
-    def __init__(self, scenario: Any, streams: Streams, *, data_sizes: DataSizes | None = None) -> None:
-        self.config: SurrogateConfig = scenario.surrogate
-        self.width: float = scenario.model.width
-        self.n_devices = n = scenario.fleet.n_devices
-        cfg = self.config
+    def __init__(
+        self, *, config: SurrogateConfig, train: TrainConfig, width: float, n_devices: int, streams: Streams,
+        data_sizes: DataSizes | None = None,
+    ) -> None:  # fmt: skip
+        """``data_sizes``: a device table's ``n_samples`` / ``data_share``, which replace the drawn sizes."""
+        self.config = config
+        self.width = width
+        self.n_devices = n = n_devices
+        cfg = config
         if isinstance(cfg.samples_per_device, tuple):
             lo, hi = cfg.samples_per_device
             drawn = streams.numpy("surrogate_samples").uniform(lo, hi, size=n)
@@ -87,7 +91,7 @@ class SurrogateWorkload:
         self.n_samples = np.maximum(1, np.round(drawn)).astype(np.int64)  # shape (n,)
         if data_sizes is not None:  # a device table's n_samples / data_share
             self.n_samples = data_sizes.sizes(self.n_samples, int(self.n_samples.sum()))
-        self.train_config = local_train_config(scenario.train)
+        self.train_config = local_train_config(train)
 
     def flops_per_sample(self, width: float | np.ndarray | None = None) -> float | np.ndarray:
         """Training FLOPs per sample of a width-``width`` submodel: full model x width^2 (conv/fc layers)."""

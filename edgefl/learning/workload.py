@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import torch
@@ -61,19 +60,23 @@ LABEL_SKEWED = ("shards", "dirichlet", "gamma_mix")
 
 class Workload:
     """Dataset split over devices + model factory + the shared trainer (the
-    :class:`~edgefl.learning.protocol.Learning` protocol with real torch training), built from a scenario's data,
-    model and training configs (an :class:`edgefl.scenario.Scenario`, read once here): ``data``, ``model`` (its
-    ``width`` the global model's) and ``train`` (the learning-rate schedule) are those configs."""
+    :class:`~edgefl.learning.protocol.Learning` protocol with real torch training), built from its own data,
+    model and training configs and the fleet's size: ``data``, ``model`` (its ``width`` the global model's) and
+    ``train_schedule`` (the local SGD settings and the learning-rate schedule) are those configs."""
 
     trains = True
 
-    def __init__(self, scenario: Any, streams: Streams, *, data_sizes: DataSizes | None = None) -> None:
+    def __init__(
+        self, *, data: DataConfig, model: ModelConfig, train: TrainConfig, n_devices: int, streams: Streams,
+        data_sizes: DataSizes | None = None,
+    ) -> None:  # fmt: skip
+        """``n_devices``: devices N the training set is partitioned over; ``data_sizes``: a device table's
+        ``n_samples`` / ``data_share``, which resize the partition (None: the partition rule's sizes)."""
         self.streams = streams
-        self.data: DataConfig = scenario.data
-        self.model: ModelConfig = scenario.model
-        self.train_schedule: TrainConfig = scenario.train
-        d = self.data
-        n = scenario.fleet.n_devices
+        self.data = data
+        self.model = model
+        self.train_schedule = train
+        d, n = data, n_devices
         self.dataset: Dataset = subset(
             _load(d, n, streams.numpy("dataset")), max_train=d.max_train_samples, max_test=d.max_test_samples,
             rng=streams.numpy("subset"),
@@ -257,7 +260,7 @@ class Workload:
         return self._device_data[device][1]
 
     def _loaded(self, state: State, width: float | None = None) -> nn.Module:
-        """The reusable module of ``width`` (default: the scenario's) holding ``state``'s parameters."""
+        """The reusable module of ``width`` (default: the model config's) holding ``state``'s parameters."""
         model = self._model(self.model.width if width is None else width)
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -286,7 +289,7 @@ class Workload:
 
 
 def _load(d: DataConfig, n_devices: int, rng: np.random.Generator) -> Dataset:
-    """The scenario's dataset (loaders raise DataError naming the paths searched when files are missing)."""
+    """The data config's dataset (loaders raise DataError naming the paths searched when files are missing)."""
     if d.dataset == "digits":
         return load_digits(test_fraction=d.test_fraction, rng=rng)
     if d.dataset == "synthetic":
@@ -299,7 +302,7 @@ def _load(d: DataConfig, n_devices: int, rng: np.random.Generator) -> Dataset:
 
 
 def _partition(d: DataConfig, ds: Dataset, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """One index array per device over the training set, by the scenario's partition rule."""
+    """One index array per device over the training set, by the data config's partition rule."""
     if ds.owner_train is not None:  # Synthetic data already belongs to devices
         return part.partition_by_owner(ds.owner_train, n)
     y = ds.y_train
