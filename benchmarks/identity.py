@@ -169,7 +169,7 @@ def _max_rel(a: pd.Series, b: pd.Series) -> str:
 def compare(before: Path, after: Path) -> int:
     bad = 0
     names = sorted(p.name for p in before.iterdir() if p.is_dir() and not p.name.startswith("_"))
-    print(f"| case | rounds.csv | device_rounds.csv |\n|---|---|---|")
+    print("| case | rounds.csv | device_rounds.csv |\n|---|---|---|")
     for name in names:
         cells = []
         for table in ("rounds.csv", "device_rounds.csv"):

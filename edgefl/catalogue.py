@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from edgefl.config import FLEET_FIELDS
 from edgefl.errors import ScenarioError
 
 __all__ = ["Profile", "catalogue", "catalogue_document", "profile"]

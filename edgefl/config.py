@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
 
-from edgefl.limits import Limit, check_limits
+from edgefl.limits import Limit, check_limits, require
 from edgefl.method_settings import Strict as _Strict
 from edgefl.method_settings._base import check_range
 
@@ -203,8 +203,7 @@ class TrainConfig(_Strict):
         ms = list(self.lr_milestones)
         if any(m < 1 for m in ms) or any(b <= a for a, b in zip(ms, ms[1:])):
             raise ValueError(f"lr_milestones={ms}: must be strictly increasing round numbers >= 1")
-        if self.lr_schedule == "step" and not ms:
-            raise ValueError("lr_schedule='step' needs lr_milestones (rounds), e.g. [100]")
+        require(self, key="lr_schedule", value="step", field="lr_milestones", what="lr_milestones (rounds), e.g. [100]")
         if ms and self.lr_schedule != "step":
             raise ValueError(f"lr_milestones={ms}: only used by lr_schedule='step', not {self.lr_schedule!r}")
         return self
@@ -230,9 +229,7 @@ class RoundConfig(_Physical):
 
     @model_validator(mode="after")
     def _deadline_given(self) -> RoundConfig:
-        if self.policy == "deadline" and self.deadline_s is None:
-            raise ValueError("policy='deadline' needs deadline_s > 0 [s]")
-        return self
+        return require(self, key="policy", value="deadline", field="deadline_s", what="deadline_s > 0 [s]")
 
 
 class BudgetConfig(_Physical):

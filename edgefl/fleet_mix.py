@@ -11,7 +11,7 @@ changes nothing. The profile of each device in a mix is drawn from its own ``pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 

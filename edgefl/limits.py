@@ -19,7 +19,7 @@ from typing import Any
 
 from channel.units import w_to_dbm
 
-__all__ = ["Limit", "check_limits", "limits_of", "user_range"]
+__all__ = ["Limit", "check_limits", "limits_of", "require", "user_range"]
 
 
 @dataclass(frozen=True)
@@ -133,3 +133,11 @@ def check_limits(model: type, data: Any, aliases: dict[str, tuple[str, Any]] | N
                 shown = _show(list(value)) if isinstance(value, (list, tuple)) else _show(value)
                 raise ValueError(f"{key}={shown}: outside {user_range(key, limit)}: {limit.ground}")
     return data
+
+
+def require(model: Any, *, key: str, value: Any, field: str, what: str) -> Any:
+    """``model`` as it is, unless its ``key`` is ``value`` and the ``field`` that setting needs is not given (None
+    or empty): then a ValueError "key='value' needs what", for a validator of ``model`` to raise."""
+    if getattr(model, key) == value and getattr(model, field) in (None, ()):
+        raise ValueError(f"{key}={value!r} needs {what}")
+    return model

@@ -7,7 +7,6 @@ Algorithms 1-2, Sec. VI-A schedules) and FedNova eq. (7) (Wang et al. 2020).
 from __future__ import annotations
 
 import dataclasses
-import math
 from types import SimpleNamespace
 
 import numpy as np

@@ -4,7 +4,6 @@ fail naming the file's line and column, and the AnycostFL optimizer takes the sa
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import subprocess

@@ -33,6 +33,7 @@ from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, RoundCon
 from edgefl.algorithms.ccfedavg_schedule import ProbabilityMethod, SkipPlanner, TrainingProbabilitySettings
 
 if TYPE_CHECKING:
+    from edgefl.algorithms.base import MethodSetup
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
@@ -70,6 +71,18 @@ class CCFedAvgSettings(TrainingProbabilitySettings):
     schedule: Literal["adhoc", "round_robin"] = "adhoc"
 
 
+def backup_on_server(settings: CCFedAvgSettings, setup: MethodSetup) -> np.ndarray:
+    """Which devices leave their history on the server, shape (n_devices,) bool: none (``backup = "client"``,
+    Algorithm 1), all (``"server"``, Algorithm 2), or a seeded share ``server_backup_fraction`` (``"mixed"``,
+    Algorithm 3; stream ``ccfedavg_backup``)."""
+    n = setup.n_devices
+    on_server = np.full(n, settings.backup == "server")
+    if settings.backup == "mixed":
+        m = int(round(settings.server_backup_fraction * n))
+        on_server[setup.streams.numpy("ccfedavg_backup").permutation(n)[:m]] = True
+    return on_server
+
+
 class CCFedAvg(ProbabilityMethod):
     """CC-FedAvg and Strategies 1/2/3/c with client, server or mixed backup (``[method.ccfedavg]``)."""
 
@@ -78,19 +91,9 @@ class CCFedAvg(ProbabilityMethod):
 
     def __init__(self, *, settings=None, setup) -> None:
         super().__init__(settings=settings, setup=setup)
-        cfg = self.settings
-        self.strategy = cfg.strategy
-        self.tau = cfg.tau
-        self.planner = SkipPlanner(cfg, setup)
-        n = setup.n_devices
-        if cfg.backup == "client":
-            self.server_backup = np.zeros(n, dtype=bool)
-        elif cfg.backup == "server":
-            self.server_backup = np.ones(n, dtype=bool)
-        else:  # Algorithm 3: a seeded share of the devices leaves its history on the server
-            m = int(round(cfg.server_backup_fraction * n))
-            self.server_backup = np.zeros(n, dtype=bool)
-            self.server_backup[setup.streams.numpy("ccfedavg_backup").permutation(n)[:m]] = True
+        self.strategy, self.tau = self.settings.strategy, self.settings.tau
+        self.planner = SkipPlanner(self.settings, setup)
+        self.server_backup = backup_on_server(self.settings, setup)
         # history per device id: "update" = last computed Delta^i, "model" = last local model x^i_K
         self.client_store: dict[int, dict[str, State]] = {}
         self.server_store: dict[int, dict[str, State]] = {}

@@ -22,7 +22,7 @@ from edgefl.algorithms.base import Needs
 from edgefl.algorithms.fedavg import FedAvg, FedAvgSettings
 from edgefl.config import MAX_DEVICE_ENERGY_J
 from edgefl.learning.config import steps_per_round
-from edgefl.limits import Limit, check_limits
+from edgefl.limits import Limit, check_limits, require
 from edgefl.method_settings._base import check_range
 from optimizers.ccfedavg import (
     budget_probabilities,
@@ -75,9 +75,8 @@ class TrainingProbabilitySettings(FedAvgSettings):
 
     @model_validator(mode="after")
     def _battery_given(self) -> TrainingProbabilitySettings:
-        if self.p_source == "battery" and self.battery_j is None:
-            raise ValueError("p_source='battery' needs battery_j [J] (a number or [low, high])")
-        return self
+        what = "battery_j [J] (a number or [low, high])"
+        return require(self, key="p_source", value="battery", field="battery_j", what=what)
 
 
 class ProbabilityMethod(FedAvg):

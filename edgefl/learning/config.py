@@ -30,15 +30,8 @@ class LocalTrainConfig:
 
 def local_train_config(train) -> LocalTrainConfig:
     """The trainer's settings from a scenario's ``train`` section (:class:`edgefl.scenario.TrainConfig`)."""
-    return LocalTrainConfig(
-        epochs=train.local_epochs,
-        steps=train.local_steps,
-        batch_size=train.batch_size,
-        lr=train.lr,
-        momentum=train.momentum,
-        weight_decay=train.weight_decay,
-        grad_clip=train.grad_clip,
-    )
+    same = {name: getattr(train, name) for name in ("batch_size", "lr", "momentum", "weight_decay", "grad_clip")}
+    return LocalTrainConfig(epochs=train.local_epochs, steps=train.local_steps, **same)
 
 
 def scheduled_lr(train, lr: float, round_index: int) -> float:

@@ -105,6 +105,18 @@ _LENET5 = (Conv(channels=6, kernel=5, padding=2, pool=True), Conv(channels=16, k
 # 784 -> 784 -> 50 -> 10. The code's dropout is left out (no parameters; it would draw from torch's global RNG).
 _CCFEDAVG_CNN = (Conv(channels=6, kernel=5, pool=True), Conv(channels=16, kernel=5, pool=True))
 
+def _conv_entry(
+    name: str, input_shape: tuple[int, ...], convs: tuple[Conv, ...], fcs: tuple[int, ...], description: str
+) -> ModelEntry:
+    """A :class:`ConvNet` of 10 classes: ``convs``, then hidden fully connected layers ``fcs``; its head is the
+    classifier's last linear layer (``classifier.{2 len(fcs)}``: a linear layer and a ReLU per hidden layer)."""
+    last = f"classifier.{2 * len(fcs)}"
+    return ModelEntry(
+        name=name, head=(f"{last}.weight", f"{last}.bias"), input_shape=input_shape, n_classes=10,
+        factory=_convnet(convs, fcs), needs_image=True, description=description,
+    )  # fmt: skip
+
+
 _ENTRIES = (
     ModelEntry(
         name="mlp", head=("net.2.weight", "net.2.bias"),
@@ -116,32 +128,26 @@ _ENTRIES = (
         input_shape=(1, 28, 28), n_classes=10, factory=_logreg,
         description="multinomial logistic regression on MNIST (Luo et al. INFOCOM'21 Sec. VI-A)",
     ),
-    ModelEntry(
-        name="cnn_mcmahan", head=("classifier.2.weight", "classifier.2.bias"),
-        input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_MCMAHAN, (512,)),
-        needs_image=True,
-        description="CNN conv5x5(32)-pool-conv5x5(64)-pool-fc512-fc10 (McMahan AISTATS'17; AnycostFL FMNIST)",
+    _conv_entry(
+        "cnn_mcmahan", (1, 28, 28), _MCMAHAN, (512,),
+        "CNN conv5x5(32)-pool-conv5x5(64)-pool-fc512-fc10 (McMahan AISTATS'17; AnycostFL FMNIST)",
     ),
-    ModelEntry(
-        name="vgg9", head=("classifier.4.weight", "classifier.4.bias"),
-        input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_VGG9, (512, 512)), needs_image=True,
-        description="VGG-9 conv3x3 32,64-128,128-256,256-fc512-fc512-fc10 (FedMA; AnycostFL CIFAR-10)",
+    _conv_entry(
+        "vgg9", (3, 32, 32), _VGG9, (512, 512),
+        "VGG-9 conv3x3 32,64-128,128-256,256-fc512-fc512-fc10 (FedMA; AnycostFL CIFAR-10)",
     ),
     ModelEntry(
         name="ccfedavg_mlp", head=("net.4.weight", "net.4.bias"),
         input_shape=(1, 28, 28), n_classes=10, factory=_mlp, hidden=(784, 50),
         description="MLP 784-784-50-10, 3 fc layers (CC-FedAvg Sec. VI-A FMNIST; sizes from its code)",
     ),
-    ModelEntry(
-        name="ccfedavg_cnn", head=("classifier.4.weight", "classifier.4.bias"),
-        input_shape=(3, 32, 32), n_classes=10, factory=_convnet(_CCFEDAVG_CNN, (120, 84)),
-        needs_image=True,
-        description="CNN conv5x5(6)-pool-conv5x5(16)-pool-fc120-fc84-fc10 (CC-FedAvg Sec. VI-A CIFAR-10)",
+    _conv_entry(
+        "ccfedavg_cnn", (3, 32, 32), _CCFEDAVG_CNN, (120, 84),
+        "CNN conv5x5(6)-pool-conv5x5(16)-pool-fc120-fc84-fc10 (CC-FedAvg Sec. VI-A CIFAR-10)",
     ),
-    ModelEntry(
-        name="lenet5", head=("classifier.4.weight", "classifier.4.bias"),
-        input_shape=(1, 28, 28), n_classes=10, factory=_convnet(_LENET5, (120, 84)), needs_image=True,
-        description="LeNet-5 conv5x5(6,pad 2)-pool-conv5x5(16)-pool-fc120-fc84-fc10, ReLU (Luo et al. Sec. VI-A)",
+    _conv_entry(
+        "lenet5", (1, 28, 28), _LENET5, (120, 84),
+        "LeNet-5 conv5x5(6,pad 2)-pool-conv5x5(16)-pool-fc120-fc84-fc10, ReLU (Luo et al. Sec. VI-A)",
     ),
     ModelEntry(
         name="heterofl_conv", head=("classifier.weight", "classifier.bias"),
