@@ -11,13 +11,11 @@ Ray is an optional extra, imported only by :class:`RayExecutor`.
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import tomllib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from edgefl.errors import EdgeflError
 from edgefl.learning.threads import torch_threads as _torch_threads
+from edgefl.ray_cluster import RAY_INSTALL_HINT, RayUnavailable, connect, import_ray, start_local_cluster
 
 if TYPE_CHECKING:
     from edgefl.results import RunResult
@@ -42,7 +41,6 @@ __all__ = [
     "RAY_INSTALL_HINT",
 ]
 
-RAY_INSTALL_HINT = "pip install 'edgefl[ray]'"
 
 
 class SweepError(EdgeflError, RuntimeError):
@@ -155,52 +153,9 @@ class LocalExecutor:
 def _import_ray() -> Any:
     """The ``ray`` module, or :class:`SweepError` saying how to install it."""
     try:
-        import ray
-    except ImportError:
-        raise SweepError(
-            f"--executor ray needs Ray, which is not installed; install it with: {RAY_INSTALL_HINT}"
-        ) from None
-    return ray
-
-
-_QUIET = {"log_to_driver": False, "logging_level": logging.WARNING}
-
-
-def start_local_cluster(num_cpus: int) -> None:
-    """Start a one-machine Ray cluster with ``num_cpus`` CPUs, its services bound to 127.0.0.1, and connect."""
-    ray = _import_ray()
-    with _loopback_mode():
-        ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1", **_QUIET)
-
-
-def _is_loopback(address: str) -> bool:
-    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-@contextmanager
-def _loopback_mode() -> Iterator[None]:
-    """Make Ray use 127.0.0.1 as this node's address while the block runs (``ray.init`` inside).
-
-    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough on Linux: Ray replaces a loopback address by
-    the host's reachable one unless it runs in its single-machine mode (the mode of
-    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). A driver joining a cluster bound to 127.0.0.1 needs the same mode
-    to find its local node.
-    """
-    try:
-        from ray._private import ray_constants
-    except ImportError:  # a Ray without that module: Ray decides
-        yield
-        return
-    if not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):
-        yield
-        return
-    old = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = old
+        return import_ray()
+    except RayUnavailable as exc:
+        raise SweepError(str(exc)) from None
 
 
 class RayExecutor:
@@ -227,24 +182,11 @@ class RayExecutor:
         self._refs: dict[Any, RunJob] = {}
 
     def __enter__(self) -> RayExecutor:
-        ray = self._ray = self._module
-        if ray.is_initialized():
-            return self
+        self._ray = self._module
         try:
-            if self.address is None:
-                start_local_cluster(self.num_cpus or os.cpu_count() or 1)
-                self._started = True
-            elif _is_loopback(self.address):  # a cluster bound to 127.0.0.1 (e.g. start_local_cluster's)
-                with _loopback_mode():
-                    ray.init(address=self.address, _node_ip_address="127.0.0.1", **_QUIET)
-            else:
-                ray.init(address=self.address, **_QUIET)
-        except Exception as exc:  # noqa: BLE001 - Ray raises several types for an unreachable cluster
-            where = (
-                f"--address {self.address!r}: cannot join the Ray cluster" if self.address
-                else "cannot start a local Ray cluster"
-            )  # fmt: skip
-            raise SweepError(f"{where}: {_one_line(exc)}") from None
+            self._started = connect(self.address, num_cpus=self.num_cpus or os.cpu_count() or 1)
+        except RayUnavailable as exc:
+            raise SweepError(str(exc)) from None
         return self
 
     def __exit__(
