@@ -197,6 +197,12 @@ class TrainConfig(_Strict):
     # a test accuracy in (0, 1]: summary.json gives the round, simulated time [s] and energy [J] that first reach it
     target_accuracy: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
     threads: int = Field(1, ge=1, le=1024)  # torch intra-op threads of `edgefl run` (README: "Threads")
+    # where a round's training jobs run (README: "Executors"): "inline" in this process, "processes" a local pool of
+    # `workers` processes, "ray" `workers` Ray actors on the cluster at `address` (None: a local one); each job
+    # with `threads` torch threads. The tables are the same whichever runs them.
+    executor: Literal["inline", "processes", "ray"] = "inline"
+    workers: int | None = Field(None, ge=1, le=65_536)  # None: the usable cores (processes) or 2 (ray, local)
+    address: str | None = None  # "HOST:PORT" or "auto" of a running Ray cluster
 
     @model_validator(mode="after")
     def _milestones(self) -> TrainConfig:
@@ -206,6 +212,10 @@ class TrainConfig(_Strict):
         require(self, key="lr_schedule", value="step", field="lr_milestones", what="lr_milestones (rounds), e.g. [100]")
         if ms and self.lr_schedule != "step":
             raise ValueError(f"lr_milestones={ms}: only used by lr_schedule='step', not {self.lr_schedule!r}")
+        if self.workers is not None and self.executor == "inline":
+            raise ValueError(f"workers={self.workers}: only used by executor='processes' or 'ray', not 'inline'")
+        if self.address is not None and self.executor != "ray":
+            raise ValueError(f"address={self.address!r}: only used by executor='ray', not {self.executor!r}")
         return self
 
 

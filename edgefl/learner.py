@@ -30,10 +30,14 @@ __all__ = ["BoundLearner", "Executor", "InlineExecutor", "Learner", "TrainingLea
 
 
 class Executor(Protocol):
-    """Runs the device side of a round's jobs (values) and returns what each built."""
+    """Runs the device side of a round's jobs (values) and returns what each built (:mod:`edgefl.executors`)."""
 
     def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
         """Every job's client update, in job order."""
+        ...
+
+    def close(self) -> None:
+        """Release the executor's workers (the run is over)."""
         ...
 
 
@@ -50,6 +54,9 @@ class InlineExecutor:
         if updates is None:
             updates = [method.client_update(job, trainer=trainer) for job in jobs]
         return updates
+
+    def close(self) -> None:
+        return None
 
 
 class Learner(Protocol):
@@ -73,6 +80,10 @@ class Learner(Protocol):
     def assess(self, state: Any, work: RoundWork, *, evaluate: bool, global_loss: bool) -> Assessment:
         """Measure the new global state (``evaluate``: on the test set this step; ``global_loss``: also the
         global training loss F(w))."""
+        ...
+
+    def close(self) -> None:
+        """Release what the learner holds beyond the run (its executor's workers)."""
         ...
 
 
@@ -113,6 +124,9 @@ class TrainingLearner:
         f_w = self.workload.global_train_loss(state) if evaluate and global_loss else math.nan
         return Assessment(acc, test_loss, train_loss, f_w)
 
+    def close(self) -> None:
+        self.executor.close()
+
 
 class BoundLearner:
     """Surrogate learning: the jobs' planned work, and the global loss moved by the surrogate ``workload``'s
@@ -138,10 +152,14 @@ class BoundLearner:
         """No test set: the training loss is the bound's loss."""
         return Assessment(math.nan, math.nan, self.workload.loss(state), math.nan)
 
+    def close(self) -> None:
+        return None
 
-def make_learner(*, method: Method, workload: Learning) -> Learner:
-    """The learner of a run: :class:`TrainingLearner` when the workload trains, else :class:`BoundLearner`."""
+
+def make_learner(*, method: Method, workload: Learning, executor: Executor | None = None) -> Learner:
+    """The learner of a run: :class:`TrainingLearner` when the workload trains (its jobs run by ``executor``,
+    default :class:`InlineExecutor`), else :class:`BoundLearner`."""
     if workload.trains:
-        executor = InlineExecutor(method=method, trainer=workload)
+        executor = executor or InlineExecutor(method=method, trainer=workload)
         return TrainingLearner(method=method, workload=workload, executor=executor)
     return BoundLearner(method=method, workload=workload)

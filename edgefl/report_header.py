@@ -26,6 +26,13 @@ def _policy(info: RunInfo) -> str:
     return "wait_all"
 
 
+def _trainer(info: RunInfo) -> str:
+    if info.executor == "none":
+        return "none (surrogate learning)"
+    workers = "in this process" if info.executor == "inline" else f"{info.workers} workers"
+    return f"{info.executor}, {workers}, {info.device}"
+
+
 def run_settings(info: RunInfo) -> list[tuple[str, str]]:
     """The header's rows, ``(label, value)`` with values in engineer units (MHz, s)."""
     asynchronous, torch = info.asynchronous, info.learning == "torch"
@@ -40,6 +47,7 @@ def run_settings(info: RunInfo) -> list[tuple[str, str]]:
         ("learning", info.learning if torch else f"surrogate ({info.surrogate_bound} bound)"),
         ("model", info.model if torch else "none (surrogate workload sizes)"),
         ("data", f"{info.dataset}, {info.partition} partition" if torch else "none"),
+        ("training jobs", _trainer(info)),
         ("seed", str(info.seed)),
     ]
     if info.target_accuracy is not None:

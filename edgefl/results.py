@@ -73,6 +73,7 @@ def summarize(info: RunInfo, rounds: pd.DataFrame) -> dict[str, Any]:
         "bits_up": float(rounds["bits_up"].sum()) if len(rounds) else 0.0,
         "wall_time_s": float(rounds["wall_time_s"].sum()) if len(rounds) else 0.0,
         **run_target_summary(info.target_accuracy, rounds),
+        "training_jobs": {"executor": info.executor, "workers": info.workers, "device": info.device},
     }
 
 

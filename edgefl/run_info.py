@@ -21,7 +21,8 @@ class RunInfo:
     ``"physical"`` or ``"per_step"``; ``learning``: ``"torch"`` or ``"surrogate"``, with ``surrogate_bound``;
     ``model``, ``dataset``, ``partition``: what trains; ``target_accuracy``: the test accuracy to reach (None:
     none); ``flops_per_cycle_scale``: the fleet's laptop-scale factor; ``output_format``: ``"csv"`` or
-    ``"parquet"`` for the device table.
+    ``"parquet"`` for the device table; ``executor``, ``workers``, ``device``: where the training jobs ran
+    (``train.executor``, its worker count, ``"cpu"``; ``"none"`` and 0 under surrogate learning).
     """
 
     name: str
@@ -46,3 +47,6 @@ class RunInfo:
     target_accuracy: float | None
     flops_per_cycle_scale: float
     output_format: str
+    executor: str = "inline"
+    workers: int = 1
+    device: str = "cpu"

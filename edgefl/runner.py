@@ -13,6 +13,7 @@ runner.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from edgefl.costs import CostModel
 from edgefl.driver import Driver, RoundRules, Run
 from edgefl.fleet_mix import FleetBuild, build_fleet, placed_positions
 from edgefl.fleet_table import data_sizes_of
-from edgefl.learner import make_learner
+from edgefl.executors import ProcessExecutor, RayExecutor, usable_cores
+from edgefl.learner import Executor, InlineExecutor, make_learner
 from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
 from edgefl.record import Records
@@ -39,11 +41,12 @@ from edgefl.sim import Clock
 from edgefl.state import RunState
 
 if TYPE_CHECKING:
+    from edgefl.algorithms.base import Method
     from edgefl.learning.protocol import Learning
 
 __all__ = [
-    "run_scenario", "build_run", "draw_devices", "Devices", "resolve_info", "prepare", "select_devices", "Simulation",
-    "RunInterrupted",
+    "run_scenario", "build_run", "build_method", "device_side", "draw_devices", "Devices", "make_executor",
+    "resolve_info", "prepare", "select_devices", "Simulation", "RunInterrupted",
 ]  # fmt: skip
 
 
@@ -95,21 +98,49 @@ def draw_devices(scenario: Scenario) -> Devices:
     return Devices(streams=streams, workload=workload, fleet=built, radio=radio)
 
 
+def build_method(scenario: Scenario, devices: Devices) -> tuple[Method, CostModel]:
+    """The method of a run of ``scenario`` on its ``devices``, and the cost model it plans with."""
+    fleet = devices.fleet.fleet
+    costs = CostModel(fleet)
+    mcfg = scenario.method
+    setup = MethodSetup(
+        workload=devices.workload, costs=costs, streams=devices.streams, n_devices=fleet.n_devices,
+        clients_per_round=mcfg.clients_per_round, rounds=scenario.rounds, width=scenario.model.width,
+    )  # fmt: skip
+    return make_method(mcfg.name, settings=mcfg.settings_of(), setup=setup), costs
+
+
+def device_side(scenario: Scenario) -> tuple[Method, Learning]:
+    """An executor worker's copy of a run's device side (:data:`edgefl.executors.DeviceSide`): the method as
+    built and the trainer with the devices' data, drawn from ``scenario``'s seed as :func:`build_run` draws them."""
+    devices = draw_devices(scenario)
+    return build_method(scenario, devices)[0], devices.workload
+
+
+def make_executor(scenario: Scenario, method: Method, workload: Learning) -> Executor | None:
+    """The executor of the run's training jobs (``train.executor``, :mod:`edgefl.executors`); None under surrogate
+    learning (no job trains)."""
+    train = scenario.train
+    if not workload.trains:
+        return None
+    if train.executor == "inline":
+        return InlineExecutor(method=method, trainer=workload)
+    build = functools.partial(device_side, scenario)
+    workers = trainer_info(scenario)["workers"]
+    if train.executor == "processes":
+        return ProcessExecutor(build=build, workers=workers, threads=train.threads)
+    return RayExecutor(build=build, workers=workers, threads=train.threads, address=train.address)
+
+
 def build_run(scenario: Scenario) -> Run:
     """The parts of a run of ``scenario``, ready to play round 1."""
     devices = draw_devices(scenario)
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
-    costs = CostModel(fleet)
-    mcfg = scenario.method
-    setup = MethodSetup(
-        workload=workload, costs=costs, streams=streams, n_devices=fleet.n_devices,
-        clients_per_round=mcfg.clients_per_round, rounds=scenario.rounds, width=scenario.model.width,
-    )  # fmt: skip
-    method = make_method(mcfg.name, settings=mcfg.settings_of(), setup=setup)
+    method, costs = build_method(scenario, devices)
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
-    learner = make_learner(method=method, workload=workload)
+    learner = make_learner(method=method, workload=workload, executor=make_executor(scenario, method, workload))
     return Run(scenario=scenario, rules=round_rules(scenario, fleet.n_devices), streams=streams, workload=workload,
                fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock,
                driver=driver)  # fmt: skip
@@ -149,8 +180,18 @@ def resolve_info(scenario: Scenario) -> RunInfo:
         cost_mode=cost_mode(scenario.fleet), learning=scenario.learning, surrogate_bound=scenario.surrogate.bound,
         model=scenario.model.name, dataset=data.dataset, partition=data.partition,
         target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
-        output_format=scenario.output.format,
+        output_format=scenario.output.format, **trainer_info(scenario),
     )  # fmt: skip
+
+
+def trainer_info(scenario: Scenario) -> dict[str, Any]:
+    """Where a run's training jobs run: ``executor``, ``workers`` (what :func:`make_executor` starts) and
+    ``device``; ``"none"`` and 0 workers under surrogate learning."""
+    train = scenario.train
+    if scenario.learning != "torch":
+        return {"executor": "none", "workers": 0, "device": "none"}
+    workers = {"inline": 1, "processes": train.workers or usable_cores(), "ray": train.workers or 2}[train.executor]
+    return {"executor": train.executor, "workers": workers, "device": "cpu"}
 
 
 def prepare(scenario: Scenario) -> Simulation:
@@ -194,6 +235,8 @@ def run_scenario(
         if checkpoint_dir is not None:
             sim.save(checkpoint_dir)  # the last completed round: `edgefl run --resume` continues from it
         raise RunInterrupted(sim.result()) from None
+    finally:
+        sim.run.learner.close()  # the executor's workers, if any
     return sim.result(final=True)
 
 

@@ -1,0 +1,74 @@
+"""The trainer's executors give the same tables as the inline one: a local process pool and a real local Ray cluster
+(started here, bound to 127.0.0.1) run a round's jobs, synchronous and asynchronous, with the devices' memories
+carried by the jobs. The reference is the run with the inline executor."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgefl.errors import ScenarioError
+from edgefl.executors import chunks
+from edgefl.runner import run_scenario
+from edgefl.scenario import load_scenario
+
+SMALL = ["model.hidden=[16]", "rounds=3", "checkpoint_every=0"]
+STC = ["method.name=stc", "round.policy=deadline", "round.deadline_s=2.0"]  # error feedback: memory in the jobs
+
+
+def tables(result):
+    """The run's two tables without the host's wall time."""
+    return result.rounds.drop(columns="wall_time_s"), result.device_rounds
+
+
+def assert_same_run(sets, executor_sets):
+    inline = run_scenario(load_scenario("quickstart", sets))
+    other = run_scenario(load_scenario("quickstart", [*sets, *executor_sets]))
+    (r0, d0), (r1, d1) = tables(inline), tables(other)
+    assert len(r0) == len(r1) and r0.equals(r1)
+    assert d0.equals(d1)
+    assert inline.summary["training_jobs"] == {"executor": "inline", "workers": 1, "device": "cpu"}
+    return other
+
+
+@pytest.mark.parametrize(("n_jobs", "n_workers", "sizes"), [
+    (10, 2, [5, 5]), (7, 3, [3, 2, 2]), (2, 4, [1, 1]), (1, 1, [1]), (0, 2, []),
+])  # fmt: skip
+def test_chunks_are_contiguous_near_equal_and_cover_every_job(n_jobs, n_workers, sizes):
+    parts = chunks(n_jobs, n_workers)
+    assert [len(c) for c in parts] == sizes
+    assert [i for c in parts for i in c] == list(range(n_jobs))
+
+
+def test_two_processes_give_the_inline_tables_with_memory_carried_by_the_jobs():
+    other = assert_same_run([*SMALL, *STC], ["train.executor=processes", "train.workers=2"])
+    assert other.summary["training_jobs"] == {"executor": "processes", "workers": 2, "device": "cpu"}
+
+
+def test_the_asynchronous_driver_uses_the_same_executors():
+    sets = [*SMALL, "method.name=fedasync", "method.clients_per_round=4"]
+    assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
+
+
+def test_a_local_ray_cluster_runs_a_rounds_jobs_with_the_same_tables():
+    ray = pytest.importorskip("ray")
+    from edgefl.ray_cluster import start_local_cluster
+
+    start_local_cluster(2)  # the executor joins the cluster this process is connected to
+    try:
+        other = assert_same_run([*SMALL, *STC], ["train.executor=ray", "train.workers=2"])
+    finally:
+        ray.shutdown()
+    assert other.summary["training_jobs"] == {"executor": "ray", "workers": 2, "device": "cpu"}
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["train.workers=2"], r"train\.workers=2: only used by executor='processes' or 'ray', not 'inline'"),
+    (["train.executor=processes", "train.address=127.0.0.1:6379"],
+     r"train\.address='127\.0\.0\.1:6379': only used by executor='ray', not 'processes'"),
+    (["train.executor=threads"], r"train\.executor"),
+    (["train.executor=processes", "train.workers=0"], r"train\.workers"),
+])  # fmt: skip
+def test_executor_settings_fail_in_one_line_naming_the_key(sets, message):
+    with pytest.raises(ScenarioError, match=message) as info:
+        load_scenario("quickstart", sets)
+    assert "\n" not in str(info.value)
