@@ -13,8 +13,16 @@ with ``git worktree add``): per method the children alternate, this tree and the
 shared and noisy; benchmarks/pairing.py), and the median shares of both are printed. Each child imports edgefl
 from its own tree.
 
+``--executors`` times the same round another way, as whole rounds (the run built first, its workers started):
+per method, alternating, the inline executor against ``train.executor = "processes"`` with 2 workers (their
+tables compared by hash), and a bare PyTorch loop doing the same training and evaluation (the round's devices at
+the widths they trained, one device after another, the same batches' sizes, then the test set), alone and two
+side by side. It prints the round's time over the bare loop's (inline), the speed-up of the 2 processes, and the
+share of the machine's limit: the bare loop's time over the round's, where two bare loops side by side make 2.0.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl
 """
 
 from __future__ import annotations
@@ -35,6 +43,11 @@ PRESET = "anycostfl_fmnist"
 PER_DEVICE = 100
 METHODS = ("anycostfl", "stc", "qsgd", "fedhq", "uveqfed")
 TARGET_SHARE = 0.25
+TARGET_OVER_BARE, TARGET_SPEEDUP, TARGET_LIMIT_SHARE = 1.35, 1.7, 1.8
+SETTINGS = [
+    "rounds=1", "checkpoint_every=0", f"data.max_train_samples={60 * PER_DEVICE}", "data.max_test_samples=1000",
+    f"fleet.flops_per_cycle_scale={PER_DEVICE / 1000!r}",
+]  # fmt: skip
 HERE = Path(__file__).resolve().parents[1]  # the source tree this script belongs to
 
 
@@ -95,10 +108,7 @@ def child(method: str) -> None:
     klass.client_update = timed(klass.client_update, "update_s")
     payloads: list = []
     _capture(payloads)
-    sc = load_scenario(PRESET, [
-        "rounds=1", "checkpoint_every=0", f"method.name={method}", f"data.max_train_samples={60 * PER_DEVICE}",
-        "data.max_test_samples=1000", f"fleet.flops_per_cycle_scale={PER_DEVICE / 1000!r}",
-    ])  # fmt: skip
+    sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}"])
     t0 = time.perf_counter()
     result = run_scenario(sc)
     wall = time.perf_counter() - t0
@@ -111,6 +121,119 @@ def child(method: str) -> None:
     print(json.dumps({"wall_s": wall, "train_s": times["train_s"], "codec_s": codec_s, "decode_s": decode_s,
                       "share": codec_s / times["train_s"], "payloads": len(payloads), "bits_sum": sum(bits),
                       "bits_sha": hashlib.sha256(json.dumps(bits).encode()).hexdigest()[:12]}))
+
+
+def _sha(frame) -> str:
+    return hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()[:12]
+
+
+def child_round(method: str, executor: str, jobs_file: str) -> None:
+    """One whole round of ``method`` with ``executor`` (``inline`` or ``processes`` with 2 workers), built and its
+    workers started before the clock starts; writes the trained jobs (device, width) to ``jobs_file``."""
+    import torch
+
+    torch.set_num_threads(1)
+    from edgefl.runner import prepare, run_scenario
+    from edgefl.scenario import load_scenario
+
+    extra = [] if executor == "inline" else ["train.executor=processes", "train.workers=2"]
+    sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}", *extra])
+    sim = prepare(sc)
+    sim.run.learner.executor.start()
+    t0 = time.perf_counter()
+    result = run_scenario(sc, simulation=sim)
+    wall = time.perf_counter() - t0
+    d = result.device_rounds
+    trained = d[d["trained"]]
+    Path(jobs_file).write_text(json.dumps({"device": trained["device"].tolist(), "width": trained["width"].tolist()}))
+    print(json.dumps({"wall_s": wall, "tables": _sha(result.rounds.drop(columns="wall_time_s")) + _sha(d)}))
+
+
+def child_bare(method: str, jobs_file: str) -> None:
+    """A bare PyTorch loop doing the round's training and evaluation: each job's device trains a fresh model of
+    its width (the preset's architecture) for the preset's epochs with plain SGD over its 100 images in batches of
+    the preset's size, one device after another, then the full model is evaluated on the test set."""
+    import torch
+    from torch.nn import functional as F
+
+    torch.set_num_threads(1)
+    from edgefl.learning.models import build_model
+    from edgefl.runner import draw_devices
+    from edgefl.scenario import load_scenario
+
+    sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}"])
+    wl = draw_devices(sc).workload
+    jobs = json.loads(Path(jobs_file).read_text())
+    cfg, shape = sc.train, wl.dataset.input_shape
+    models = {w: build_model(sc.model.name, input_shape=shape, n_classes=10, width=w) for w in {1.0, *jobs["width"]}}
+    data = [(wl.x_train[p], wl.y_train[p]) for p in wl.partitions]
+    gen = torch.Generator().manual_seed(0)
+    t0 = time.perf_counter()
+    for dev, width in zip(jobs["device"], jobs["width"]):
+        model = models[width]
+        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        x, y = data[dev]
+        for _ in range(cfg.local_epochs):
+            perm = torch.randperm(x.shape[0], generator=gen)
+            for i in range(0, x.shape[0], cfg.batch_size):
+                idx = perm[i : i + cfg.batch_size]
+                opt.zero_grad()
+                F.cross_entropy(model(x[idx]), y[idx]).backward()
+                opt.step()
+    with torch.no_grad():
+        models[1.0].eval()
+        F.cross_entropy(models[1.0](wl.x_test), wl.y_test)
+    print(json.dumps({"wall_s": time.perf_counter() - t0}))
+
+
+def _spawn(args: list[str], tree: Path = HERE) -> subprocess.Popen:
+    path = os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=tree)  # fmt: skip
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        sys.exit(f"child {proc.args[2:]} failed:\n{err}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def executors(methods: list[str], repeats: int) -> bool:
+    """``--executors``: inline against 2 processes and a bare loop, per method (module docstring)."""
+    import statistics
+    import tempfile
+
+    met = True
+    for method in methods:
+        with tempfile.TemporaryDirectory() as tmp:
+            jobs = str(Path(tmp) / "jobs.json")
+            rows = []
+            for _ in range(repeats):
+                inline = _result(_spawn(["--child-round", method, "inline", jobs]))
+                procs = _result(_spawn(["--child-round", method, "processes", jobs]))
+                bare = _result(_spawn(["--child-bare", method, jobs]))
+                pair = [_spawn(["--child-bare", method, jobs]) for _ in range(2)]
+                pair_s = max(_result(p)["wall_s"] for p in pair)
+                rows.append({"inline": inline, "procs": procs, "bare": bare["wall_s"], "pair": pair_s})
+        med = lambda key: statistics.median(key(r) for r in rows)  # noqa: E731
+        over_bare = med(lambda r: r["inline"]["wall_s"] / r["bare"])
+        speedup = med(lambda r: r["inline"]["wall_s"] / r["procs"]["wall_s"])
+        share = med(lambda r: r["bare"] / r["procs"]["wall_s"])
+        limit = med(lambda r: 2 * r["bare"] / r["pair"])
+        same = all(r["inline"]["tables"] == r["procs"]["tables"] for r in rows)
+        print(f"{method}: one round of {PRESET}, 60 devices x {PER_DEVICE} images, one thread per job, "
+              f"median of {repeats}")  # fmt: skip
+        print(f"  inline {med(lambda r: r['inline']['wall_s']):.1f} s, 2 processes "
+              f"{med(lambda r: r['procs']['wall_s']):.1f} s, bare loop {med(lambda r: r['bare']):.1f} s "
+              f"(two side by side {med(lambda r: r['pair']):.1f} s)")  # fmt: skip
+        print(f"  inline / bare loop {over_bare:.2f} (target <= {TARGET_OVER_BARE}); 2 processes speed-up "
+              f"{speedup:.2f}x (target >= {TARGET_SPEEDUP}); share of the machine's limit {share:.2f} of "
+              f"{limit:.2f} measured for two bare loops (target >= {TARGET_LIMIT_SHARE} of 2.0); "
+              f"tables identical: {same}")  # fmt: skip
+        met &= over_bare <= TARGET_OVER_BARE and speedup >= TARGET_SPEEDUP and share >= TARGET_LIMIT_SHARE and same
+    return met
 
 
 def measure(method: str, tree: Path = HERE) -> dict:
@@ -135,15 +258,29 @@ def main() -> None:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all five)")
     ap.add_argument("--repeats", type=int, default=1, help="rounds per method and tree (medians are printed)")
     ap.add_argument("--baseline", type=Path, default=None, help="a source tree to pair against")
+    ap.add_argument("--executors", action="store_true", help="inline against 2 processes and a bare loop")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-round", nargs=3, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-bare", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
         child(args.child)
+        return
+    if args.child_round is not None:
+        child_round(*args.child_round)
+        return
+    if args.child_bare is not None:
+        child_bare(*args.child_bare)
         return
     methods = args.methods.split(",")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         sys.exit(f"--methods: {', '.join(unknown)} not in {', '.join(METHODS)}")
+    if args.executors:
+        met = executors(methods, args.repeats)
+        verdict = "met" if met else "NOT met"
+        print(f"targets (inline / bare, 2 processes speed-up, share of the limit, tables): {verdict}")
+        return
     met = True
     for method in methods:
         print(f"{method}: one round of {PRESET}, 60 devices x {PER_DEVICE} images, one thread")

@@ -95,6 +95,10 @@ class ProcessExecutor:
         self.build, self.workers, self.threads = build, int(workers), int(threads)
         self._pool: ProcessPoolExecutor | None = None
 
+    def start(self) -> None:
+        """Start every worker now (each builds its device side), not with the first round's jobs."""
+        self._started()
+
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
@@ -152,6 +156,10 @@ class RayExecutor:
         self._ray = import_ray()
         self._actors: list[Any] = []
         self._started_cluster = False
+
+    def start(self) -> None:
+        """Start every actor now (each builds its device side), not with the first round's jobs."""
+        self._ray.get([a.run.remote([]) for a in self._started()])
 
     def _started(self) -> list[Any]:
         if not self._actors:

@@ -36,6 +36,10 @@ class Executor(Protocol):
         """Every job's client update, in job order."""
         ...
 
+    def start(self) -> None:
+        """Start the executor's workers now rather than with the first jobs."""
+        ...
+
     def close(self) -> None:
         """Release the executor's workers (the run is over)."""
         ...
@@ -54,6 +58,9 @@ class InlineExecutor:
         if updates is None:
             updates = [method.client_update(job, trainer=trainer) for job in jobs]
         return updates
+
+    def start(self) -> None:
+        return None
 
     def close(self) -> None:
         return None
