@@ -203,6 +203,9 @@ class TrainConfig(_Strict):
     executor: Literal["inline", "processes", "ray"] = "inline"
     workers: int | None = Field(None, ge=1, le=65_536)  # None: the usable cores (processes) or 2 (ray, local)
     address: str | None = None  # "HOST:PORT" or "auto" of a running Ray cluster
+    # where the data, the models and their training live (README: "GPU"): "cpu", "cuda" (a CUDA GPU torch sees),
+    # or "auto" (CUDA when torch sees one, else the CPU); the codecs, the aggregation and the tables stay on the CPU
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
 
     @model_validator(mode="after")
     def _milestones(self) -> TrainConfig:

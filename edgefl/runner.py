@@ -190,8 +190,10 @@ def trainer_info(scenario: Scenario) -> dict[str, Any]:
     train = scenario.train
     if scenario.learning != "torch":
         return {"executor": "none", "workers": 0, "device": "none"}
+    from edgefl.learning.workload import torch_device
+
     workers = {"inline": 1, "processes": train.workers or usable_cores(), "ray": train.workers or 2}[train.executor]
-    return {"executor": train.executor, "workers": workers, "device": "cpu"}
+    return {"executor": train.executor, "workers": workers, "device": torch_device(train.device).type}
 
 
 def prepare(scenario: Scenario) -> Simulation:

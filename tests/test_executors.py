@@ -72,3 +72,37 @@ def test_executor_settings_fail_in_one_line_naming_the_key(sets, message):
     with pytest.raises(ScenarioError, match=message) as info:
         load_scenario("quickstart", sets)
     assert "\n" not in str(info.value)
+
+
+def test_the_device_auto_runs_where_torch_sees_a_gpu_else_on_the_cpu_with_the_cpu_tables():
+    """``train.device = "auto"`` takes the GPU path's code (data and models moved to the device, updates back to
+    the CPU) on whatever device torch has; on a CPU-only machine its tables are the CPU run's."""
+    import torch
+
+    sets = [*SMALL, *STC]
+    cpu = run_scenario(load_scenario("quickstart", sets))
+    auto = run_scenario(load_scenario("quickstart", [*sets, "train.device=auto"]))
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert auto.summary["training_jobs"]["device"] == expected
+    if expected == "cpu":
+        (r0, d0), (r1, d1) = tables(cpu), tables(auto)
+        assert r0.equals(r1) and d0.equals(d1)
+
+
+def test_cuda_without_a_gpu_fails_in_one_line_before_the_run():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible here")
+    with pytest.raises(ScenarioError, match=r"train\.device='cuda': torch sees no CUDA GPU here") as info:
+        run_scenario(load_scenario("quickstart", [*SMALL, "train.device=cuda"]))
+    assert "\n" not in str(info.value)
+
+
+def test_a_run_on_the_gpu_gives_the_same_tables_twice():
+    """Deterministic algorithms on the GPU: the same scenario twice, the same tables (needs a CUDA GPU)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here: the GPU path is exercised on the CPU by the device=auto test")
+    sets = [*SMALL, *STC, "train.device=cuda"]
+    (r0, d0), (r1, d1) = (tables(run_scenario(load_scenario("quickstart", sets))) for _ in range(2))
+    assert r0.equals(r1) and d0.equals(d1)

@@ -65,7 +65,9 @@ def local_train(
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     steps = samples = 0
-    loss_sum = torch.zeros(())
+    loss_sum = torch.zeros((), device=x.device)
+    if class_mask is not None:
+        class_mask = class_mask.to(x.device)
     for idx in _batches(x.shape[0], cfg, generator):
         opt.zero_grad(set_to_none=True)
         logits = model(x[idx])
@@ -131,9 +133,11 @@ def local_train_many(
         return (F.cross_entropy(logits, yb, reduction="none") * wb).sum()  # the mean over the real rows
 
     step_fn = vmap(grad_and_value(batch_loss))
-    params = {k: v.detach().unsqueeze(0).repeat(n_dev, *([1] * v.dim())) for k, v in start.items()}
+    on = x.device
+    weight = weight.to(on)
+    params = {k: v.detach().to(on).unsqueeze(0).repeat(n_dev, *([1] * v.dim())) for k, v in start.items()}
     bufs: dict[str, torch.Tensor] = {}
-    loss_sum = torch.zeros(n_dev)
+    loss_sum = torch.zeros(n_dev, device=on)
     with torch.no_grad():
         for j in range(steps):
             idx = index[:, j]

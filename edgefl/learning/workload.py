@@ -29,12 +29,29 @@ from edgefl.learning.train import evaluate, local_train, local_train_many, train
 from edgefl.config import DataConfig, ModelConfig, TrainConfig
 from edgefl.seeding import Streams
 
-__all__ = ["Workload", "State", "TrainResult", "state_bits"]
+__all__ = ["Workload", "State", "TrainResult", "state_bits", "torch_device"]
 
 State = dict[str, torch.Tensor]
 """A model's parameters by name (float32 tensors); the global model and updates use this form."""
 
 _FLOPS_CACHE: dict[tuple, float] = {}
+
+
+def torch_device(name: str) -> torch.device:
+    """The torch device of ``train.device``: ``"cpu"``, ``"cuda"`` (a CUDA GPU torch sees; else a one-line
+    :class:`ScenarioError`) or ``"auto"`` (CUDA when torch sees one, else the CPU). On a GPU, torch's
+    deterministic algorithms are switched on, so that a run gives the same tables each time it runs there."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ScenarioError("train.device='cuda': torch sees no CUDA GPU here (torch.cuda.is_available() is "
+                                "False); use 'cpu' or 'auto'")  # fmt: skip
+        import os
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what deterministic cuBLAS needs
+        torch.use_deterministic_algorithms(True)
+    return torch.device(name)
 
 
 def state_bits(state: State) -> int:
@@ -90,11 +107,14 @@ class Workload:
         if any(p.size == 0 for p in parts):
             raise ScenarioError(f"fleet.n_devices={n}: some device would hold no training sample")
         self.partitions = parts
-        self.x_train = torch.from_numpy(self.dataset.x_train)
-        self.y_train = torch.from_numpy(self.dataset.y_train)
-        self.x_test = torch.from_numpy(self.dataset.x_test)
-        self.y_test = torch.from_numpy(self.dataset.y_test)
+        self.device = torch_device(train.device)
+        on = self.device
+        self.x_train = torch.from_numpy(self.dataset.x_train).to(on)
+        self.y_train = torch.from_numpy(self.dataset.y_train).to(on)
+        self.x_test = torch.from_numpy(self.dataset.x_test).to(on)
+        self.y_test = torch.from_numpy(self.dataset.y_test).to(on)
         self._device_data = [(self.x_train[p], self.y_train[p]) for p in parts]
+        self._labels = [torch.from_numpy(self.dataset.y_train[p]) for p in parts]  # on the CPU, for the server
         self.train_config = local_train_config(self.train_schedule)
         self._models: dict[float, nn.Module] = {}
 
@@ -114,7 +134,7 @@ class Workload:
     def _model(self, width: float) -> nn.Module:
         # one reusable module per width: loading a state into it is cheaper than building a model per client
         if width not in self._models:
-            self._models[width] = self.make_model(width)
+            self._models[width] = self.make_model(width).to(self.device)
         return self._models[width]
 
     def initial_state(self) -> State:
@@ -207,7 +227,7 @@ class Workload:
             penalty=penalty,
         )  # fmt: skip
         with torch.no_grad():
-            update = {name: p.detach() - global_state[name] for name, p in model.named_parameters()}
+            update = {name: p.detach().cpu() - global_state[name] for name, p in model.named_parameters()}
         return TrainResult(
             update=update,
             n_samples=int(x.shape[0]),
@@ -237,7 +257,7 @@ class Workload:
         flops = self.flops_per_sample(width)
         return [
             TrainResult(
-                update={name: final[name][i] - global_state[name] for name in global_state},
+                update={name: final[name][i].cpu() - global_state[name] for name in global_state},
                 n_samples=int(owned[i].numel()), steps=st.steps, samples_processed=st.samples,
                 flops=flops * st.samples, train_loss=st.mean_loss,
             )  # fmt: skip
@@ -256,8 +276,8 @@ class Workload:
         return self.x_train[used], self.y_train[used]
 
     def device_labels(self, device: int) -> torch.Tensor:
-        """Training labels held by ``device``, shape (n_i,)."""
-        return self._device_data[device][1]
+        """Training labels held by ``device``, shape (n_i,), on the CPU."""
+        return self._labels[device]
 
     def _loaded(self, state: State, width: float | None = None) -> nn.Module:
         """The reusable module of ``width`` (default: the model config's) holding ``state``'s parameters."""
