@@ -68,7 +68,8 @@ def main() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        print("no CUDA GPU is visible to torch here: nothing to measure (run this on a machine with one)", file=sys.stderr)
+        print("no CUDA GPU is visible to torch here: nothing to measure (run it on a machine with one)",
+              file=sys.stderr)
         sys.exit(2)
     torch.set_num_threads(1)
     print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
