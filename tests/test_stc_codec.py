@@ -78,6 +78,8 @@ def test_sizes_and_payloads_equal_the_shared_coders_for_every_k_in_any_order(cas
         sizer = TernarySizer(update)
         for k in order:
             assert sizer.bits(int(k)) == 8 * len(ref[k]), (case, int(k))
+        for k in (1, N // 3, N - 1):  # encoding with what the sizes kept (the Rice parameter)
+            assert sizer.encode(k).payload == ref[k]
     sizer = TernarySizer(update)
     for k in (0, 1, 2, N // 5, N // 2, N // 2 + 1, N - 1, N):
         packed = sizer.encode(k)

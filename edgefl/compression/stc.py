@@ -49,6 +49,7 @@ class TernarySizer:
     def __init__(self, update: Mapping[str, torch.Tensor]) -> None:
         self.names, self.shapes, self.flat = flatten(update)
         self._sizes: dict[int, int] = {}
+        self._parameters: dict[int, int] = {}  # the Rice parameter of each k sized
         self._kept: list[_Kept] = []  # top sets materialised by the size search
 
     @property
@@ -85,19 +86,25 @@ class TernarySizer:
         return size
 
     def _rice_bits(self, k: int) -> int:
-        """Size [bits] of the top ``k``'s gaps Rice coded with the optimal parameter (no parameter field)."""
+        """Size [bits] of the top ``k``'s gaps Rice coded with the optimal parameter (no parameter field); the
+        parameter, the smallest optimal one (as :func:`coding.rice_parameter` picks it), is kept for :meth:`encode`."""
         if k == self.n:
+            self._parameters[k] = 0
             return k  # all gaps 0
         sel = self._selection
         if sel is None:
             gaps = _gaps(self.positions(k))
-            return coding.rice_bits(gaps, coding.rice_parameter(gaps))
+            b = self._parameters[k] = coding.rice_parameter(gaps)
+            return coding.rice_bits(gaps, b)
         end = sel.last(k) + 1  # the sum of the gaps plus k
         if end <= 2 * k:
+            self._parameters[k] = 0
             return end  # b = 0 (module docstring)
         shifted = self._shifted_sums(k)
         mean = (end - k) / k
-        return _least(lambda b: shifted(b) + k * (b + 1), max(0, math.floor(math.log2(mean))) if mean >= 1 else 0)
+        b, size = _least(lambda b: shifted(b) + k * (b + 1), max(0, math.floor(math.log2(mean))) if mean >= 1 else 0)
+        self._parameters[k] = b
+        return size
 
     def _shifted_sums(self, k: int) -> Callable[[int], int]:
         """``b -> sum(gaps >> b)`` over the top ``k``'s gaps: from the nearest top set materialised below ``k`` and
@@ -140,17 +147,17 @@ class TernarySizer:
             mask = self._selection.mask(k)  # b = 0: the unary terminators are the kept positions themselves
             negative, mu = quantize.ternary(self.flat[mask])
             payload = _pack(head, k, 0, mask[: self._selection.last(k) + 1], mu, negative)
-        else:
+        elif k:
             pos = self.positions(k)
             negative, mu = quantize.ternary(self.flat[pos])
             mask = np.zeros(n, dtype=bool)
             mask[pos] = True
-            if k:
-                gaps = _gaps(pos)
-                b = coding.rice_parameter(gaps)
-                payload = _pack(head, k, b, _terminators(gaps >> b), mu, negative, gaps)
-            else:
-                payload = head.to_bytes()
+            gaps = _gaps(pos)
+            b = self._parameters[k] if k in self._parameters else coding.rice_parameter(gaps)
+            terminators = mask[: pos[-1] + 1] if b == 0 else _terminators(gaps >> b)
+            payload = _pack(head, k, b, terminators, mu, negative, gaps)
+        else:
+            payload, negative, mu, mask = head.to_bytes(), np.zeros(0, dtype=bool), 0.0, np.zeros(n, dtype=bool)
         update, sent = _encoded_tensors(self.flat, mask, negative if mask is None else None, mu, self.names,
                                         self.shapes)  # fmt: skip
         return Compressed(payload, 8 * len(payload), k, n, 1, update, sent)
@@ -221,15 +228,16 @@ class _Added:
         return _Kept(np.insert(base.pos, self.at, self.pos), np.insert(gaps, self.at, self.gaps), sums)
 
 
-def _least(size: Callable[[int], int], b: int) -> int:
-    """The least ``size(b)`` over b >= 0 for a convex ``size``, by a walk from ``b`` (as
-    :func:`coding.rice_parameter` walks)."""
+def _least(size: Callable[[int], int], b: int) -> tuple[int, int]:
+    """The smallest b >= 0 of least ``size(b)`` for a convex ``size``, and that size: a walk from ``b`` down while
+    not larger, then up while smaller (:func:`coding.rice_parameter`'s walk; it ends at the smallest minimiser from
+    any start)."""
     best = size(b)
     while b > 0 and (lower := size(b - 1)) <= best:
         b, best = b - 1, lower
     while (higher := size(b + 1)) < best:
         b, best = b + 1, higher
-    return best
+    return b, best
 
 
 def encode_ternary(update: Mapping[str, torch.Tensor], *, kept: int) -> Compressed:
