@@ -344,18 +344,22 @@ def _pack(head: coding.BitWriter, k: int, b: int, terminators: np.ndarray | None
 
 
 def _msb_first(values: np.ndarray, width: int) -> np.ndarray:
-    """The low ``width`` bits (1..32) of each value, MSB first: uint8 0/1, shape ``(values.size, width)``."""
-    n_bytes = (width + 7) // 8
-    be = np.ascontiguousarray(values, dtype=">u4").view(np.uint8).reshape(-1, 4)[:, 4 - n_bytes :]
-    return np.unpackbits(be, axis=1)[:, 8 * n_bytes - width :]
+    """The low ``width`` bits of each value, MSB first: uint8 0/1, shape ``(values.size, width)``, one column per
+    bit (Rice remainders are a few bits wide)."""
+    out = np.empty((values.size, width), dtype=np.uint8)
+    for j in range(width):
+        np.bitwise_and(values >> (width - 1 - j), 1, out=out[:, j], casting="unsafe")
+    return out
 
 
 def _from_msb_first(bits: np.ndarray, width: int) -> np.ndarray:
-    """Unsigned integers from rows of ``width`` (1..63) bits, MSB first (int64; the inverse of :func:`_msb_first`)."""
-    packed = np.packbits(bits.reshape(-1, width), axis=1)  # left aligned in whole bytes
-    be = np.zeros((packed.shape[0], 8), dtype=np.uint8)
-    be[:, : packed.shape[1]] = packed
-    return (be.view(">u8").reshape(-1) >> np.uint64(64 - width)).astype(np.int64)
+    """Unsigned integers (int64) from rows of ``width`` bits, MSB first: the inverse of :func:`_msb_first`."""
+    rows = bits.reshape(-1, width)
+    out = rows[:, 0].astype(np.int64)
+    for j in range(1, width):
+        out <<= 1
+        out |= rows[:, j]
+    return out
 
 
 def _kth_zero(bits: np.ndarray, k: int) -> int:
