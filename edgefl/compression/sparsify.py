@@ -138,36 +138,42 @@ def top_kernels(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 _LOW, _HIGH = (0, 1) if sys.byteorder == "little" else (1, 0)  # the uint32 halves of a uint64, low word first
-_INF_BITS = 0x7F800000  # float32 +inf; every larger pattern without the sign bit is a NaN
+
+
+@functools.lru_cache(maxsize=8)
+def _indices(n: int) -> np.ndarray:
+    """``arange(n)`` as uint32, read-only (one per update size)."""
+    out = np.arange(n, dtype=np.uint32)
+    out.flags.writeable = False
+    return out
 
 
 class TopkSelection:
-    """Positions of the ``k`` largest of float32 magnitudes for any ``k``, ties by index: ``np.sort(order[:k])``
-    for ``order = rank_kernels(magnitudes)``, without ranking all of them.
+    """Positions of the ``k`` largest |values| (float32) for any ``k``, ties by index: ``np.sort(order[:k])`` for
+    ``order = rank_kernels(np.abs(values))``, without ranking all of them.
 
-    Every element gets a distinct 64-bit key: its magnitude's bit pattern complemented in the high word (bit
-    patterns of non-negative floats order like their values, so the complement puts larger magnitudes first) and
-    its index in the low word (ties by index). The top k are then the k least keys, whatever algorithm selects
-    them. A query for ``k`` places the k-th least key with ``ndarray.partition`` on the stretch between the two
-    nearest keys already placed, so the queries of a bisection partition about 2n keys in all.
+    Every element gets a distinct 64-bit key: the bit pattern of its magnitude (its float32 bits less the sign bit,
+    which order like the magnitudes) complemented in the high word, so larger magnitudes come first, and its index
+    in the low word (ties by index). The top k are then the k least keys, whatever algorithm selects them. A query
+    for ``k`` places the k-th least key with ``ndarray.partition`` on the stretch between the two nearest keys
+    already placed, so the queries of a bisection partition about 2n keys in all.
 
-    ``magnitudes``: shape ``(n,)``, non-negative (``-0.0`` counts as 0), no NaN, n < 2**32.
+    ``values``: shape ``(n,)``, no NaN, n < 2**32.
     """
 
-    def __init__(self, magnitudes: np.ndarray) -> None:
-        mags = np.ascontiguousarray(magnitudes, dtype=np.float32).reshape(-1)
-        self.n = n = int(mags.size)
+    def __init__(self, values: np.ndarray) -> None:
+        vals = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        self.n = n = int(vals.size)
         if n >= 1 << 32:
-            raise SparsifyError(f"{n} magnitudes: at most 2**32 - 1 can be selected from")
-        bits = mags.view(np.uint32)
-        if n and int(bits.max()) > _INF_BITS:
-            if np.any((bits > _INF_BITS) & (bits != 0x80000000)):
-                raise SparsifyError("magnitudes must be non-negative and not NaN")
-            bits = bits & np.uint32(0x7FFFFFFF)  # -0.0 as 0.0
+            raise SparsifyError(f"{n} values: at most 2**32 - 1 can be selected from")
+        if n and np.isnan(vals.min()):
+            raise SparsifyError("values must not be NaN")
         keys = np.empty(n, dtype=np.uint64)
         halves = keys.view(np.uint32).reshape(n, 2)
-        halves[:, _LOW] = np.arange(n, dtype=np.uint32)
-        np.invert(bits, out=halves[:, _HIGH])
+        halves[:, _LOW] = _indices(n)
+        high = halves[:, _HIGH]
+        np.bitwise_and(vals.view(np.uint32), np.uint32(0x7FFFFFFF), out=high)  # |v|
+        np.invert(high, out=high)
         self._keys = keys  # by element index
         self._work = keys.copy()  # partitioned in place: work[i] is the i-th least key for every placed i
         self._placed: list[int] = []  # sorted

@@ -59,10 +59,9 @@ class TernarySizer:
     @functools.cached_property
     def _selection(self) -> sparsify.TopkSelection | None:
         """Top-k sets by partial partitions; None when a value is NaN (then :attr:`order` ranks NaNs last)."""
-        mags = np.abs(self.flat)
-        if mags.size and np.isnan(mags.max()):
+        if self.flat.size and np.isnan(self.flat.min()):
             return None
-        return sparsify.TopkSelection(mags)
+        return sparsify.TopkSelection(self.flat)
 
     @functools.cached_property
     def order(self) -> np.ndarray:
