@@ -89,8 +89,8 @@ def rank_kernels(scores: np.ndarray) -> np.ndarray:
     least-significant-digit radix sort of the float64 bit patterns (which order like the values for non-negative
     floats) in 16-bit digits, each pass numpy's stable radix sort of ``uint16``; a digit that is the same for every
     kernel (the low bits of float32 magnitudes widened to float64) is skipped. About 1.5x faster than the
-    comparison sort at 1.7 million kernels: every AnycostFL and UVeQFed upload of the paper's CNN, and every STC/QSGD
-    search that keeps some but not all of its elements, ranks them.
+    comparison sort at 1.7 million kernels: every AnycostFL and UVeQFed upload of the paper's CNN, and every QSGD
+    search that keeps some but not all of its elements, ranks them (STC selects with :class:`TopkSelection`).
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size and not float(scores.min()) >= 0.0:  # a negative or NaN score (a diverged update)

@@ -13,7 +13,9 @@ grows by b + 1 bits, plus a sign bit). The top k come from :class:`sparsify.Topk
 full ranking). With gaps g_1..g_k before the kept positions p_1 < ... < p_k, the Rice code with parameter b takes
 ``f(b) = sum(g >> b) + k (b + 1)`` bits, and ``f(0) = p_k + 1``. When ``p_k + 1 <= 2k`` (gaps of mean at most 1),
 b = 0 is the smallest optimal parameter: ``g >> b >= (g - 2^b + 1) / 2^b`` gives
-``f(b) - f(0) >= k (b - 2 + 2^(1-b)) >= 0`` for b >= 1. Such sizes need only the largest kept position.
+``f(b) - f(0) >= k (b - 2 + 2^(1-b)) >= 0`` for b >= 1. Such sizes need only the largest kept position; the
+others come from top sets the search materialised and the elements ranked between (:class:`_Added`), and the
+smallest optimal b is kept for encoding.
 """
 
 from __future__ import annotations
