@@ -409,32 +409,35 @@ def _read_kept(r: coding.BitReader, k: int, n: int) -> np.ndarray | None:
     return pos
 
 
+def _tensor(array: np.ndarray, shape: Sequence[int]) -> torch.Tensor:
+    return torch.from_numpy(array).reshape(tuple(shape))
+
+
 def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.ndarray | None, mu: float,
                      names: Sequence[str], shapes: Sequence[Sequence[int]],
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
     """The ternary update of ``flat`` (``-mu`` where it is negative, else ``mu``, where ``mask`` is True; 0
     elsewhere; ``mask`` None: every element, ``negative`` then ``flat < 0`` if given) and that mask, as float32 and
-    bool tensors named ``names``, each written in place elementwise.
+    bool tensors named ``names``, each written elementwise into its own numpy array (numpy asks for huge pages for
+    large arrays: far fewer page faults than fresh torch storage).
 
     ``-mu`` is ``mu`` with the float32 sign bit set, so the values are ``(bits(mu) | (flat < 0) << 31) * mask``.
     """
     mu_bits = np.array(mu, dtype=np.float32).view(np.uint32)
     update, sent, at = {}, {}, 0
     for name, shape in zip(names, shapes):
-        shape = tuple(shape)
         size = math.prod(shape)
-        values = torch.empty(shape, dtype=torch.float32)
-        bits = values.numpy().reshape(-1).view(np.uint32)
+        bits = np.empty(size, dtype=np.uint32)
         signs = np.less(flat[at : at + size], 0) if negative is None else negative[at : at + size]
         np.left_shift(signs.view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
         np.bitwise_or(bits, mu_bits, out=bits)
         if mask is None:
-            sent[name] = torch.ones(shape, dtype=torch.bool)
+            sent[name] = _tensor(np.ones(size, dtype=bool), shape)
         else:
             here = mask[at : at + size]
             np.multiply(bits, here, out=bits)
-            sent[name] = torch.from_numpy(here.copy()).reshape(shape)
-        update[name] = values
+            sent[name] = _tensor(here.copy(), shape)
+        update[name] = _tensor(bits.view(np.float32), shape)
         at += size
     return update, sent
 
@@ -443,8 +446,8 @@ def _decoded_tensors(kept: np.ndarray | None, negative: np.ndarray, mu: float, n
                      shapes: Sequence[Sequence[int]],
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
     """The ternary update (``(-1)**negative * mu`` at the kept elements, in order, 0 elsewhere) and the mask of the
-    kept elements, as float32 and bool tensors named ``names``, each written in place (``-mu`` is ``mu`` with the
-    float32 sign bit set). ``kept``: a boolean mask, ascending positions, or None (every element)."""
+    kept elements, as float32 and bool tensors named ``names``, each written into its own numpy array (``-mu`` is
+    ``mu`` with the float32 sign bit set). ``kept``: a boolean mask, ascending positions, or None (every element)."""
     mu_bits = np.array(mu, dtype=np.float32).view(np.uint32)
     value_bits = None if kept is None else np.left_shift(negative.view(np.uint8), np.uint32(31), dtype=np.uint32)
     if value_bits is not None:
@@ -455,23 +458,22 @@ def _decoded_tensors(kept: np.ndarray | None, negative: np.ndarray, mu: float, n
     cuts = bounds if kept is None or by_mask else np.searchsorted(kept, bounds)
     update, sent, done = {}, {}, 0
     for i, (name, shape) in enumerate(zip(names, shapes)):
-        shape = tuple(shape)
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
         if kept is None:
-            values = torch.empty(shape, dtype=torch.float32)
-            bits = values.numpy().reshape(-1).view(np.uint32)
-            np.left_shift(negative[bounds[i] : bounds[i + 1]].view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
+            bits = np.empty(hi - lo, dtype=np.uint32)
+            np.left_shift(negative[lo:hi].view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
             np.bitwise_or(bits, mu_bits, out=bits)
-            sent[name] = torch.ones(shape, dtype=torch.bool)
+            mask = np.ones(hi - lo, dtype=bool)
         else:
-            values, mask = torch.zeros(shape, dtype=torch.float32), torch.zeros(shape, dtype=torch.bool)
+            bits = np.zeros(hi - lo, dtype=np.uint32)
             if by_mask:
-                np.copyto(mask.numpy().reshape(-1), kept[bounds[i] : bounds[i + 1]])
-                where = np.flatnonzero(mask.numpy())
+                mask = kept[lo:hi].copy()
+                where = np.flatnonzero(mask)
             else:
-                where = kept[cuts[i] : cuts[i + 1]] - bounds[i]
-                mask.numpy().reshape(-1)[where] = True
-            values.numpy().reshape(-1).view(np.uint32)[where] = value_bits[done : done + where.size]
+                where = kept[cuts[i] : cuts[i + 1]] - lo
+                mask = np.zeros(hi - lo, dtype=bool)
+                mask[where] = True
+            bits[where] = value_bits[done : done + where.size]
             done += where.size
-            sent[name] = mask
-        update[name] = values
+        update[name], sent[name] = _tensor(bits.view(np.float32), shape), _tensor(mask, shape)
     return update, sent
