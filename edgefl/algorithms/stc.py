@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod
 
@@ -48,10 +50,12 @@ class STC(BudgetedMethod):
         """The update plus the device's ``residual`` (None: none yet), rounded to float32 (what STC compresses)."""
         import torch
 
-        res = residual
-        if res is None:
+        if residual is None:
             return {k: v.to(torch.float32) for k, v in update.items()}
-        return {k: (v.to(torch.float64) + res[k]).to(torch.float32) for k, v in update.items()}
+        return {  # float64 sums rounded to float32, by numpy into numpy-backed tensors
+            k: torch.from_numpy(np.add(v.numpy(), residual[k].numpy(), dtype=np.float64).astype(np.float32))
+            for k, v in update.items()
+        }
 
     def device_memory(self, device: int) -> State | None:
         """The device's error-feedback residual (None before its first job)."""
@@ -73,7 +77,8 @@ class STC(BudgetedMethod):
         k = largest_fitting(sizer.bits, 0, sizer.n, job.job.bits_planned)
         packed = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
         sent = packed.update  # what the server decodes
-        residual = {n: acc[n].to(torch.float64) - sent[n].to(torch.float64) for n in acc}
+        # acc - sent in float64 (exact for two float32 values), computed by numpy into numpy-backed tensors
+        residual = {n: torch.from_numpy(np.subtract(acc[n].numpy(), sent[n].numpy(), dtype=np.float64)) for n in acc}
         return self.packed_update(job, res, packed, memory=residual)
 
     def state_dict(self) -> dict:

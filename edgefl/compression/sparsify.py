@@ -13,8 +13,10 @@ per value sent), which a single threshold over conv and fc kernels needs. ``scor
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +25,7 @@ import numpy as np
 from edgefl.errors import EdgeflError
 
 __all__ = ["SparsifyError", "KernelLayout", "kernel_layout", "kernel_scores", "rank_kernels", "kernel_elements",
-           "top_kernels", "top_positions", "top_of"]  # fmt: skip
+           "top_kernels", "top_positions", "top_of", "TopkSelection"]  # fmt: skip
 
 
 class SparsifyError(EdgeflError, ValueError):
@@ -87,8 +89,8 @@ def rank_kernels(scores: np.ndarray) -> np.ndarray:
     least-significant-digit radix sort of the float64 bit patterns (which order like the values for non-negative
     floats) in 16-bit digits, each pass numpy's stable radix sort of ``uint16``; a digit that is the same for every
     kernel (the low bits of float32 magnitudes widened to float64) is skipped. About 1.5x faster than the
-    comparison sort at 1.7 million kernels: every AnycostFL and UVeQFed upload of the paper's CNN, and every STC/QSGD
-    search that keeps some but not all of its elements, ranks them.
+    comparison sort at 1.7 million kernels: every AnycostFL and UVeQFed upload of the paper's CNN, and every QSGD
+    search that keeps some but not all of its elements, ranks them (STC selects with :class:`TopkSelection`).
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size and not float(scores.min()) >= 0.0:  # a negative or NaN score (a diverged update)
@@ -133,3 +135,104 @@ def top_kernels(scores: np.ndarray, k: int) -> np.ndarray:
     if not 0 <= int(k) <= scores.size:
         raise SparsifyError(f"k={k!r}: must be in [0, {scores.size}]")
     return top_positions(rank_kernels(scores), k)
+
+
+_LOW, _HIGH = (0, 1) if sys.byteorder == "little" else (1, 0)  # the uint32 halves of a uint64, low word first
+
+
+@functools.lru_cache(maxsize=8)
+def _indices(n: int) -> np.ndarray:
+    """``arange(n)`` as uint32, read-only (one per update size)."""
+    out = np.arange(n, dtype=np.uint32)
+    out.flags.writeable = False
+    return out
+
+
+class TopkSelection:
+    """Positions of the ``k`` largest |values| (float32) for any ``k``, ties by index: ``np.sort(order[:k])`` for
+    ``order = rank_kernels(np.abs(values))``, without ranking all of them.
+
+    Every element gets a distinct 64-bit key: the bit pattern of its magnitude (its float32 bits less the sign bit,
+    which order like the magnitudes) complemented in the high word, so larger magnitudes come first, and its index
+    in the low word (ties by index). The top k are then the k least keys, whatever algorithm selects them. A query
+    for ``k`` places the k-th least key with ``ndarray.partition`` on the stretch between the two nearest keys
+    already placed, so the queries of a bisection partition about 2n keys in all.
+
+    ``values``: shape ``(n,)``, no NaN, n < 2**32.
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        vals = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        self.n = n = int(vals.size)
+        if n >= 1 << 32:
+            raise SparsifyError(f"{n} values: at most 2**32 - 1 can be selected from")
+        if n and np.isnan(vals.min()):
+            raise SparsifyError("values must not be NaN")
+        keys = np.empty(n, dtype=np.uint64)
+        halves = keys.view(np.uint32).reshape(n, 2)
+        halves[:, _LOW] = _indices(n)
+        high = halves[:, _HIGH]
+        np.bitwise_and(vals.view(np.uint32), np.uint32(0x7FFFFFFF), out=high)  # |v|
+        np.invert(high, out=high)
+        self._keys = keys  # by element index
+        self._work = keys.copy()  # partitioned in place: work[i] is the i-th least key for every placed i
+        self._placed: list[int] = []  # sorted
+        self._last: dict[int, int] = {}  # placed i -> largest element index among work[: i + 1]
+
+    def _index_of(self, keys: np.ndarray) -> np.ndarray:
+        return keys.view(np.uint32)[_LOW::2]
+
+    def _place(self, i: int) -> None:
+        """Put the i-th least key at ``work[i]``, the lesser keys before it and the greater after."""
+        at = bisect.bisect_left(self._placed, i)
+        if at < len(self._placed) and self._placed[at] == i:
+            return
+        lo = self._placed[at - 1] + 1 if at else 0
+        hi = self._placed[at] if at < len(self._placed) else self.n
+        self._work[lo:hi].partition(i - lo)
+        before = self._last[self._placed[at - 1]] if at else -1
+        self._last[i] = max(before, int(self._index_of(self._work[lo : i + 1]).max()))
+        self._placed.insert(at, i)
+
+    def last(self, k: int) -> int:
+        """The largest position among the top ``k`` (``0 < k <= n``)."""
+        k = self._check(k, 1)
+        self._place(k - 1)
+        return self._last[k - 1]
+
+    def positions(self, k: int) -> np.ndarray:
+        """The positions of the top ``k``, ascending (int64, shape ``(k,)``)."""
+        k = self._check(k, 0)
+        if k == 0 or k == self.n:
+            return np.arange(k, dtype=np.int64)
+        self._place(k - 1)
+        if 4 * k < self.n:  # few: sort their indices; many: one pass over all keys gives them in order
+            return np.sort(self._index_of(self._work[:k])).astype(np.int64)
+        return np.flatnonzero(self.mask(k))
+
+    def mask(self, k: int) -> np.ndarray:
+        """The top ``k`` as a boolean mask, shape ``(n,)``."""
+        k = self._check(k, 0)
+        if k == self.n:
+            return np.ones(self.n, dtype=bool)
+        out = np.zeros(self.n, dtype=bool)
+        if k:
+            self._place(k - 1)
+            if 4 * k < self.n:
+                out[self._index_of(self._work[:k])] = True
+            else:
+                np.less_equal(self._keys, self._work[k - 1], out=out)
+        return out
+
+    def ranked(self, k0: int, k1: int) -> np.ndarray:
+        """The positions ranked ``k0`` to ``k1 - 1`` (the top ``k1`` less the top ``k0``), in no particular order."""
+        k0, k1 = self._check(k0, 0), self._check(k1, 0)
+        for k in (k0, k1):
+            if 0 < k < self.n:
+                self._place(k - 1)
+        return self._index_of(self._work[k0:k1]).astype(np.int64) if k1 > k0 else np.zeros(0, dtype=np.int64)
+
+    def _check(self, k: int, least: int) -> int:
+        if not least <= int(k) <= self.n:
+            raise SparsifyError(f"k={k!r}: must be in [{least}, {self.n}]")
+        return int(k)
