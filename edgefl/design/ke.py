@@ -25,6 +25,8 @@ __all__ = [
     "SampleRecord",
     "Estimate",
     "Outcome",
+    "run_design",
+    "solve_p3",
     "KEDesign",
     "seed_costs",
     "mean_costs",
@@ -182,11 +184,11 @@ def design_ke(
     ``costs``: one seed's devices, or one :class:`DeviceCosts` per seed (P3 takes their pooled means; the
     Lemma 1/2 prediction of the run's time and energy is the mean over seeds of each seed's prediction).
     """
-    rows, sol = _solve_p3(costs, estimate, gamma)
-    return _run_design(cache, rows, estimate, sol, gamma=gamma, target=target, seeds=seeds)
+    rows, sol = solve_p3(costs, estimate, gamma)
+    return run_design(cache, rows, estimate, sol, gamma=gamma, target=target, seeds=seeds)
 
 
-def _solve_p3(
+def solve_p3(
     costs: DeviceCosts | Sequence[DeviceCosts], estimate: Estimate, gamma: float
 ) -> tuple[list[DeviceCosts], KESolution]:
     """The per-seed cost rows and Algorithm 2 lines 5-13 (P3, eq. 20) on their pooled device means."""
@@ -195,7 +197,7 @@ def _solve_p3(
     return rows, solve_acs(pooled.luo_params(gamma=gamma, a0_over_b0=estimate.a0_over_b0))
 
 
-def _run_design(
+def run_design(
     cache: RunCache,
     rows: Sequence[DeviceCosts],
     estimate: Estimate,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from edgefl.design.costs import DeviceCosts
-from edgefl.design.ke import Estimate, Outcome, _run_design, _solve_p3, grid_optimum
+from edgefl.design.ke import Estimate, Outcome, run_design, solve_p3, grid_optimum
 from edgefl.design.measured import MeasuredEstimate, design_measured, predict_choice, refine_neighbours
 from edgefl.design.until_loss import RunCache
 
@@ -46,7 +46,7 @@ def tradeoff_table(
     Each rule solves once per gamma; the chosen runs to ``target`` the cache lacks are simulated first, ``jobs``
     processes at a time (:meth:`RunCache.prefetch`), then read by every gamma that chose them."""
     gs = [float(g) for g in gammas]
-    solved = {g: _solve_p3(costs, paper, g) for g in gs} if paper is not None else {}
+    solved = {g: solve_p3(costs, paper, g) for g in gs} if paper is not None else {}
     designs = {(sol.k, sol.e) for _, sol in solved.values()}
     if measured is not None:
         es = [s.e for s in measured.samples]
@@ -60,7 +60,7 @@ def tradeoff_table(
         chosen = []
         if paper is not None:
             per_seed, sol = solved[g]
-            chosen.append(_run_design(cache, per_seed, paper, sol, gamma=g, target=target, seeds=seeds))
+            chosen.append(run_design(cache, per_seed, paper, sol, gamma=g, target=target, seeds=seeds))
         if measured is not None:
             chosen.append(design_measured(cache, costs, measured, gamma=g, target=target, seeds=seeds, refine=refine))
         best = grid_optimum(grid, g) if grid is not None else None
