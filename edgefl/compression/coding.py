@@ -25,7 +25,8 @@ from edgefl.errors import EdgeflError
 __all__ = [
     "CodingError", "MAX_CODE_BITS", "BitWriter", "BitReader", "uint_bits", "pack_codes", "rice_parameter",
     "rice_bits", "rice_encode", "rice_decode", "huffman_lengths", "huffman_encode", "huffman_decode",
-    "huffman_bits", "entropy_bits",
+    "huffman_bits", "entropy_bits", "pack_short_codes", "rice_decode_positions", "huffman_encode_counted",
+    "huffman_decode_fast",
 ]  # fmt: skip
 
 #: Longest Huffman code [bits]; the decoder's lookup table has 2**MAX_CODE_BITS entries at most.
@@ -57,6 +58,37 @@ def pack_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     # bit j of code i sits at position ends[i] - lengths[i] + j; its shift is lengths[i] - 1 - j = ends[i] - 1 - pos
     shift = np.repeat(ends, lengths) - 1 - np.arange(total, dtype=np.int64)
     return ((np.repeat(np.asarray(codes, dtype=np.uint64), lengths) >> shift.astype(np.uint64)) & 1).astype(np.uint8)
+
+
+def pack_short_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`pack_codes` for codes of at most :data:`MAX_CODE_BITS` bits, without a bit per array element on
+    the way: each code, shifted to its bit offset, lies in the 24-bit window of the byte it starts in; the windows
+    of the codes that start in one byte are added (their bits are disjoint), and each byte is the sum of its own
+    window's top byte and the overhanging bytes of the two windows before it."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8)
+    if int(lengths.max()) > MAX_CODE_BITS:
+        return pack_codes(codes, lengths)
+    codes = np.asarray(codes)
+    if int(lengths.min()) == 0:  # empty codes write nothing
+        codes, lengths = codes[lengths > 0], lengths[lengths > 0]
+    start = np.cumsum(lengths)
+    start -= lengths  # bit offset of each code
+    byte = start >> 3
+    shift = 24 - lengths
+    shift -= start & 7
+    window = codes.astype(np.uint32) << shift.astype(np.uint32)
+    first = np.flatnonzero(byte[1:] != byte[:-1]) + 1
+    first = np.concatenate([[0], first])
+    n_bytes = (total + 7) >> 3
+    acc = np.zeros(n_bytes + 2, dtype=np.uint32)
+    acc[byte[first] + 2] = np.add.reduceat(window, first)
+    packed = acc[2:] >> 16
+    packed |= (acc[1:-1] >> 8) & 0xFF
+    packed |= acc[:-2] & 0xFF
+    return np.unpackbits(packed.astype(np.uint8))[:total]
 
 
 class BitWriter:
@@ -167,6 +199,24 @@ def rice_decode(reader: BitReader, n: int) -> np.ndarray:
         return q.astype(np.int64)
     rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
     return (q.astype(np.int64) << b) | rem
+
+
+def rice_decode_positions(reader: BitReader, n: int, span: int) -> np.ndarray:
+    """Sorted positions ``cumsum(gaps + 1) - 1`` of ``n`` gaps read as :func:`rice_decode` reads them, when the
+    positions are below ``span``: then the unary quotients take at most ``span`` bits, and only those are searched
+    for their terminators (with ``b = 0`` the terminators are the positions themselves)."""
+    b = reader.uint(_RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    zeros = np.flatnonzero(reader.bits_array[reader.pos : reader.pos + span] == 0)[:n]
+    if zeros.size < n:
+        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
+    reader.pos += int(zeros[-1]) + 1
+    if b == 0:
+        return zeros.astype(np.int64)
+    q = np.diff(zeros, prepend=-1) - 1
+    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
+    return np.cumsum((q.astype(np.int64) << b) + rem + 1) - 1
 
 
 # --- canonical Huffman ----------------------------------------------------------------------------------------
@@ -357,3 +407,177 @@ def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
         raise CodingError("Huffman block lengths do not match the decoded code lengths")
     reader.pos = reader_end
     return out.reshape(-1)[:n]
+
+
+def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.ndarray,
+                           lengths: np.ndarray | None = None) -> None:  # fmt: skip
+    """What :func:`huffman_encode` writes for ``symbols`` over the alphabet of ``counts`` (their histogram,
+    ``counts.size`` symbols), given that histogram and optionally its :func:`huffman_lengths`; the code bits are
+    packed by :func:`pack_short_codes`."""
+    symbols = np.asarray(symbols)
+    counts = np.asarray(counts, dtype=np.int64)
+    lengths = huffman_lengths(counts) if lengths is None else np.asarray(lengths, dtype=np.int64)
+    used, gaps = _table_bits(lengths)
+    writer.uint(counts.size, _COUNT_BITS)
+    n_used = int(np.count_nonzero(counts))
+    writer.uint(n_used, _COUNT_BITS)
+    if n_used == 1:
+        writer.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
+        return
+    if n_used == 0:
+        return
+    rice_encode(writer, gaps)
+    writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
+    codes = _canonical_codes(lengths)
+    sym_lengths = lengths[symbols]
+    rice_encode(writer, _block_bits(sym_lengths))
+    writer.bits(pack_short_codes(codes[symbols], sym_lengths))
+
+
+def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
+    """:func:`huffman_decode` with fewer array operations per step: the stream is padded so that a block that
+    ends early reads zeros instead of being clamped, each step keeps the code window it read (its symbol is
+    looked up once for all steps at the end), and a block's 16-bit window comes from one 32-bit word."""
+    alphabet_size = reader.uint(_COUNT_BITS)
+    n_used = reader.uint(_COUNT_BITS)
+    if n_used == 1:
+        return np.full(n, reader.uint(_COUNT_BITS), dtype=np.int64)
+    if n_used == 0:
+        if n:
+            raise CodingError(f"Huffman stream holds no symbols, {n} expected")
+        return np.zeros(0, dtype=np.int64)
+    used = np.cumsum(rice_decode(reader, n_used) + 1) - 1
+    if used.size and used[-1] >= alphabet_size:
+        raise CodingError("Huffman table names a symbol outside its alphabet")
+    lengths = np.zeros(alphabet_size, dtype=np.int64)
+    lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
+    block = 1 << _BLOCK_LOG2
+    n_blocks = math.ceil(n / block)
+    block_bits = rice_decode(reader, n_blocks)
+    total = int(block_bits.sum())
+    payload = reader.take(total)
+    reader_end = reader.pos
+    width = int(lengths.max())
+    codes = _canonical_codes(lengths)
+    table_sym = np.zeros(1 << width, dtype=np.int64)
+    table_len = np.zeros(1 << width, dtype=np.int64)
+    for s in used:
+        lo = int(codes[s]) << (width - int(lengths[s]))
+        hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
+        table_sym[lo:hi] = s
+        table_len[lo:hi] = lengths[s]
+    # a block read past its end (the last one) advances at most MAX_CODE_BITS per step: pad with zero bytes
+    pad = np.zeros(block * MAX_CODE_BITS // 8 + 8, dtype=np.uint8)
+    packed = np.concatenate([np.packbits(payload), pad]).astype(np.uint32)
+    words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]
+    keep = np.uint32((1 << width) - 1)
+    top = np.int64(32 - width)
+    starts = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
+    pos = starts.copy()
+    windows = np.empty((block, n_blocks), dtype=np.int64)
+    for step in range(block):
+        w = words[pos >> 3] >> (top - (pos & 7)).astype(np.uint32)
+        w &= keep
+        windows[step] = w
+        pos += table_len[w]
+    if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:
+        raise CodingError("Huffman block lengths do not match the decoded code lengths")
+    reader.pos = reader_end
+    return table_sym[windows.T.reshape(-1)[:n]]
+
+
+class HuffmanMemo:
+    """:func:`huffman_lengths` for a run of similar histograms (the budget search's): each flattening level's
+    merge is kept, and a new histogram of as many symbols reuses it when the two-queue merge of
+    :func:`_plain_lengths` would take the same steps on it: the same leaf order (by count, then symbol), and the
+    same outcome of every comparison between a leaf and a merged node, whose counts are read from the kept tree
+    (each merged node covers a run of leaves in the tree's depth-first order). The same steps give the same
+    lengths, so the result is :func:`huffman_lengths`' to the bit; only the checks are array operations."""
+
+    def __init__(self, max_bits: int = MAX_CODE_BITS) -> None:
+        self.max_bits = max_bits
+        self._levels: list[dict] = []
+
+    def lengths(self, counts: np.ndarray) -> np.ndarray:
+        counts = np.asarray(counts, dtype=np.int64)
+        used = np.flatnonzero(counts)
+        if used.size <= 1 or used.size > 1 << self.max_bits:
+            return huffman_lengths(counts, self.max_bits)
+        if self._levels and self._levels[0]["u"] != used.size:
+            self._levels = []
+        work = counts[used]
+        for t in range(64):
+            level = self._levels[t] if t < len(self._levels) else None
+            if level is None or not self._same_steps(level, work):
+                level = self._merge(work)
+                self._levels[t:] = [level]
+            if level["max"] <= self.max_bits:
+                lengths = np.zeros(counts.size, dtype=np.int64)
+                lengths[used] = level["lengths"]
+                return lengths
+            work = (work >> 1) | 1
+        raise CodingError("Huffman code lengths do not shrink under flattening")  # counts >> 64 are all 1
+
+    @staticmethod
+    def _same_steps(level: dict, work: np.ndarray) -> bool:
+        leaf = work[level["leaves"]]
+        step = np.diff(leaf)
+        if not np.all((step > 0) | ((step == 0) & level["ascending"])):
+            return False
+        covered = np.concatenate([[0], np.cumsum(work[level["dfs"]])])
+        merged = covered[level["hi"]] - covered[level["lo"]]
+        return np.array_equal(work[level["cmp_leaf"]] <= merged[level["cmp_merged"]], level["took_leaf"])
+
+    @staticmethod
+    def _merge(work: np.ndarray) -> dict:
+        """:func:`_plain_lengths`' merge of ``work`` (all > 0), recording its comparisons and the tree."""
+        u = int(work.size)
+        leaves = np.argsort(work, kind="stable")
+        order = leaves.tolist()
+        count = work.tolist()
+        merged: list[int] = []
+        kids: list[int] = []
+        cmp_leaf: list[int] = []
+        cmp_merged: list[int] = []
+        took_leaf: list[bool] = []
+        li = mi = 0
+        for _ in range(u - 1):
+            total = 0
+            for _ in range(2):
+                if li < u and mi < len(merged):
+                    leaf_first = count[order[li]] <= merged[mi]
+                    cmp_leaf.append(order[li])
+                    cmp_merged.append(mi)
+                    took_leaf.append(leaf_first)
+                else:
+                    leaf_first = li < u
+                if leaf_first:
+                    child, c = order[li], count[order[li]]
+                    li += 1
+                else:
+                    child, c = u + mi, merged[mi]
+                    mi += 1
+                kids.append(child)
+                total += c
+            merged.append(total)
+        n_nodes = 2 * u - 1
+        size = [1] * n_nodes
+        for i in range(u - 1):
+            size[u + i] = size[kids[2 * i]] + size[kids[2 * i + 1]]
+        lo = [0] * n_nodes
+        depth = [0] * n_nodes
+        for i in range(u - 2, -1, -1):  # root first: a node's children were made before it
+            node, left, right = u + i, kids[2 * i], kids[2 * i + 1]
+            lo[left], lo[right] = lo[node], lo[node] + size[left]
+            depth[left] = depth[right] = depth[node] + 1
+        dfs = [0] * u
+        for leaf in range(u):
+            dfs[lo[leaf]] = leaf
+        lo_merged = np.array(lo[u:], dtype=np.int64)
+        lengths = np.array(depth[:u], dtype=np.int64)
+        return {
+            "u": u, "leaves": leaves, "ascending": np.diff(leaves) > 0, "dfs": np.array(dfs, dtype=np.int64),
+            "lo": lo_merged, "hi": lo_merged + np.array(size[u:], dtype=np.int64),
+            "cmp_leaf": np.array(cmp_leaf, dtype=np.int64), "cmp_merged": np.array(cmp_merged, dtype=np.int64),
+            "took_leaf": np.array(took_leaf, dtype=bool), "lengths": lengths, "max": int(lengths.max()),
+        }  # fmt: skip
