@@ -26,7 +26,7 @@ __all__ = [
     "CodingError", "MAX_CODE_BITS", "BitWriter", "BitReader", "uint_bits", "pack_codes", "rice_parameter",
     "rice_bits", "rice_encode", "rice_decode", "huffman_lengths", "huffman_encode", "huffman_decode",
     "huffman_bits", "entropy_bits", "pack_short_codes", "rice_decode_positions", "huffman_encode_counted",
-    "huffman_decode_fast",
+    "huffman_decode_fast", "rice_decode_fast", "HuffmanMemo",
 ]  # fmt: skip
 
 #: Longest Huffman code [bits]; the decoder's lookup table has 2**MAX_CODE_BITS entries at most.
@@ -191,6 +191,29 @@ def rice_decode(reader: BitReader, n: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     rest = reader.bits_array[reader.pos :]
     zeros = np.flatnonzero(rest == 0)[:n]
+    if zeros.size < n:
+        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
+    q = np.diff(zeros, prepend=-1) - 1
+    reader.pos += int(zeros[-1]) + 1
+    if b == 0:
+        return q.astype(np.int64)
+    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
+    return (q.astype(np.int64) << b) | rem
+
+
+def rice_decode_fast(reader: BitReader, n: int) -> np.ndarray:
+    """:func:`rice_decode`, searching the unary terminators in a window that doubles until it holds ``n`` of them
+    instead of in the whole rest of the stream (a short field before a long payload)."""
+    b = reader.uint(_RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    rest = reader.bits_array[reader.pos :]
+    span = 64 * (n + 1)
+    while True:
+        zeros = np.flatnonzero(rest[:span] == 0)[:n]
+        if zeros.size == n or span >= rest.size:
+            break
+        span *= 2
     if zeros.size < n:
         raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
     q = np.diff(zeros, prepend=-1) - 1
@@ -446,14 +469,14 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
         if n:
             raise CodingError(f"Huffman stream holds no symbols, {n} expected")
         return np.zeros(0, dtype=np.int64)
-    used = np.cumsum(rice_decode(reader, n_used) + 1) - 1
+    used = np.cumsum(rice_decode_fast(reader, n_used) + 1) - 1
     if used.size and used[-1] >= alphabet_size:
         raise CodingError("Huffman table names a symbol outside its alphabet")
     lengths = np.zeros(alphabet_size, dtype=np.int64)
     lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
     block = 1 << _BLOCK_LOG2
     n_blocks = math.ceil(n / block)
-    block_bits = rice_decode(reader, n_blocks)
+    block_bits = rice_decode_fast(reader, n_blocks)
     total = int(block_bits.sum())
     payload = reader.take(total)
     reader_end = reader.pos
@@ -530,54 +553,64 @@ class HuffmanMemo:
 
     @staticmethod
     def _merge(work: np.ndarray) -> dict:
-        """:func:`_plain_lengths`' merge of ``work`` (all > 0), recording its comparisons and the tree."""
+        """:func:`_plain_lengths`' merge of ``work`` (all > 0), with its comparisons and the tree kept: leaves are
+        numbered by their place in the leaf queue, merged nodes from ``u`` on."""
         u = int(work.size)
         leaves = np.argsort(work, kind="stable")
-        order = leaves.tolist()
-        count = work.tolist()
+        count = work[leaves].tolist()
         merged: list[int] = []
         kids: list[int] = []
-        cmp_leaf: list[int] = []
-        cmp_merged: list[int] = []
-        took_leaf: list[bool] = []
         li = mi = 0
         for _ in range(u - 1):
-            total = 0
-            for _ in range(2):
-                if li < u and mi < len(merged):
-                    leaf_first = count[order[li]] <= merged[mi]
-                    cmp_leaf.append(order[li])
-                    cmp_merged.append(mi)
-                    took_leaf.append(leaf_first)
-                else:
-                    leaf_first = li < u
-                if leaf_first:
-                    child, c = order[li], count[order[li]]
-                    li += 1
-                else:
-                    child, c = u + mi, merged[mi]
-                    mi += 1
-                kids.append(child)
-                total += c
-            merged.append(total)
-        n_nodes = 2 * u - 1
-        size = [1] * n_nodes
+            if li < u and (mi == len(merged) or count[li] <= merged[mi]):
+                first = count[li]
+                kids.append(li)
+                li += 1
+            else:
+                first = merged[mi]
+                kids.append(u + mi)
+                mi += 1
+            if li < u and (mi == len(merged) or count[li] <= merged[mi]):
+                second = count[li]
+                kids.append(li)
+                li += 1
+            else:
+                second = merged[mi]
+                kids.append(u + mi)
+                mi += 1
+            merged.append(first + second)
+        picks = np.array(kids, dtype=np.int64)
+        leaf = picks < u
+        at_leaf = np.cumsum(leaf) - leaf  # queue heads at each pick
+        at_merged = np.arange(picks.size) - at_leaf
+        compared = (at_leaf < u) & (at_merged < np.arange(picks.size) // 2)
+        parent = np.empty(2 * u - 1, dtype=np.int64)
+        parent[picks] = u + np.arange(picks.size) // 2
+        parent[-1] = 2 * u - 2
+        depth = (np.arange(2 * u - 1) != 2 * u - 2).astype(np.int64)
+        up = parent
+        while True:  # pointer jumping: each pass doubles the distance each node's depth counts
+            higher = up[up]
+            if np.array_equal(higher, up):
+                break
+            depth += depth[up]
+            up = higher
+        size = [1] * (2 * u - 1)
         for i in range(u - 1):
             size[u + i] = size[kids[2 * i]] + size[kids[2 * i + 1]]
-        lo = [0] * n_nodes
-        depth = [0] * n_nodes
+        lo = [0] * (2 * u - 1)
         for i in range(u - 2, -1, -1):  # root first: a node's children were made before it
-            node, left, right = u + i, kids[2 * i], kids[2 * i + 1]
-            lo[left], lo[right] = lo[node], lo[node] + size[left]
-            depth[left] = depth[right] = depth[node] + 1
-        dfs = [0] * u
-        for leaf in range(u):
-            dfs[lo[leaf]] = leaf
+            left, right = kids[2 * i], kids[2 * i + 1]
+            lo[left] = lo[u + i]
+            lo[right] = lo[u + i] + size[left]
+        dfs = np.empty(u, dtype=np.int64)
+        dfs[np.array(lo[:u], dtype=np.int64)] = leaves
         lo_merged = np.array(lo[u:], dtype=np.int64)
-        lengths = np.array(depth[:u], dtype=np.int64)
+        lengths = np.empty(u, dtype=np.int64)
+        lengths[leaves] = depth[:u]
         return {
-            "u": u, "leaves": leaves, "ascending": np.diff(leaves) > 0, "dfs": np.array(dfs, dtype=np.int64),
+            "u": u, "leaves": leaves, "ascending": np.diff(leaves) > 0, "dfs": dfs,
             "lo": lo_merged, "hi": lo_merged + np.array(size[u:], dtype=np.int64),
-            "cmp_leaf": np.array(cmp_leaf, dtype=np.int64), "cmp_merged": np.array(cmp_merged, dtype=np.int64),
-            "took_leaf": np.array(took_leaf, dtype=bool), "lengths": lengths, "max": int(lengths.max()),
+            "cmp_leaf": leaves[at_leaf[compared]], "cmp_merged": at_merged[compared], "took_leaf": leaf[compared],
+            "lengths": lengths, "max": int(lengths.max()),
         }  # fmt: skip

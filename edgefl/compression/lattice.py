@@ -49,22 +49,37 @@ def a2_points(a: np.ndarray, b: np.ndarray, d: float) -> np.ndarray:
     return np.stack([d * (a + 0.5 * b), d * (_SQRT3 / 2.0) * b], axis=-1)
 
 
+def _select(first: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``np.where(first, x, y)`` for float64 ``x``, ``y`` by bit operations on their patterns (no branch per element,
+    which a random mask makes costly); ``first`` is an int64 array of 0 and -1."""
+    out = x.view(np.int64) ^ y.view(np.int64)
+    out &= first
+    out ^= y.view(np.int64)
+    return out.view(np.float64)
+
+
+def _closer_first(dist0: np.ndarray, dist1: np.ndarray) -> np.ndarray:
+    """-1 (all bits set) where ``dist0 <= dist1``, else 0, as int64."""
+    first = np.less_equal(dist0, dist1, out=np.empty(dist0.shape, dtype=np.int64), casting="unsafe")
+    return np.negative(first, out=first)
+
+
 def nearest_xy(x0: np.ndarray, x1: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
     """:func:`a2_nearest` of the points with coordinate columns ``x0``, ``x1`` (float64, shape (m,) each), for one
     block: the closer of the nearest points of ``d Z x d sqrt(3) Z`` and its coset shifted by
     ``d (1/2, sqrt(3)/2)``, the first on equal distances."""
     h = d * _SQRT3  # period of the rectangular lattice along the second axis
     u, v = x0 / d, x1 / h
-    p00 = np.round(u)
+    p00 = np.rint(u)
     p00 *= d
-    p01 = np.round(v)
+    p01 = np.rint(v)
     p01 *= h  # nearest point of the rectangular lattice
     u -= 0.5
-    p10 = np.round(u, out=u)
+    p10 = np.rint(u, out=u)
     p10 += 0.5
     p10 *= d
     v -= 0.5
-    p11 = np.round(v, out=v)
+    p11 = np.rint(v, out=v)
     p11 += 0.5
     p11 *= h  # of its shifted coset
     e = x0 - p00
@@ -75,14 +90,14 @@ def nearest_xy(x0: np.ndarray, x1: np.ndarray, d: float) -> tuple[np.ndarray, np
     dist1 = np.square(e, out=e)
     e = x1 - p11
     dist1 += np.square(e, out=e)
-    closer0 = dist0 <= dist1
-    y = np.where(closer0, p01, p11)
+    first = _closer_first(dist0, dist1)
+    y = _select(first, p01, p11)
     y /= h / 2.0
-    b = np.round(y, out=y).astype(np.int64)  # second coordinate = b d sqrt(3)/2
-    y = np.where(closer0, p00, p10)
+    b = np.rint(y, out=y).astype(np.int64)  # second coordinate = b d sqrt(3)/2
+    y = _select(first, p00, p10)
     y /= d
     y -= 0.5 * b
-    a = np.round(y, out=y).astype(np.int64)  # first = d (a + b/2)
+    a = np.rint(y, out=y).astype(np.int64)  # first = d (a + b/2)
     return a, b
 
 
@@ -118,10 +133,10 @@ def dither_xy(u0: np.ndarray, u1: np.ndarray, d: float) -> tuple[np.ndarray, np.
     p0 *= d
     p1 = c * u1
     x = p0 / d
-    p00 = np.round(x)
+    p00 = np.rint(x)
     p00 *= d
     x -= 0.5
-    p10 = np.round(x, out=x)
+    p10 = np.rint(x, out=x)
     p10 += 0.5
     p10 *= d
     e00 = p0 - p00
@@ -131,8 +146,8 @@ def dither_xy(u0: np.ndarray, u1: np.ndarray, d: float) -> tuple[np.ndarray, np.
     dist1 = np.square(e10)
     e11 = p1 - c
     dist1 += np.square(e11)
-    closer0 = dist0 <= dist1
-    return np.where(closer0, e00, e10), np.where(closer0, p1, e11)
+    first = _closer_first(dist0, dist1)
+    return _select(first, e00, e10), _select(first, p1, e11)
 
 
 def _dither_by_nearest(u: np.ndarray, d: float) -> np.ndarray:

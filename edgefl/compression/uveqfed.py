@@ -62,6 +62,7 @@ _TINY_D = float(np.finfo(np.float32).tiny)  # d of an all-zero update (any d qua
 _BLOCK = 1 << 9  # Huffman symbols per block (coding's layout): the block lengths are part of the size
 _MAX_BLOCK_BITS = 14  # bit length of the largest block length, 512 codes of 16 bits
 _SQRT3_2 = math.sqrt(3.0) / 2.0
+_NEAR = 1 << 12  # sub-vectors in one top k and not the other up to which block lengths are updated, not redone
 
 
 def _zigzag(v: np.ndarray) -> np.ndarray:
@@ -141,75 +142,122 @@ class LatticeCoded:
 
 class _Ranking:
     """The sub-vectors by descending squared norm, ties by index (``np.argsort(-norm2, kind="stable")``'s
-    order), resolved only where asked. One stable pass of numpy's radix sort over the top 16 bits of each norm's
-    float64 pattern (sign, exponent and 4 mantissa bits: buckets of a sixteenth of a binade, which order like the
-    values) gives the buckets in order, each bucket's members by index; of the bucket that the top k cut, the
-    members above the cut are found by selecting the cut's value in that bucket alone."""
+    order), resolved only where asked, and the histogram of the points of any top k.
 
-    def __init__(self, norm2: np.ndarray) -> None:
+    One stable pass of numpy's radix sort over the top 16 bits of each norm's float64 pattern (sign, exponent and
+    4 mantissa bits: buckets of a sixteenth of a binade, which order like the values) gives the buckets in order,
+    each bucket's members by index. A bucket whose members tie (the zero norms) is in order already; another is
+    sorted the second time a top k cuts it (the search's last probes cut one bucket again and again), and the
+    first time its members above the cut are found by selecting the cut's value. ``order`` holds the buckets in
+    order, each sorted one in rank order; ``sym`` the points in the same order.
+    """
+
+    def __init__(self, norm2: np.ndarray, sym: np.ndarray, n_points: int) -> None:
         self.norm2 = norm2
         self.key = (0xFFFF - (norm2.view(np.uint64) >> np.uint64(48))).astype(np.uint16)  # ascending key = bucket
         self.order = np.argsort(self.key, kind="stable")
+        self.sym_of = sym
+        self.sym = sym[self.order]
         counts = np.bincount(self.key, minlength=1 << 16)
         self.bucket_key = np.flatnonzero(counts)
         sizes = counts[self.bucket_key]
         self.end = np.cumsum(sizes)
         self.start = self.end - sizes
         self.prefix_last = np.maximum.accumulate(np.maximum.reduceat(self.order, self.start))
-        self._values: dict[int, np.ndarray] = {}
-        self._first: tuple[int, int, np.ndarray] | None = None
+        self.exact = sizes == 1  # buckets whose stretch of ``order`` is in rank order
+        self._values: dict[int, tuple[np.ndarray, int]] = {}  # bucket -> (its norms by index, first cut)
+        self._last: dict[int, np.ndarray] = {}  # exact bucket -> running largest index over its stretch
+        self._cursor = (0, np.zeros(n_points, dtype=np.int64))  # (rank r, histogram of order[:r]'s points)
 
     def locate(self, k: int) -> tuple[int, int]:
         """The bucket holding rank ``k - 1`` (k >= 1) and how many of its members the top k hold."""
         i = int(np.searchsorted(self.end, k))
         return i, k - int(self.start[i])
 
-    def members(self, i: int) -> np.ndarray:
-        return self.order[self.start[i] : self.end[i]]
+    def _resolve(self, i: int, r: int) -> bool:
+        """Whether bucket ``i`` is in rank order, sorting it when a second cut (``r`` members) falls in it."""
+        if self.exact[i]:
+            return True
+        s, e = int(self.start[i]), int(self.end[i])
+        seen = self._values.get(i)
+        if seen is None:
+            values = self.norm2[self.order[s:e]]
+            self._values[i] = (values, r)
+            if values.min() == values.max():  # all tie: by index is in order
+                self.exact[i] = True
+            return bool(self.exact[i])
+        values, first_cut = seen
+        if r == first_cut:
+            return False
+        at, hist = self._cursor
+        if s < at < e:  # the histogram at a rank inside the bucket changes with its order
+            self._cursor = (s, hist - np.bincount(self.sym[s:at], minlength=hist.size))
+        perm = np.argsort(-values, kind="stable")
+        self.order[s:e] = self.order[s:e][perm]
+        self.sym[s:e] = self.sym[s:e][perm]
+        self.exact[i] = True
+        return True
 
-    def first(self, i: int, r: int) -> np.ndarray:
-        """Mask over bucket ``i``'s members of its ``r`` largest norms, ties by index."""
-        if self._first is not None and self._first[:2] == (i, r):
-            return self._first[2]
-        size = int(self.end[i] - self.start[i])
-        if r >= size or r <= 0:
-            mask = np.full(size, r > 0)
-        else:
-            values = self._values.get(i)
-            if values is None:
-                values = self._values[i] = self.norm2[self.members(i)]
-            cut = np.partition(values, size - r)[size - r]
-            above = values > cut
-            tie = values == cut
-            mask = above | (tie & (np.cumsum(tie) <= r - int(np.count_nonzero(above))))
-        self._first = (i, r, mask)
-        return mask
+    def _part(self, i: int, r: int) -> np.ndarray:
+        """Mask over bucket ``i``'s stretch (its members by index) of its top ``r``, for an unsorted bucket."""
+        values = self._values[i][0]
+        size = values.size
+        cut = np.partition(values, size - r)[size - r]
+        above = values > cut
+        tie = values == cut
+        return above | (tie & (np.cumsum(tie) <= r - int(np.count_nonzero(above))))
+
+    def _move(self, r: int) -> np.ndarray:
+        at, hist = self._cursor
+        if r > at:
+            hist = hist + np.bincount(self.sym[at:r], minlength=hist.size)
+        elif r < at:
+            hist = hist - np.bincount(self.sym[r:at], minlength=hist.size)
+        self._cursor = (r, hist)
+        return hist
+
+    def cut(self, k: int) -> tuple[np.ndarray, int]:
+        """For the top ``k`` (k >= 1): the histogram of their points (read only) and their largest index."""
+        i, r = self.locate(k)
+        before = int(self.prefix_last[i - 1]) if i else -1
+        s = int(self.start[i])
+        if self._resolve(i, r):
+            last = self._last.get(i)
+            if last is None:
+                last = self._last[i] = np.maximum.accumulate(self.order[s : self.end[i]])
+            return self._move(s + r), max(before, int(last[r - 1]))
+        part = self.order[s : self.end[i]][self._part(i, r)]
+        hist = self._move(s)
+        hist = hist + np.bincount(self.sym_of[part], minlength=hist.size)
+        return hist, max(before, int(part.max()))
 
     def top(self, k: int) -> np.ndarray:
         """Indices (unsorted) of the top ``k``."""
-        if k <= 0:
-            return np.zeros(0, dtype=np.int64)
-        i, r = self.locate(k)
-        return np.concatenate([self.order[: self.start[i]], self.members(i)[self.first(i, r)]])
+        return self.between(0, k)
 
     def between(self, k0: int, k1: int) -> np.ndarray:
         """Indices (unsorted) of ranks ``k0 <= rank < k1``."""
-        if k0 <= 0:
-            return self.top(k1)
-        i0, r0 = self.locate(k0)
+        if k1 <= k0:
+            return np.zeros(0, dtype=np.int64)
         i1, r1 = self.locate(k1)
-        if i0 == i1:
-            return self.members(i0)[self.first(i1, r1) & ~self.first(i0, r0)]
-        rest = self.members(i0)[~self.first(i0, r0)]
-        return np.concatenate([rest, self.order[self.end[i0] : self.start[i1]], self.members(i1)[self.first(i1, r1)]])
-
-    def last(self, k: int) -> int:
-        """The largest index in the top ``k`` (-1 for none)."""
-        if k <= 0:
-            return -1
-        i, r = self.locate(k)
-        part = self.members(i)[self.first(i, r)]
-        return max(int(self.prefix_last[i - 1]) if i else -1, int(part.max()))
+        s1, e1 = int(self.start[i1]), int(self.end[i1])
+        if self._resolve(i1, r1):
+            upper, hi = None, s1 + r1  # ranks below hi are order[:hi]'s
+        else:
+            upper, hi = self._part(i1, r1), s1
+        i0, r0 = self.locate(k0) if k0 > 0 else (0, 0)
+        s0, e0 = int(self.start[i0]), int(self.end[i0])
+        if k0 <= 0 or self._resolve(i0, r0):
+            lower, lo = None, (s0 + r0 if k0 > 0 else 0)
+        else:
+            lower, lo = ~self._part(i0, r0), e0
+            if i1 == i0:  # both cuts inside one unsorted bucket
+                return self.order[s0:e0][upper & lower]
+        parts = [self.order[s0:e0][lower]] if lower is not None else []
+        parts.append(self.order[lo:hi])
+        if upper is not None:
+            parts.append(self.order[s1:e1][upper])
+        return np.concatenate(parts)
 
     def mask(self, k: int) -> np.ndarray:
         """Boolean mask of the top ``k`` over the indices."""
@@ -217,7 +265,7 @@ class _Ranking:
             return np.zeros(self.key.size, dtype=bool)
         i, r = self.locate(k)
         out = self.key < self.bucket_key[i]
-        out[self.members(i)[self.first(i, r)]] = True
+        out[self.between(int(self.start[i]), k)] = True
         return out
 
 
@@ -306,8 +354,7 @@ class LatticeSizer:
         self._header = _header_bits(self.shapes, flag=False)
         self._rank: _Ranking | None = None
         self._order: np.ndarray | None = None  # the full ranking, for norms that are not all finite
-        self._cursor = (0, np.zeros(points.size, dtype=np.int64))  # (rank r, histogram of the top r's points)
-        self._sym_ranked: np.ndarray | None = None
+        self._n_points = int(points.size)
         self._ref: _Reference | None = None
         self._huffman = coding.HuffmanMemo()  # the search's histograms are alike: their merges mostly repeat
 
@@ -337,8 +384,7 @@ class LatticeSizer:
     def _ranking(self) -> _Ranking | None:
         if self._rank is None and self._order is None:
             if np.isfinite(self._norm2).all():
-                self._rank = _Ranking(self._norm2)
-                self._sym_ranked = self._sym[self._rank.order]
+                self._rank = _Ranking(self._norm2, self._sym, self._n_points)
             else:  # a diverged update: the plain stable ranking (NaN last)
                 self._order = sparsify.rank_kernels(self._norm2)
         return self._rank
@@ -370,26 +416,17 @@ class LatticeSizer:
 
     def _probe(self, k: int) -> _Probe:
         if k in (0, self.m):
-            counts = np.bincount(self._sym, minlength=self._cursor[1].size) if k else self._cursor[1][:0]
+            counts = np.bincount(self._sym, minlength=self._n_points) if k else np.zeros(0, dtype=np.int64)
             used = np.flatnonzero(counts) if k else np.zeros(0, dtype=np.int64)
             return _Probe(k, used, counts[used], self.m - 1 if k else -1, self._fixed_bits(k, used))
         rank = self._ranking()
         if rank is None:
             kept = sparsify.top_positions(self._order, k)
-            counts = np.bincount(self._sym[kept], minlength=self._cursor[1].size)
+            counts = np.bincount(self._sym[kept], minlength=self._n_points)
             used = np.flatnonzero(counts)
             return _Probe(k, used, counts[used], int(kept[-1]), self._fixed_bits(k, used))
-        i, r = rank.locate(k)
-        start, part = int(rank.start[i]), rank.members(i)[rank.first(i, r)]
-        at, hist = self._cursor
-        if start > at:
-            hist = hist + np.bincount(self._sym_ranked[at:start], minlength=hist.size)
-        elif start < at:
-            hist = hist - np.bincount(self._sym_ranked[start:at], minlength=hist.size)
-        self._cursor = (start, hist)
-        counts = hist + np.bincount(self._sym[part], minlength=hist.size)
+        counts, last = rank.cut(k)
         used = np.flatnonzero(counts)
-        last = max(int(rank.prefix_last[i - 1]) if i else -1, int(part.max()))
         return _Probe(k, used, counts[used], last, self._fixed_bits(k, used))
 
     def _lengths(self, probe: _Probe) -> np.ndarray:
@@ -398,16 +435,16 @@ class LatticeSizer:
         return probe.lengths
 
     def _block_sums(self, probe: _Probe) -> np.ndarray:
-        """Code bits of each block of 512 kept symbols (in index order), from the last exact size when only a
-        few sub-vectors are in one and not the other and the shared points kept their code lengths, else afresh
-        (and that becomes the reference)."""
+        """Code bits of each block of 512 kept symbols (in index order), from the last exact size when at most
+        :data:`_NEAR` sub-vectors are in one and not the other and the shared points kept their code lengths, else
+        afresh (and that becomes the reference)."""
         k = probe.k
-        length_of = np.zeros(self._cursor[1].size, dtype=np.int64)
+        length_of = np.zeros(self._n_points, dtype=np.int64)
         length_of[probe.used] = self._lengths(probe)
         bounds = np.minimum(np.arange(probe.n_blocks + 1, dtype=np.int64) * _BLOCK, k)
         ref = self._ref
         rank = self._rank
-        if ref is not None and rank is not None and 0 < abs(k - ref.k) <= max(ref.k // 8, _BLOCK):
+        if ref is not None and rank is not None and 0 < abs(k - ref.k) <= _NEAR:
             shared = probe.used if k < ref.k else ref.used
             if np.array_equal(length_of[shared], ref.length_of[shared]):
                 return np.diff(self._prefix_from(ref, k, length_of, bounds))
@@ -478,7 +515,7 @@ class LatticeSizer:
         _write_header(w, _MAGIC, _VERSION, self.shapes, k, None)
         if k:
             sym = self._sym[kept]
-            counts = np.bincount(sym, minlength=self._cursor[1].size)
+            counts = np.bincount(sym, minlength=self._n_points)
             used = np.flatnonzero(counts)
             last = int(kept[-1])
             if last + 1 - k <= k:  # Rice parameter 0 (see _Probe.positions_exact): the unary run of every gap
@@ -532,22 +569,26 @@ def decode_lattice(
             if base == 0:
                 raise CodecError("payload symbol base is 0")
             n_distinct = r.uint(32)
-            distinct = np.cumsum(coding.rice_decode(r, n_distinct) + 1) - 1
+            distinct = np.cumsum(coding.rice_decode_fast(r, n_distinct) + 1) - 1
             index = coding.huffman_decode_fast(r, k)  # D1
-            a = _unzigzag(distinct // base)[index]
             b = _unzigzag(distinct % base)[index]
-            mask[kept] = True
+            first = d * (_unzigzag(distinct // base)[index] + 0.5 * b)  # D2: B (a, b) ...
+            second = d * _SQRT3_2 * b
+            values = np.empty((k, DIM), dtype=np.float32)
             lo = 0
             for s in range(0, m, lattice.ROWS):
                 e = min(s + lattice.ROWS, m)
                 u = dither_rng.random((e - s, DIM))  # the shared seed's draws, block by block
                 hi = int(np.searchsorted(kept, e))
                 if hi > lo:
-                    rows = kept[lo:hi]
-                    z0, z1 = lattice.dither_xy(u[rows - s, 0], u[rows - s, 1], d)
-                    out[rows, 0] = d * (a[lo:hi] + 0.5 * b[lo:hi]) - z0  # D2: B (a, b) - z
-                    out[rows, 1] = d * _SQRT3_2 * b[lo:hi] - z1
+                    if hi - lo < e - s:
+                        u = u[kept[lo:hi] - s]
+                    z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
+                    values[lo:hi, 0] = first[lo:hi] - z0  # ... - z
+                    values[lo:hi, 1] = second[lo:hi] - z1
                 lo = hi
+            out[kept] = values
+            mask[kept] = True
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
     _check_names(names, shapes)
