@@ -62,29 +62,32 @@ def pack_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def pack_short_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """:func:`pack_codes` for codes of at most :data:`MAX_CODE_BITS` bits, without a bit per array element on
-    the way: each code, shifted to its bit offset, lies in the 24-bit window of the byte it starts in; the windows
-    of the codes that start in one byte are added (their bits are disjoint), and each byte is the sum of its own
-    window's top byte and the overhanging bytes of the two windows before it."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
+    the way (:func:`_pack_windows`)."""
+    lengths = np.asarray(lengths)
+    if lengths.size == 0 or int(lengths.max()) == 0:
         return np.zeros(0, dtype=np.uint8)
-    if int(lengths.max()) > MAX_CODE_BITS:
+    if int(lengths.max()) > MAX_CODE_BITS or lengths.size >= 1 << 26:  # offsets beyond int32
         return pack_codes(codes, lengths)
     codes = np.asarray(codes)
     if int(lengths.min()) == 0:  # empty codes write nothing
         codes, lengths = codes[lengths > 0], lengths[lengths > 0]
-    start = np.cumsum(lengths)
-    start -= lengths  # bit offset of each code
+    lengths = lengths.astype(np.uint8)
+    return _pack_windows(codes.astype(np.uint32), lengths, np.cumsum(lengths, dtype=np.int32))
+
+
+def _pack_windows(codes: np.ndarray, lengths: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Codes (uint32) of 1 to 16 bits (``lengths``, uint8; ``ends`` their running sum, int32) as a bit array:
+    each code, shifted to its bit offset, lies in the 24-bit window of the byte it starts in; the windows of the
+    codes that start in one byte are added (their bits are disjoint; a weighted histogram over the start bytes),
+    and each byte is its own window's top byte plus the overhanging bytes of the two windows before it."""
+    total = int(ends[-1])
+    start = ends - lengths
     byte = start >> 3
-    shift = 24 - lengths
-    shift -= start & 7
-    window = codes.astype(np.uint32) << shift.astype(np.uint32)
-    first = np.flatnonzero(byte[1:] != byte[:-1]) + 1
-    first = np.concatenate([[0], first])
-    n_bytes = (total + 7) >> 3
-    acc = np.zeros(n_bytes + 2, dtype=np.uint32)
-    acc[byte[first] + 2] = np.add.reduceat(window, first)
+    shift = np.uint8(24) - lengths
+    shift -= (start & 7).astype(np.uint8)
+    window = codes << shift
+    acc = np.zeros(((total + 7) >> 3) + 2, dtype=np.uint32)
+    acc[2:] = np.bincount(byte, weights=window, minlength=acc.size - 2)  # exact: sums below 2^24 in float64
     packed = acc[2:] >> 16
     packed |= (acc[1:-1] >> 8) & 0xFF
     packed |= acc[:-2] & 0xFF
@@ -435,8 +438,8 @@ def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
 def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.ndarray,
                            lengths: np.ndarray | None = None) -> None:  # fmt: skip
     """What :func:`huffman_encode` writes for ``symbols`` over the alphabet of ``counts`` (their histogram,
-    ``counts.size`` symbols), given that histogram and optionally its :func:`huffman_lengths`; the code bits are
-    packed by :func:`pack_short_codes`."""
+    ``counts.size`` symbols), given that histogram and optionally its :func:`huffman_lengths`; one running sum of
+    the code lengths gives the block lengths and the codes' offsets for :func:`pack_short_codes`."""
     symbols = np.asarray(symbols)
     counts = np.asarray(counts, dtype=np.int64)
     lengths = huffman_lengths(counts) if lengths is None else np.asarray(lengths, dtype=np.int64)
@@ -451,10 +454,17 @@ def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.nd
         return
     rice_encode(writer, gaps)
     writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
-    codes = _canonical_codes(lengths)
-    sym_lengths = lengths[symbols]
-    rice_encode(writer, _block_bits(sym_lengths))
-    writer.bits(pack_short_codes(codes[symbols], sym_lengths))
+    codes = _canonical_codes(lengths).astype(np.uint32)
+    sym_lengths = lengths.astype(np.uint8)[symbols]
+    short = symbols.size < 1 << 26  # bit offsets fit int32
+    ends = np.cumsum(sym_lengths, dtype=np.int32 if short else np.int64)
+    block = 1 << _BLOCK_LOG2
+    block_ends = ends[np.minimum(np.arange(block, ends.size + block, block), ends.size) - 1]
+    rice_encode(writer, np.diff(block_ends, prepend=0).astype(np.int64))
+    if short:
+        writer.bits(_pack_windows(codes[symbols], sym_lengths, ends))
+    else:
+        writer.bits(pack_codes(codes[symbols], sym_lengths))
 
 
 def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:

@@ -26,7 +26,10 @@ import math
 
 import numpy as np
 
-__all__ = ["A2_NSM", "ROWS", "a2_cell_volume", "a2_nearest", "a2_points", "a2_dither", "nearest_xy", "dither_xy"]
+__all__ = [
+    "A2_NSM", "ROWS", "a2_cell_volume", "a2_nearest", "a2_points", "a2_dither", "nearest_xy", "nearest_points_xy",
+    "dither_xy",
+]  # fmt: skip
 
 _SQRT3 = math.sqrt(3.0)
 A2_NSM = 5.0 / (36.0 * _SQRT3)
@@ -68,6 +71,17 @@ def nearest_xy(x0: np.ndarray, x1: np.ndarray, d: float) -> tuple[np.ndarray, np
     """:func:`a2_nearest` of the points with coordinate columns ``x0``, ``x1`` (float64, shape (m,) each), for one
     block: the closer of the nearest points of ``d Z x d sqrt(3) Z`` and its coset shifted by
     ``d (1/2, sqrt(3)/2)``, the first on equal distances."""
+    a, b, _, _ = nearest_points_xy(x0, x1, d)
+    return a, b
+
+
+def nearest_points_xy(
+    x0: np.ndarray, x1: np.ndarray, d: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`nearest_xy`'s ``(a, b)`` and the coordinates of the point it chose, as that rule computes them
+    (``d round(x0 / d)``, ...). For coordinates below ``2^40 d`` these equal ``a2_points(a, b, d)``'s columns to
+    the bit but for the sign of a zero: the rule's ``a`` and ``b`` are those roundings' integers, and
+    ``d (a + b/2)``, ``d sqrt(3)/2 b`` are the same real products rounded once."""
     h = d * _SQRT3  # period of the rectangular lattice along the second axis
     u, v = x0 / d, x1 / h
     p00 = np.rint(u)
@@ -91,14 +105,14 @@ def nearest_xy(x0: np.ndarray, x1: np.ndarray, d: float) -> tuple[np.ndarray, np
     e = x1 - p11
     dist1 += np.square(e, out=e)
     first = _closer_first(dist0, dist1)
-    y = _select(first, p01, p11)
-    y /= h / 2.0
+    py = _select(first, p01, p11)
+    y = py / (h / 2.0)
     b = np.rint(y, out=y).astype(np.int64)  # second coordinate = b d sqrt(3)/2
-    y = _select(first, p00, p10)
-    y /= d
+    px = _select(first, p00, p10)
+    y = px / d
     y -= 0.5 * b
     a = np.rint(y, out=y).astype(np.int64)  # first = d (a + b/2)
-    return a, b
+    return a, b, px, py
 
 
 def a2_nearest(x: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:

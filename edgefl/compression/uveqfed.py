@@ -163,7 +163,7 @@ class _Ranking:
         sizes = counts[self.bucket_key]
         self.end = np.cumsum(sizes)
         self.start = self.end - sizes
-        self.prefix_last = np.maximum.accumulate(np.maximum.reduceat(self.order, self.start))
+        self.prefix_last = np.maximum.accumulate(self.order[self.end - 1])  # a bucket's last member: its largest
         self.exact = sizes == 1  # buckets whose stretch of ``order`` is in rank order
         self._values: dict[int, tuple[np.ndarray, int]] = {}  # bucket -> (its norms by index, first cut)
         self._last: dict[int, np.ndarray] = {}  # exact bucket -> running largest index over its stretch
@@ -300,16 +300,20 @@ class _Probe:
         return -(-self.k // _BLOCK)
 
 
-@dataclass
 class _Reference:
-    """An exactly sized top k: its sorted indices, the prefix sums of their code lengths, the code length of
-    every point id then (0 if unused) and the ids used."""
+    """An exactly sized top k: its sorted indices, their code lengths (uint8), the code length of every point id
+    then (0 if unused) and the ids used; the prefix sums of the code lengths are made on first use."""
 
-    k: int
-    kept: np.ndarray
-    prefix: np.ndarray
-    length_of: np.ndarray
-    used: np.ndarray
+    def __init__(self, k: int, kept: np.ndarray, lengths: np.ndarray, length_of: np.ndarray, used: np.ndarray):
+        self.k, self.kept, self.lengths, self.length_of, self.used = k, kept, lengths, length_of, used
+        self._prefix: np.ndarray | None = None
+
+    @property
+    def prefix(self) -> np.ndarray:
+        if self._prefix is None:
+            self._prefix = np.zeros(self.k + 1, dtype=np.int64)
+            np.cumsum(self.lengths, out=self._prefix[1:])
+        return self._prefix
 
 
 class LatticeSizer:
@@ -333,6 +337,8 @@ class LatticeSizer:
         self._values = np.empty((m, DIM), dtype=np.float32)  # D2 for every sub-vector: B (a, b) - z
         norm2 = np.empty(m)
         za, zb = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+        # D2 from the point E3 chose (+ 0.0 turns -0.0 into a2_points' 0.0) while that is B (a, b) to the bit
+        chosen = m and bool(np.abs(self.flat).max() < 2.0**40 * d)
         for s in range(0, m, lattice.ROWS):
             e = min(s + lattice.ROWS, m)
             u = dither_rng.random((e - s, DIM))
@@ -341,20 +347,29 @@ class LatticeSizer:
             norm2[s:e] = np.square(x0) + np.square(x1)
             x0 += z0
             x1 += z1
-            a, b = lattice.nearest_xy(x0, x1, d)  # E3
-            self._values[s:e, 0] = d * (a + 0.5 * b) - z0
-            self._values[s:e, 1] = d * _SQRT3_2 * b - z1
+            a, b, px, py = lattice.nearest_points_xy(x0, x1, d)  # E3
+            if chosen:
+                px += 0.0
+                py += 0.0
+            else:
+                px, py = d * (a + 0.5 * b), d * _SQRT3_2 * b
+            self._values[s:e, 0] = px - z0
+            self._values[s:e, 1] = py - z1
             za[s:e], zb[s:e] = _zigzag(a), _zigzag(b)
         self._norm2 = norm2
-        # points as dense ids in the order of their (zigzag a, zigzag b): the order of the symbols whatever the base
-        joint_base = int(zb.max()) + 1 if m else 1
-        points, sym = _distinct(za * joint_base + zb)
-        self._sym = sym.astype(np.int32)
-        self._point_za, self._point_zb = points // joint_base, points % joint_base
         self._header = _header_bits(self.shapes, flag=False)
         self._rank: _Ranking | None = None
         self._order: np.ndarray | None = None  # the full ranking, for norms that are not all finite
-        self._n_points = int(points.size)
+        self._finite = bool(np.isfinite(norm2).all())
+        if self._finite:  # points as dense ids in the order of (zigzag a, zigzag b): the symbols' order, any base
+            joint_base = int(zb.max()) + 1 if m else 1
+            points, sym = _distinct(za * joint_base + zb)
+            self._sym = sym.astype(np.int32)
+            self._point_za, self._point_zb = points // joint_base, points % joint_base
+            self._n_points = int(points.size)
+        else:  # a diverged update: the plain stable ranking (NaN last) and symbols joined per k
+            self._za, self._zb = za, zb
+            self._order = sparsify.rank_kernels(norm2)
         self._ref: _Reference | None = None
         self._huffman = coding.HuffmanMemo()  # the search's histograms are alike: their merges mostly repeat
 
@@ -382,11 +397,8 @@ class LatticeSizer:
         return int(k)
 
     def _ranking(self) -> _Ranking | None:
-        if self._rank is None and self._order is None:
-            if np.isfinite(self._norm2).all():
-                self._rank = _Ranking(self._norm2, self._sym, self._n_points)
-            else:  # a diverged update: the plain stable ranking (NaN last)
-                self._order = sparsify.rank_kernels(self._norm2)
+        if self._rank is None and self._finite:
+            self._rank = _Ranking(self._norm2, self._sym, self._n_points)
         return self._rank
 
     def _kept(self, k: int) -> np.ndarray:
@@ -419,13 +431,7 @@ class LatticeSizer:
             counts = np.bincount(self._sym, minlength=self._n_points) if k else np.zeros(0, dtype=np.int64)
             used = np.flatnonzero(counts) if k else np.zeros(0, dtype=np.int64)
             return _Probe(k, used, counts[used], self.m - 1 if k else -1, self._fixed_bits(k, used))
-        rank = self._ranking()
-        if rank is None:
-            kept = sparsify.top_positions(self._order, k)
-            counts = np.bincount(self._sym[kept], minlength=self._n_points)
-            used = np.flatnonzero(counts)
-            return _Probe(k, used, counts[used], int(kept[-1]), self._fixed_bits(k, used))
-        counts, last = rank.cut(k)
+        counts, last = self._ranking().cut(k)
         used = np.flatnonzero(counts)
         return _Probe(k, used, counts[used], last, self._fixed_bits(k, used))
 
@@ -449,9 +455,9 @@ class LatticeSizer:
             if np.array_equal(length_of[shared], ref.length_of[shared]):
                 return np.diff(self._prefix_from(ref, k, length_of, bounds))
         kept = self._kept(k)
-        prefix = np.concatenate([[0], np.cumsum(length_of[self._sym[kept]])])
-        self._ref = _Reference(k, kept, prefix, length_of, probe.used)
-        return np.diff(prefix[bounds])
+        lengths = length_of.astype(np.uint8)[self._sym[kept] if k < self.m else self._sym]
+        self._ref = _Reference(k, kept, lengths, length_of, probe.used)
+        return np.add.reduceat(lengths, bounds[:-1], dtype=np.int64)
 
     def _prefix_from(self, ref: _Reference, k: int, length_of: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         """Prefix sums of the code lengths of the top k at the kept positions ``bounds``, from ``ref``'s."""
@@ -480,12 +486,32 @@ class LatticeSizer:
         return _bytes(bits + positions)
 
     def _bits(self, k: int) -> int:
-        return self._exact(self._probe(self._check(k)))
+        k = self._check(k)
+        return self._exact(self._probe(k)) if self._finite else self._plain_bits(k)
+
+    def _plain_symbols(self, kept: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """Base, distinct symbols and each kept sub-vector's symbol index, joined for these kept ones."""
+        zb = self._zb[kept]
+        base = int(zb.max()) + 1 if kept.size else 1
+        distinct, index = _distinct(self._za[kept] * base + zb)
+        return base, distinct, index
+
+    def _plain_bits(self, k: int) -> int:
+        kept = self._kept(k)
+        bits = self._header
+        if k:
+            _, distinct, index = self._plain_symbols(kept)
+            bits += 6 + _rice_size(np.diff(kept, prepend=-1) - 1) + 32 + 32 + 32
+            bits += 6 + _rice_size(np.diff(distinct, prepend=-1) - 1) + coding.huffman_bits(index, distinct.size)
+        return _bytes(bits)
 
     def _fits(self, k: int, budget_bits: float) -> bool:
         """``bits(k) <= budget_bits``: first with the code bits at least the histogram's entropy, then with the
         Huffman code's exact bits and the block lengths' Rice size bounded, then exactly."""
-        probe = self._probe(self._check(k))
+        k = self._check(k)
+        if not self._finite:
+            return self._plain_bits(k) <= budget_bits
+        probe = self._probe(k)
         if k == 0 or self._rank is None:
             return self._exact(probe) <= budget_bits
         pos_lo, pos_hi = probe.positions_bounds()
@@ -511,18 +537,26 @@ class LatticeSizer:
         """The payload keeping the top ``k`` sub-vectors; ``update`` is what :func:`decode_lattice` rebuilds."""
         k = self._check(k)
         kept = self._kept(k)
+        mask = np.zeros(self.m, dtype=bool)
+        mask[kept] = True
         w = coding.BitWriter()
         _write_header(w, _MAGIC, _VERSION, self.shapes, k, None)
-        if k:
-            sym = self._sym[kept]
+        if k and not self._finite:
+            coding.rice_encode(w, np.diff(kept, prepend=-1) - 1)
+            w.float32(self.d)
+            base, distinct, index = self._plain_symbols(kept)
+            w.uint(base, 32)
+            w.uint(distinct.size, 32)
+            coding.rice_encode(w, np.diff(distinct, prepend=-1) - 1)
+            coding.huffman_encode(w, index, distinct.size)
+        elif k:
+            sym = self._sym[kept] if k < self.m else self._sym
             counts = np.bincount(sym, minlength=self._n_points)
             used = np.flatnonzero(counts)
             last = int(kept[-1])
-            if last + 1 - k <= k:  # Rice parameter 0 (see _Probe.positions_exact): the unary run of every gap
+            if last + 1 - k <= k:  # Rice parameter 0 (see _Probe.positions_exact): one unary run per gap
                 w.uint(0, 6)
-                unary = np.ones(last + 1, dtype=np.uint8)
-                unary[kept] = 0
-                w.bits(unary)
+                w.bits(np.logical_not(mask[: last + 1]).view(np.uint8))
             else:
                 coding.rice_encode(w, np.diff(kept, prepend=-1) - 1)
             w.float32(self.d)
@@ -535,13 +569,16 @@ class LatticeSizer:
             index_of[used] = np.arange(used.size, dtype=np.int32)
             coding.huffman_encode_counted(w, index_of[sym], counts[used], self._huffman.lengths(counts[used]))
         payload = w.to_bytes()
-        mask = np.zeros(self.m, dtype=bool)
-        mask[kept] = True
-        values = np.where(mask[:, None], self._values, np.float32(0)).reshape(-1)[: self.n]
+        if 2 * k >= self.m:
+            values = self._values.copy()
+            values[~mask] = 0
+        else:
+            values = np.zeros_like(self._values)
+            values[kept] = self._values[kept]
         sent = np.repeat(mask, DIM)[: self.n]
         return LatticeCoded(
-            payload, 8 * len(payload), k, self.d,
-            _as_tensors(values, self.names, self.shapes), _as_tensors(sent, self.names, self.shapes),
+            payload, 8 * len(payload), k, self.d, _as_tensors(values.reshape(-1)[: self.n], self.names, self.shapes),
+            _as_tensors(sent, self.names, self.shapes),
         )  # fmt: skip
 
 
@@ -571,9 +608,8 @@ def decode_lattice(
             n_distinct = r.uint(32)
             distinct = np.cumsum(coding.rice_decode_fast(r, n_distinct) + 1) - 1
             index = coding.huffman_decode_fast(r, k)  # D1
-            b = _unzigzag(distinct % base)[index]
-            first = d * (_unzigzag(distinct // base)[index] + 0.5 * b)  # D2: B (a, b) ...
-            second = d * _SQRT3_2 * b
+            a, b = _unzigzag(distinct // base), _unzigzag(distinct % base)
+            first, second = d * (a + 0.5 * b), d * _SQRT3_2 * b  # D2: B (a, b) - z, B (a, b) per symbol ...
             values = np.empty((k, DIM), dtype=np.float32)
             lo = 0
             for s in range(0, m, lattice.ROWS):
@@ -584,8 +620,8 @@ def decode_lattice(
                     if hi - lo < e - s:
                         u = u[kept[lo:hi] - s]
                     z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
-                    values[lo:hi, 0] = first[lo:hi] - z0  # ... - z
-                    values[lo:hi, 1] = second[lo:hi] - z1
+                    values[lo:hi, 0] = first[index[lo:hi]] - z0  # ... - z per sub-vector
+                    values[lo:hi, 1] = second[index[lo:hi]] - z1
                 lo = hi
             out[kept] = values
             mask[kept] = True
