@@ -470,7 +470,9 @@ def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.nd
 def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     """:func:`huffman_decode` with fewer array operations per step: the stream is padded so that a block that
     ends early reads zeros instead of being clamped, each step keeps the code window it read (its symbol is
-    looked up once for all steps at the end), and a block's 16-bit window comes from one 32-bit word."""
+    looked up once for all steps at the end), and a block's window is the 32-bit word at its byte shifted left by
+    its bit (the bits before fall off) and right to the code width."""
+    start = reader.pos
     alphabet_size = reader.uint(_COUNT_BITS)
     n_used = reader.uint(_COUNT_BITS)
     if n_used == 1:
@@ -488,6 +490,9 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     n_blocks = math.ceil(n / block)
     block_bits = rice_decode_fast(reader, n_blocks)
     total = int(block_bits.sum())
+    if total >= 1 << 31:  # bit positions beyond uint32 with the padding: the plain decoder
+        reader.pos = start
+        return huffman_decode(reader, n)
     payload = reader.take(total)
     reader_end = reader.pos
     width = int(lengths.max())
@@ -503,14 +508,13 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     pad = np.zeros(block * MAX_CODE_BITS // 8 + 8, dtype=np.uint8)
     packed = np.concatenate([np.packbits(payload), pad]).astype(np.uint32)
     words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]
-    keep = np.uint32((1 << width) - 1)
-    top = np.int64(32 - width)
-    starts = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
-    pos = starts.copy()
-    windows = np.empty((block, n_blocks), dtype=np.int64)
-    for step in range(block):
-        w = words[pos >> 3] >> (top - (pos & 7)).astype(np.uint32)
-        w &= keep
+    table_len = table_len.astype(np.uint32)
+    drop = np.uint32(32 - width)
+    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.uint32)
+    windows = np.empty((block, n_blocks), dtype=np.uint32)
+    for step in range(block):  # the word at the byte, shifted to the bit (the high bits fall off), its top bits
+        w = words[pos >> 3] << (pos & 7)
+        w >>= drop
         windows[step] = w
         pos += table_len[w]
     if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:

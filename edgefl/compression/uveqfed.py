@@ -330,10 +330,13 @@ class LatticeSizer:
             raise CodecError(f"step={step!r}: must be a finite number > 0")
         self.names, self.shapes, self.flat = flatten(update)
         n, m = self.n, self.m
-        rms = math.sqrt(float(np.mean(self.flat.astype(np.float64) ** 2))) if n else 0.0
+        squares = np.square(self.flat, dtype=np.float64)  # each element's, in float64
+        rms = math.sqrt(float(np.mean(squares))) if n else 0.0
         d = float(np.float32(step * rms))  # sent as float32: both ends use this value
         self.d = d = d if d > 0 else _TINY_D
-        pairs = (self.flat if n % DIM == 0 else np.concatenate([self.flat, np.zeros(1, np.float32)])).reshape(m, DIM)
+        if n % DIM:
+            squares = np.append(squares, 0.0)
+        pairs = (self.flat if n % DIM == 0 else np.append(self.flat, np.float32(0))).reshape(m, DIM)
         self._values = np.empty((m, DIM), dtype=np.float32)  # D2 for every sub-vector: B (a, b) - z
         norm2 = np.empty(m)
         za, zb = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
@@ -344,7 +347,7 @@ class LatticeSizer:
             u = dither_rng.random((e - s, DIM))
             z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)  # E2
             x0, x1 = pairs[s:e, 0].astype(np.float64), pairs[s:e, 1].astype(np.float64)  # E1
-            norm2[s:e] = np.square(x0) + np.square(x1)
+            np.add(squares[2 * s : 2 * e : 2], squares[2 * s + 1 : 2 * e : 2], out=norm2[s:e])
             x0 += z0
             x1 += z1
             a, b, px, py = lattice.nearest_points_xy(x0, x1, d)  # E3
@@ -512,7 +515,7 @@ class LatticeSizer:
         if not self._finite:
             return self._plain_bits(k) <= budget_bits
         probe = self._probe(k)
-        if k == 0 or self._rank is None:
+        if k == 0:
             return self._exact(probe) <= budget_bits
         pos_lo, pos_hi = probe.positions_bounds()
         if probe.used.size > 1:
@@ -610,21 +613,33 @@ def decode_lattice(
             index = coding.huffman_decode_fast(r, k)  # D1
             a, b = _unzigzag(distinct // base), _unzigzag(distinct % base)
             first, second = d * (a + 0.5 * b), d * _SQRT3_2 * b  # D2: B (a, b) - z, B (a, b) per symbol ...
-            values = np.empty((k, DIM), dtype=np.float32)
+            mask[kept] = True
+            dense = 2 * k >= m  # then every row of a block is worked out and the dropped ones zeroed
+            if dense:
+                row_index = np.zeros(m, dtype=index.dtype)
+                row_index[kept] = index
             lo = 0
             for s in range(0, m, lattice.ROWS):
                 e = min(s + lattice.ROWS, m)
                 u = dither_rng.random((e - s, DIM))  # the shared seed's draws, block by block
                 hi = int(np.searchsorted(kept, e))
-                if hi > lo:
-                    if hi - lo < e - s:
-                        u = u[kept[lo:hi] - s]
+                if hi == lo:
+                    continue
+                if dense:
                     z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
-                    values[lo:hi, 0] = first[index[lo:hi]] - z0  # ... - z per sub-vector
-                    values[lo:hi, 1] = second[index[lo:hi]] - z1
+                    at = row_index[s:e]
+                    out[s:e, 0] = first[at] - z0  # D2: B (a, b) - z, D3: at its index
+                    out[s:e, 1] = second[at] - z1
+                else:
+                    rows = kept[lo:hi]
+                    u = u[rows - s]
+                    z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
+                    at = index[lo:hi]
+                    out[rows, 0] = first[at] - z0
+                    out[rows, 1] = second[at] - z1
                 lo = hi
-            out[kept] = values
-            mask[kept] = True
+            if dense and k < m:
+                out[~mask] = 0
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
     _check_names(names, shapes)
