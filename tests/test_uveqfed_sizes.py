@@ -102,18 +102,22 @@ def test_every_size_is_the_reference_payload_and_the_encoder_gives_it(name: str)
         assert np.array_equal(_flat(sent), mask) and np.array_equal(_flat(coded.sent), mask), k
 
 
-def test_sizes_of_a_large_update_in_search_order_are_the_encoders() -> None:
+def test_sizes_of_a_large_update_in_search_order_are_the_encoders_and_the_references() -> None:
     """On 60,000 sub-vectors (norm buckets sorted on their second cut, block lengths updated from the last exact
-    size), sizes asked in a bisection's order and then in random order equal the encoder's bytes."""
+    size), sizes asked in a bisection's order and then in random order equal the encoder's bytes, and the payloads
+    of some of those k are the reference's (the ranking's top k is the stable sort's)."""
     g = torch.Generator().manual_seed(8)
     update = {"w": torch.randn(120_000, generator=g) * torch.rand(120_000, generator=g) ** 2}
     update["w"][:15_000] = 0.0
     sizer = LatticeSizer(update, np.random.default_rng(2), step=1.0)
     ks = [sizer.m, sizer.m // 2, 3 * sizer.m // 4, 5 * sizer.m // 8, 11 * sizer.m // 16]
     ks += [ks[-1] + j for j in (-900, 1, 2, 3, 700, 4000, 4100)]
+    ks += [sizer.m - 9000, sizer.m - 9001, sizer.m - 8000]  # cuts among the zero norms (one tie)
     ks += np.random.default_rng(1).integers(0, sizer.m + 1, 6).tolist()
     for k in ks:
         assert sizer.bits(k) == sizer.encode(k).bits, k
+    for k in ks[4:9] + ks[-4:]:
+        assert sizer.encode(k).payload == _reference(update, 2, 1.0, k)[0], k
 
 
 def test_fits_answers_size_at_most_budget_at_the_byte_boundaries() -> None:

@@ -37,7 +37,8 @@ then); only the Rice-coded lengths of the 512-symbol blocks depend on where the 
 (:func:`.search.largest_fitting` through :attr:`LatticeSizer.bits`) settles a probe from bounds when it can (the
 histogram's entropy, then the Huffman code with the block lengths' Rice size bounded) and sizes exactly only the
 probes near the budget, the block lengths then updated from the last exact size when few sub-vectors changed. The
-size grows with k up to the few bits the Huffman table and block lengths can move.
+size grows with k up to the few bits the Huffman table and block lengths can move. The decoder regenerates the
+dither block by block too, for the kept sub-vectors only (for every row of a block when most are kept).
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ class _Ranking:
         i, r = self.locate(k)
         before = int(self.prefix_last[i - 1]) if i else -1
         s = int(self.start[i])
+        if s + r == self.end[i]:  # the whole bucket
+            return self._move(s + r), int(self.prefix_last[i])
         if self._resolve(i, r):
             last = self._last.get(i)
             if last is None:
@@ -241,13 +244,13 @@ class _Ranking:
             return np.zeros(0, dtype=np.int64)
         i1, r1 = self.locate(k1)
         s1, e1 = int(self.start[i1]), int(self.end[i1])
-        if self._resolve(i1, r1):
+        if s1 + r1 == e1 or self._resolve(i1, r1):
             upper, hi = None, s1 + r1  # ranks below hi are order[:hi]'s
         else:
             upper, hi = self._part(i1, r1), s1
         i0, r0 = self.locate(k0) if k0 > 0 else (0, 0)
         s0, e0 = int(self.start[i0]), int(self.end[i0])
-        if k0 <= 0 or self._resolve(i0, r0):
+        if k0 <= 0 or s0 + r0 == e0 or self._resolve(i0, r0):
             lower, lo = None, (s0 + r0 if k0 > 0 else 0)
         else:
             lower, lo = ~self._part(i0, r0), e0
@@ -340,8 +343,7 @@ class LatticeSizer:
         self._values = np.empty((m, DIM), dtype=np.float32)  # D2 for every sub-vector: B (a, b) - z
         norm2 = np.empty(m)
         za, zb = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-        # D2 from the point E3 chose (+ 0.0 turns -0.0 into a2_points' 0.0) while that is B (a, b) to the bit
-        chosen = m and bool(np.abs(self.flat).max() < 2.0**40 * d)
+        near = (2.0**40 * d) ** 2  # D2 from the point E3 chose while that is B (a, b) to the bit: |h_j| < 2^40 d
         for s in range(0, m, lattice.ROWS):
             e = min(s + lattice.ROWS, m)
             u = dither_rng.random((e - s, DIM))
@@ -351,7 +353,7 @@ class LatticeSizer:
             x0 += z0
             x1 += z1
             a, b, px, py = lattice.nearest_points_xy(x0, x1, d)  # E3
-            if chosen:
+            if norm2[s:e].max() < near:  # (+ 0.0 turns -0.0 into a2_points' 0.0)
                 px += 0.0
                 py += 0.0
             else:
