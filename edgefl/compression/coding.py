@@ -66,17 +66,17 @@ def pack_short_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     lengths = np.asarray(lengths)
     if lengths.size == 0 or int(lengths.max()) == 0:
         return np.zeros(0, dtype=np.uint8)
-    if int(lengths.max()) > MAX_CODE_BITS or lengths.size >= 1 << 26:  # offsets beyond int32
+    if int(lengths.max()) > MAX_CODE_BITS:
         return pack_codes(codes, lengths)
     codes = np.asarray(codes)
     if int(lengths.min()) == 0:  # empty codes write nothing
         codes, lengths = codes[lengths > 0], lengths[lengths > 0]
     lengths = lengths.astype(np.uint8)
-    return _pack_windows(codes.astype(np.uint32), lengths, np.cumsum(lengths, dtype=np.int32))
+    return _pack_windows(codes.astype(np.uint32), lengths, np.cumsum(lengths, dtype=np.int64))
 
 
 def _pack_windows(codes: np.ndarray, lengths: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Codes (uint32) of 1 to 16 bits (``lengths``, uint8; ``ends`` their running sum, int32) as a bit array:
+    """Codes (uint32) of 1 to 16 bits (``lengths``, uint8; ``ends`` their running sum, int64) as a bit array:
     each code, shifted to its bit offset, lies in the 24-bit window of the byte it starts in; the windows of the
     codes that start in one byte are added (their bits are disjoint; a weighted histogram over the start bytes),
     and each byte is its own window's top byte plus the overhanging bytes of the two windows before it."""
@@ -456,23 +456,17 @@ def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.nd
     writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
     codes = _canonical_codes(lengths).astype(np.uint32)
     sym_lengths = lengths.astype(np.uint8)[symbols]
-    short = symbols.size < 1 << 26  # bit offsets fit int32
-    ends = np.cumsum(sym_lengths, dtype=np.int32 if short else np.int64)
+    ends = np.cumsum(sym_lengths, dtype=np.int64)
     block = 1 << _BLOCK_LOG2
     block_ends = ends[np.minimum(np.arange(block, ends.size + block, block), ends.size) - 1]
-    rice_encode(writer, np.diff(block_ends, prepend=0).astype(np.int64))
-    if short:
-        writer.bits(_pack_windows(codes[symbols], sym_lengths, ends))
-    else:
-        writer.bits(pack_codes(codes[symbols], sym_lengths))
+    rice_encode(writer, np.diff(block_ends, prepend=0))
+    writer.bits(_pack_windows(codes[symbols], sym_lengths, ends))
 
 
 def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     """:func:`huffman_decode` with fewer array operations per step: the stream is padded so that a block that
     ends early reads zeros instead of being clamped, each step keeps the code window it read (its symbol is
-    looked up once for all steps at the end), and a block's window is the 32-bit word at its byte shifted left by
-    its bit (the bits before fall off) and right to the code width."""
-    start = reader.pos
+    looked up once for all steps at the end), and a block's window comes from the 32-bit word at its byte."""
     alphabet_size = reader.uint(_COUNT_BITS)
     n_used = reader.uint(_COUNT_BITS)
     if n_used == 1:
@@ -490,9 +484,6 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     n_blocks = math.ceil(n / block)
     block_bits = rice_decode_fast(reader, n_blocks)
     total = int(block_bits.sum())
-    if total >= 1 << 31:  # bit positions beyond uint32 with the padding: the plain decoder
-        reader.pos = start
-        return huffman_decode(reader, n)
     payload = reader.take(total)
     reader_end = reader.pos
     width = int(lengths.max())
@@ -506,15 +497,15 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
         table_len[lo:hi] = lengths[s]
     # a block read past its end (the last one) advances at most MAX_CODE_BITS per step: pad with zero bytes
     pad = np.zeros(block * MAX_CODE_BITS // 8 + 8, dtype=np.uint8)
-    packed = np.concatenate([np.packbits(payload), pad]).astype(np.uint32)
-    words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]
-    table_len = table_len.astype(np.uint32)
-    drop = np.uint32(32 - width)
-    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.uint32)
-    windows = np.empty((block, n_blocks), dtype=np.uint32)
-    for step in range(block):  # the word at the byte, shifted to the bit (the high bits fall off), its top bits
-        w = words[pos >> 3] << (pos & 7)
-        w >>= drop
+    packed = np.concatenate([np.packbits(payload), pad]).astype(np.int64)
+    words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]  # 32 bits at each byte
+    keep = (1 << width) - 1
+    top = 32 - width
+    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
+    windows = np.empty((block, n_blocks), dtype=np.int64)
+    for step in range(block):  # int64 throughout: an index of another type is converted on every gather
+        w = words[pos >> 3] >> (top - (pos & 7))
+        w &= keep
         windows[step] = w
         pos += table_len[w]
     if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:

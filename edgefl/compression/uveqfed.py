@@ -369,7 +369,7 @@ class LatticeSizer:
         if self._finite:  # points as dense ids in the order of (zigzag a, zigzag b): the symbols' order, any base
             joint_base = int(zb.max()) + 1 if m else 1
             points, sym = _distinct(za * joint_base + zb)
-            self._sym = sym.astype(np.int32)
+            self._sym = sym  # int64: an index of another type is converted on every gather
             self._point_za, self._point_zb = points // joint_base, points % joint_base
             self._n_points = int(points.size)
         else:  # a diverged update: the plain stable ranking (NaN last) and symbols joined per k
@@ -570,8 +570,8 @@ class LatticeSizer:
             w.uint(base, 32)
             w.uint(used.size, 32)
             coding.rice_encode(w, np.diff(za * base + zb, prepend=-1) - 1)
-            index_of = np.zeros(counts.size, dtype=np.int32)
-            index_of[used] = np.arange(used.size, dtype=np.int32)
+            index_of = np.zeros(counts.size, dtype=np.int64)
+            index_of[used] = np.arange(used.size)
             coding.huffman_encode_counted(w, index_of[sym], counts[used], self._huffman.lengths(counts[used]))
         payload = w.to_bytes()
         if 2 * k >= self.m:
