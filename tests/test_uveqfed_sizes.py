@@ -264,3 +264,28 @@ def test_all_zero_and_single_element_updates_at_the_budget_boundary() -> None:
             assert largest_fitting(fresh.bits, 0, fresh.m, size) == max(j for j, s in enumerate(sizes) if s <= size)
         assert largest_fitting(sizer.bits, 0, sizer.m, sizes[0] - 1) is None
         assert _header_bits([tuple(update["w"].shape)], flag=False) <= sizes[0]
+
+
+def test_the_rankings_top_k_and_rank_ranges_are_the_stable_sorts() -> None:
+    """The bucketed ranking's top k, rank ranges, masks, largest index and point histogram equal the stable
+    sort's (descending norm, ties by index) in any order of questions: few large buckets (norms of a few magnitudes times 1 + tiny noise), ties,
+    cuts inside one bucket twice (it is then sorted), ranges with both ends in one bucket, ends at bucket ends."""
+    from edgefl.compression.uveqfed import _Ranking
+
+    rng = np.random.default_rng(21)
+    norm2 = rng.choice([0.0, 1.0, 2.0, 8.0], 6000) * (1 + rng.integers(0, 3, 6000) * 1e-12)
+    norm2[rng.integers(0, 6000, 300)] = 2.0  # exact ties inside a bucket
+    order = np.argsort(-norm2, kind="stable")
+    points = rng.integers(0, 5, 6000)
+    rank = _Ranking(norm2, points, 5)
+    edges = rank.end.tolist()
+    asks = [(0, int(k)) for k in rng.integers(1, 6001, 20)] + [(0, e) for e in edges]
+    asks += [tuple(sorted(rng.integers(0, 6001, 2).tolist())) for _ in range(60)]
+    asks += [(e - 5, e + 5) for e in edges[:-1]] + [(e, e + 1) for e in edges[:-1]] + [(1, 2), (2, 3)]
+    for k0, k1 in asks:
+        assert np.array_equal(np.sort(rank.between(k0, k1)), np.sort(order[k0:k1])), (k0, k1)
+        assert np.array_equal(np.flatnonzero(rank.mask(k1)), np.sort(order[:k1])), k1
+        if k1 > 0:
+            hist, last = rank.cut(k1)
+            assert last == int(order[:k1].max()), k1
+            assert np.array_equal(hist, np.bincount(points[order[:k1]], minlength=5)), k1

@@ -187,9 +187,17 @@ class _Ranking:
             if values.min() == values.max():  # all tie: by index is in order
                 self.exact[i] = True
             return bool(self.exact[i])
-        values, first_cut = seen
-        if r == first_cut:
-            return False
+        if r != seen[1]:
+            self._sort(i)
+        return bool(self.exact[i])
+
+    def _sort(self, i: int) -> None:
+        """Put bucket ``i``'s stretch of ``order`` (and ``sym``) in rank order."""
+        if self.exact[i]:
+            return
+        s, e = int(self.start[i]), int(self.end[i])
+        seen = self._values.get(i)
+        values = self.norm2[self.order[s:e]] if seen is None else seen[0]
         at, hist = self._cursor
         if s < at < e:  # the histogram at a rank inside the bucket changes with its order
             self._cursor = (s, hist - np.bincount(self.sym[s:at], minlength=hist.size))
@@ -197,7 +205,6 @@ class _Ranking:
         self.order[s:e] = self.order[s:e][perm]
         self.sym[s:e] = self.sym[s:e][perm]
         self.exact[i] = True
-        return True
 
     def _part(self, i: int, r: int) -> np.ndarray:
         """Mask over bucket ``i``'s stretch (its members by index) of its top ``r``, for an unsorted bucket."""
@@ -243,20 +250,24 @@ class _Ranking:
         if k1 <= k0:
             return np.zeros(0, dtype=np.int64)
         i1, r1 = self.locate(k1)
+        i0, r0 = self.locate(k0) if k0 > 0 else (-1, 0)
+        if i0 == i1:  # two cuts in one bucket: sort it (before either cut reads its order)
+            self._sort(i1)
         s1, e1 = int(self.start[i1]), int(self.end[i1])
         if s1 + r1 == e1 or self._resolve(i1, r1):
             upper, hi = None, s1 + r1  # ranks below hi are order[:hi]'s
         else:
             upper, hi = self._part(i1, r1), s1
-        i0, r0 = self.locate(k0) if k0 > 0 else (0, 0)
-        s0, e0 = int(self.start[i0]), int(self.end[i0])
-        if k0 <= 0 or s0 + r0 == e0 or self._resolve(i0, r0):
-            lower, lo = None, (s0 + r0 if k0 > 0 else 0)
+        parts = []
+        if k0 <= 0:
+            lo = 0
         else:
-            lower, lo = ~self._part(i0, r0), e0
-            if i1 == i0:  # both cuts inside one unsorted bucket
-                return self.order[s0:e0][upper & lower]
-        parts = [self.order[s0:e0][lower]] if lower is not None else []
+            s0, e0 = int(self.start[i0]), int(self.end[i0])
+            if s0 + r0 == e0 or self._resolve(i0, r0):
+                lo = s0 + r0
+            else:
+                parts.append(self.order[s0:e0][~self._part(i0, r0)])
+                lo = e0
         parts.append(self.order[lo:hi])
         if upper is not None:
             parts.append(self.order[s1:e1][upper])
