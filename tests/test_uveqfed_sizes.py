@@ -268,8 +268,9 @@ def test_all_zero_and_single_element_updates_at_the_budget_boundary() -> None:
 
 def test_the_rankings_top_k_and_rank_ranges_are_the_stable_sorts() -> None:
     """The bucketed ranking's top k, rank ranges, masks, largest index and point histogram equal the stable
-    sort's (descending norm, ties by index) in any order of questions: few large buckets (norms of a few magnitudes times 1 + tiny noise), ties,
-    cuts inside one bucket twice (it is then sorted), ranges with both ends in one bucket, ends at bucket ends."""
+    sort's (descending norm, ties by index) in any order of questions: few large buckets (norms of a few
+    magnitudes times 1 + tiny noise), ties, cuts inside one bucket twice (it is then sorted), ranges with both
+    ends in one bucket, ends at bucket ends."""
     from edgefl.compression.uveqfed import _Ranking
 
     rng = np.random.default_rng(21)
