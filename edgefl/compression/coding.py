@@ -438,8 +438,8 @@ def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
 def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.ndarray,
                            lengths: np.ndarray | None = None) -> None:  # fmt: skip
     """What :func:`huffman_encode` writes for ``symbols`` over the alphabet of ``counts`` (their histogram,
-    ``counts.size`` symbols), given that histogram and optionally its :func:`huffman_lengths`; one running sum of
-    the code lengths gives the block lengths and the codes' offsets for :func:`pack_short_codes`."""
+    ``counts.size`` symbols), given that histogram and optionally its :func:`huffman_lengths`; the code bits and
+    block lengths come from :func:`_pack_symbols`."""
     symbols = np.asarray(symbols)
     counts = np.asarray(counts, dtype=np.int64)
     lengths = huffman_lengths(counts) if lengths is None else np.asarray(lengths, dtype=np.int64)
@@ -454,13 +454,42 @@ def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.nd
         return
     rice_encode(writer, gaps)
     writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
-    codes = _canonical_codes(lengths).astype(np.uint32)
-    sym_lengths = lengths.astype(np.uint8)[symbols]
-    ends = np.cumsum(sym_lengths, dtype=np.int64)
+    bits, block_bits = _pack_symbols(symbols, _canonical_codes(lengths).astype(np.uint32), lengths.astype(np.uint8))
+    rice_encode(writer, block_bits)
+    writer.bits(bits)
+
+
+def _pack_symbols(symbols: np.ndarray, codes: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The code bits of ``symbols`` (codes uint32 and lengths uint8 by symbol, 1 to 16 bits) and the bit length
+    of each block of 512, as :func:`_pack_windows` computes them but over runs of 2^14 symbols (a run's arrays
+    stay in the CPU cache), each run's windows added into the bytes it covers."""
+    n = symbols.size
     block = 1 << _BLOCK_LOG2
-    block_ends = ends[np.minimum(np.arange(block, ends.size + block, block), ends.size) - 1]
-    rice_encode(writer, np.diff(block_ends, prepend=0))
-    writer.bits(_pack_windows(codes[symbols], sym_lengths, ends))
+    run = 1 << 14  # a multiple of the block: blocks do not straddle runs
+    acc = np.zeros(2 * n + 3, dtype=np.uint32)  # 16 bits at most per code: 2 n bytes, + 2 before the first
+    block_bits = []
+    offset = 0
+    for r0 in range(0, n, run):
+        sym = symbols[r0 : r0 + run]
+        length = lengths[sym]
+        ends = np.cumsum(length, dtype=np.int64)
+        block_bits.append(np.diff(ends[np.minimum(np.arange(block, ends.size + block, block), ends.size) - 1],
+                                  prepend=0))  # fmt: skip
+        start = ends - length
+        start += offset
+        byte = start >> 3
+        shift = np.uint8(24) - length
+        shift -= (start & 7).astype(np.uint8)
+        window = codes[sym] << shift
+        first = int(byte[0])
+        sums = np.bincount(byte - first, weights=window)  # exact: sums below 2^24 in float64
+        acc[first + 2 : first + 2 + sums.size] += sums.astype(np.uint32)
+        offset += int(ends[-1])
+    acc = acc[: ((offset + 7) >> 3) + 2]
+    packed = acc[2:] >> 16
+    packed |= (acc[1:-1] >> 8) & 0xFF
+    packed |= acc[:-2] & 0xFF
+    return np.unpackbits(packed.astype(np.uint8))[:offset], np.concatenate(block_bits)
 
 
 def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:

@@ -92,6 +92,26 @@ def _distinct(symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present), slot[symbols]
 
 
+def _points(za: np.ndarray, zb: np.ndarray, top_za: int, top_zb: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct joined points ``za (top_zb + 1) + zb`` (ascending: their (za, zb) order) and each one's index
+    among them (int64), as :func:`_distinct` gives them, through a presence table filled and read block by block
+    (the blocks' joined points stay in the CPU cache) when it is at most a few times the count."""
+    joint_base = top_zb + 1
+    size = top_za * joint_base + top_zb + 1
+    m = za.size
+    if size > max(4 * m, 1 << 16):
+        return _distinct(za * joint_base + zb)
+    present = np.zeros(size, dtype=bool)
+    for s in range(0, m, lattice.ROWS):
+        present[za[s : s + lattice.ROWS] * joint_base + zb[s : s + lattice.ROWS]] = True
+    slot = np.cumsum(present, dtype=np.int64)
+    slot -= 1
+    index = np.empty(m, dtype=np.int64)
+    for s in range(0, m, lattice.ROWS):
+        index[s : s + lattice.ROWS] = slot[za[s : s + lattice.ROWS] * joint_base + zb[s : s + lattice.ROWS]]
+    return np.flatnonzero(present), index
+
+
 def _bytes(bits: int) -> int:
     """Whole-byte size [bits] of ``bits`` bits (the container is padded to a byte)."""
     return 8 * ((bits + 7) // 8)
@@ -355,6 +375,7 @@ class LatticeSizer:
         norm2 = np.empty(m)
         za, zb = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
         near = (2.0**40 * d) ** 2  # D2 from the point E3 chose while that is B (a, b) to the bit: |h_j| < 2^40 d
+        finite, top_za, top_zb = True, 0, 0
         for s in range(0, m, lattice.ROWS):
             e = min(s + lattice.ROWS, m)
             u = dither_rng.random((e - s, DIM))
@@ -364,7 +385,9 @@ class LatticeSizer:
             x0 += z0
             x1 += z1
             a, b, px, py = lattice.nearest_points_xy(x0, x1, d)  # E3
-            if norm2[s:e].max() < near:  # (+ 0.0 turns -0.0 into a2_points' 0.0)
+            block_norm2 = float(norm2[s:e].max())  # NaN if any is
+            finite = finite and math.isfinite(block_norm2)
+            if block_norm2 < near:  # (+ 0.0 turns -0.0 into a2_points' 0.0)
                 px += 0.0
                 py += 0.0
             else:
@@ -372,16 +395,15 @@ class LatticeSizer:
             self._values[s:e, 0] = px - z0
             self._values[s:e, 1] = py - z1
             za[s:e], zb[s:e] = _zigzag(a), _zigzag(b)
+            top_za, top_zb = max(top_za, int(za[s:e].max())), max(top_zb, int(zb[s:e].max()))
         self._norm2 = norm2
         self._header = _header_bits(self.shapes, flag=False)
         self._rank: _Ranking | None = None
         self._order: np.ndarray | None = None  # the full ranking, for norms that are not all finite
-        self._finite = bool(np.isfinite(norm2).all())
+        self._finite = finite
         if self._finite:  # points as dense ids in the order of (zigzag a, zigzag b): the symbols' order, any base
-            joint_base = int(zb.max()) + 1 if m else 1
-            points, sym = _distinct(za * joint_base + zb)
-            self._sym = sym  # int64: an index of another type is converted on every gather
-            self._point_za, self._point_zb = points // joint_base, points % joint_base
+            points, self._sym = _points(za, zb, top_za, top_zb)
+            self._point_za, self._point_zb = points // (top_zb + 1), points % (top_zb + 1)
             self._n_points = int(points.size)
         else:  # a diverged update: the plain stable ranking (NaN last) and symbols joined per k
             self._za, self._zb = za, zb
