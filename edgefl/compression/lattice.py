@@ -135,7 +135,7 @@ def dither_xy(u0: np.ndarray, u1: np.ndarray, d: float) -> tuple[np.ndarray, np.
     ``round(p_2 / (d sqrt(3)) - 1/2) + 1/2`` is 1/2: the two candidates of :func:`nearest_xy` are
     ``(d round(p_1 / d), 0)`` and ``(d (round(p_1 / d - 1/2) + 1/2), d sqrt(3)/2)``, with ``a`` in {0, 1, 2} and
     ``b`` in {0, 1}. This computes only those, with the same operations, so the dither is the bits of
-    ``p - a2_points(*a2_nearest(p, d), d)`` (tests/test_codec_reference.py checks it on cell borders); it needs
+    ``p - a2_points(*a2_nearest(p, d), d)`` (tests/test_uveqfed_sizes.py checks it on cell borders); it needs
     ``d`` well inside the normal floats (else it computes ``p - a2_points(*a2_nearest(p, d), d)`` itself).
     """
     if not _FAST_D[0] < d < _FAST_D[1]:
