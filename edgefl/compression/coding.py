@@ -25,7 +25,8 @@ from edgefl.errors import EdgeflError
 __all__ = [
     "CodingError", "MAX_CODE_BITS", "BitWriter", "BitReader", "uint_bits", "pack_codes", "rice_parameter",
     "rice_bits", "rice_encode", "rice_decode", "huffman_lengths", "huffman_encode", "huffman_decode",
-    "huffman_bits", "entropy_bits",
+    "huffman_bits", "entropy_bits", "pack_short_codes", "rice_decode_positions", "huffman_encode_counted",
+    "huffman_decode_fast", "rice_decode_fast", "HuffmanMemo",
 ]  # fmt: skip
 
 #: Longest Huffman code [bits]; the decoder's lookup table has 2**MAX_CODE_BITS entries at most.
@@ -57,6 +58,40 @@ def pack_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     # bit j of code i sits at position ends[i] - lengths[i] + j; its shift is lengths[i] - 1 - j = ends[i] - 1 - pos
     shift = np.repeat(ends, lengths) - 1 - np.arange(total, dtype=np.int64)
     return ((np.repeat(np.asarray(codes, dtype=np.uint64), lengths) >> shift.astype(np.uint64)) & 1).astype(np.uint8)
+
+
+def pack_short_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`pack_codes` for codes of at most :data:`MAX_CODE_BITS` bits, without a bit per array element on
+    the way (:func:`_pack_windows`)."""
+    lengths = np.asarray(lengths)
+    if lengths.size == 0 or int(lengths.max()) == 0:
+        return np.zeros(0, dtype=np.uint8)
+    if int(lengths.max()) > MAX_CODE_BITS:
+        return pack_codes(codes, lengths)
+    codes = np.asarray(codes)
+    if int(lengths.min()) == 0:  # empty codes write nothing
+        codes, lengths = codes[lengths > 0], lengths[lengths > 0]
+    lengths = lengths.astype(np.uint8)
+    return _pack_windows(codes.astype(np.uint32), lengths, np.cumsum(lengths, dtype=np.int64))
+
+
+def _pack_windows(codes: np.ndarray, lengths: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Codes (uint32) of 1 to 16 bits (``lengths``, uint8; ``ends`` their running sum, int64) as a bit array:
+    each code, shifted to its bit offset, lies in the 24-bit window of the byte it starts in; the windows of the
+    codes that start in one byte are added (their bits are disjoint; a weighted histogram over the start bytes),
+    and each byte is its own window's top byte plus the overhanging bytes of the two windows before it."""
+    total = int(ends[-1])
+    start = ends - lengths
+    byte = start >> 3
+    shift = np.uint8(24) - lengths
+    shift -= (start & 7).astype(np.uint8)
+    window = codes << shift
+    acc = np.zeros(((total + 7) >> 3) + 2, dtype=np.uint32)
+    acc[2:] = np.bincount(byte, weights=window, minlength=acc.size - 2)  # exact: sums below 2^24 in float64
+    packed = acc[2:] >> 16
+    packed |= (acc[1:-1] >> 8) & 0xFF
+    packed |= acc[:-2] & 0xFF
+    return np.unpackbits(packed.astype(np.uint8))[:total]
 
 
 class BitWriter:
@@ -167,6 +202,47 @@ def rice_decode(reader: BitReader, n: int) -> np.ndarray:
         return q.astype(np.int64)
     rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
     return (q.astype(np.int64) << b) | rem
+
+
+def rice_decode_fast(reader: BitReader, n: int) -> np.ndarray:
+    """:func:`rice_decode`, searching the unary terminators in a window that doubles until it holds ``n`` of them
+    instead of in the whole rest of the stream (a short field before a long payload)."""
+    b = reader.uint(_RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    rest = reader.bits_array[reader.pos :]
+    span = 64 * (n + 1)
+    while True:
+        zeros = np.flatnonzero(rest[:span] == 0)[:n]
+        if zeros.size == n or span >= rest.size:
+            break
+        span *= 2
+    if zeros.size < n:
+        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
+    q = np.diff(zeros, prepend=-1) - 1
+    reader.pos += int(zeros[-1]) + 1
+    if b == 0:
+        return q.astype(np.int64)
+    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
+    return (q.astype(np.int64) << b) | rem
+
+
+def rice_decode_positions(reader: BitReader, n: int, span: int) -> np.ndarray:
+    """Sorted positions ``cumsum(gaps + 1) - 1`` of ``n`` gaps read as :func:`rice_decode` reads them, when the
+    positions are below ``span``: then the unary quotients take at most ``span`` bits, and only those are searched
+    for their terminators (with ``b = 0`` the terminators are the positions themselves)."""
+    b = reader.uint(_RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    zeros = np.flatnonzero(reader.bits_array[reader.pos : reader.pos + span] == 0)[:n]
+    if zeros.size < n:
+        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
+    reader.pos += int(zeros[-1]) + 1
+    if b == 0:
+        return zeros.astype(np.int64)
+    q = np.diff(zeros, prepend=-1) - 1
+    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
+    return np.cumsum((q.astype(np.int64) << b) + rem + 1) - 1
 
 
 # --- canonical Huffman ----------------------------------------------------------------------------------------
@@ -357,3 +433,218 @@ def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
         raise CodingError("Huffman block lengths do not match the decoded code lengths")
     reader.pos = reader_end
     return out.reshape(-1)[:n]
+
+
+def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.ndarray,
+                           lengths: np.ndarray | None = None) -> None:  # fmt: skip
+    """What :func:`huffman_encode` writes for ``symbols`` over the alphabet of ``counts`` (their histogram,
+    ``counts.size`` symbols), given that histogram and optionally its :func:`huffman_lengths`; the code bits and
+    block lengths come from :func:`_pack_symbols`."""
+    symbols = np.asarray(symbols)
+    counts = np.asarray(counts, dtype=np.int64)
+    lengths = huffman_lengths(counts) if lengths is None else np.asarray(lengths, dtype=np.int64)
+    used, gaps = _table_bits(lengths)
+    writer.uint(counts.size, _COUNT_BITS)
+    n_used = int(np.count_nonzero(counts))
+    writer.uint(n_used, _COUNT_BITS)
+    if n_used == 1:
+        writer.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
+        return
+    if n_used == 0:
+        return
+    rice_encode(writer, gaps)
+    writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
+    bits, block_bits = _pack_symbols(symbols, _canonical_codes(lengths).astype(np.uint32), lengths.astype(np.uint8))
+    rice_encode(writer, block_bits)
+    writer.bits(bits)
+
+
+def _pack_symbols(symbols: np.ndarray, codes: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The code bits of ``symbols`` (codes uint32 and lengths uint8 by symbol, 1 to 16 bits) and the bit length
+    of each block of 512, as :func:`_pack_windows` computes them but over runs of 2^14 symbols (a run's arrays
+    stay in the CPU cache), each run's windows added into the bytes it covers."""
+    n = symbols.size
+    block = 1 << _BLOCK_LOG2
+    run = 1 << 14  # a multiple of the block: blocks do not straddle runs
+    acc = np.zeros(2 * n + 3, dtype=np.uint32)  # 16 bits at most per code: 2 n bytes, + 2 before the first
+    block_bits = []
+    offset = 0
+    for r0 in range(0, n, run):
+        sym = symbols[r0 : r0 + run]
+        length = lengths[sym]
+        ends = np.cumsum(length, dtype=np.int64)
+        block_bits.append(np.diff(ends[np.minimum(np.arange(block, ends.size + block, block), ends.size) - 1],
+                                  prepend=0))  # fmt: skip
+        start = ends - length
+        start += offset
+        byte = start >> 3
+        shift = np.uint8(24) - length
+        shift -= (start & 7).astype(np.uint8)
+        window = codes[sym] << shift
+        first = int(byte[0])
+        sums = np.bincount(byte - first, weights=window)  # exact: sums below 2^24 in float64
+        acc[first + 2 : first + 2 + sums.size] += sums.astype(np.uint32)
+        offset += int(ends[-1])
+    acc = acc[: ((offset + 7) >> 3) + 2]
+    packed = acc[2:] >> 16
+    packed |= (acc[1:-1] >> 8) & 0xFF
+    packed |= acc[:-2] & 0xFF
+    return np.unpackbits(packed.astype(np.uint8))[:offset], np.concatenate(block_bits)
+
+
+def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
+    """:func:`huffman_decode` with fewer array operations per step: the stream is padded so that a block that
+    ends early reads zeros instead of being clamped, each step keeps the code window it read (its symbol is
+    looked up once for all steps at the end), and a block's window comes from the 32-bit word at its byte."""
+    alphabet_size = reader.uint(_COUNT_BITS)
+    n_used = reader.uint(_COUNT_BITS)
+    if n_used == 1:
+        return np.full(n, reader.uint(_COUNT_BITS), dtype=np.int64)
+    if n_used == 0:
+        if n:
+            raise CodingError(f"Huffman stream holds no symbols, {n} expected")
+        return np.zeros(0, dtype=np.int64)
+    used = np.cumsum(rice_decode_fast(reader, n_used) + 1) - 1
+    if used.size and used[-1] >= alphabet_size:
+        raise CodingError("Huffman table names a symbol outside its alphabet")
+    lengths = np.zeros(alphabet_size, dtype=np.int64)
+    lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
+    block = 1 << _BLOCK_LOG2
+    n_blocks = math.ceil(n / block)
+    block_bits = rice_decode_fast(reader, n_blocks)
+    total = int(block_bits.sum())
+    payload = reader.take(total)
+    reader_end = reader.pos
+    width = int(lengths.max())
+    codes = _canonical_codes(lengths)
+    table_sym = np.zeros(1 << width, dtype=np.int64)
+    table_len = np.zeros(1 << width, dtype=np.int64)
+    for s in used:
+        lo = int(codes[s]) << (width - int(lengths[s]))
+        hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
+        table_sym[lo:hi] = s
+        table_len[lo:hi] = lengths[s]
+    # a block read past its end (the last one) advances at most MAX_CODE_BITS per step: pad with zero bytes
+    pad = np.zeros(block * MAX_CODE_BITS // 8 + 8, dtype=np.uint8)
+    packed = np.concatenate([np.packbits(payload), pad]).astype(np.int64)
+    words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]  # 32 bits at each byte
+    keep = (1 << width) - 1
+    top = 32 - width
+    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
+    windows = np.empty((block, n_blocks), dtype=np.int64)
+    for step in range(block):  # int64 throughout: an index of another type is converted on every gather
+        w = words[pos >> 3] >> (top - (pos & 7))
+        w &= keep
+        windows[step] = w
+        pos += table_len[w]
+    if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:
+        raise CodingError("Huffman block lengths do not match the decoded code lengths")
+    reader.pos = reader_end
+    return table_sym[windows.T.reshape(-1)[:n]]
+
+
+class HuffmanMemo:
+    """:func:`huffman_lengths` for a run of similar histograms (the budget search's): each flattening level's
+    merge is kept, and a new histogram of as many symbols reuses it when the two-queue merge of
+    :func:`_plain_lengths` would take the same steps on it: the same leaf order (by count, then symbol), and the
+    same outcome of every comparison between a leaf and a merged node, whose counts are read from the kept tree
+    (each merged node covers a run of leaves in the tree's depth-first order). The same steps give the same
+    lengths, so the result is :func:`huffman_lengths`' to the bit; only the checks are array operations."""
+
+    def __init__(self, max_bits: int = MAX_CODE_BITS) -> None:
+        self.max_bits = max_bits
+        self._levels: list[dict] = []
+
+    def lengths(self, counts: np.ndarray) -> np.ndarray:
+        counts = np.asarray(counts, dtype=np.int64)
+        used = np.flatnonzero(counts)
+        if used.size <= 1 or used.size > 1 << self.max_bits:
+            return huffman_lengths(counts, self.max_bits)
+        if self._levels and self._levels[0]["u"] != used.size:
+            self._levels = []
+        work = counts[used]
+        for t in range(64):
+            level = self._levels[t] if t < len(self._levels) else None
+            if level is None or not self._same_steps(level, work):
+                level = self._merge(work)
+                self._levels[t:] = [level]
+            if level["max"] <= self.max_bits:
+                lengths = np.zeros(counts.size, dtype=np.int64)
+                lengths[used] = level["lengths"]
+                return lengths
+            work = (work >> 1) | 1
+        raise CodingError("Huffman code lengths do not shrink under flattening")  # counts >> 64 are all 1
+
+    @staticmethod
+    def _same_steps(level: dict, work: np.ndarray) -> bool:
+        leaf = work[level["leaves"]]
+        step = np.diff(leaf)
+        if not np.all((step > 0) | ((step == 0) & level["ascending"])):
+            return False
+        covered = np.concatenate([[0], np.cumsum(work[level["dfs"]])])
+        merged = covered[level["hi"]] - covered[level["lo"]]
+        return np.array_equal(work[level["cmp_leaf"]] <= merged[level["cmp_merged"]], level["took_leaf"])
+
+    @staticmethod
+    def _merge(work: np.ndarray) -> dict:
+        """:func:`_plain_lengths`' merge of ``work`` (all > 0), with its comparisons and the tree kept: leaves are
+        numbered by their place in the leaf queue, merged nodes from ``u`` on."""
+        u = int(work.size)
+        leaves = np.argsort(work, kind="stable")
+        count = work[leaves].tolist()
+        merged: list[int] = []
+        kids: list[int] = []
+        li = mi = 0
+        for _ in range(u - 1):
+            if li < u and (mi == len(merged) or count[li] <= merged[mi]):
+                first = count[li]
+                kids.append(li)
+                li += 1
+            else:
+                first = merged[mi]
+                kids.append(u + mi)
+                mi += 1
+            if li < u and (mi == len(merged) or count[li] <= merged[mi]):
+                second = count[li]
+                kids.append(li)
+                li += 1
+            else:
+                second = merged[mi]
+                kids.append(u + mi)
+                mi += 1
+            merged.append(first + second)
+        picks = np.array(kids, dtype=np.int64)
+        leaf = picks < u
+        at_leaf = np.cumsum(leaf) - leaf  # queue heads at each pick
+        at_merged = np.arange(picks.size) - at_leaf
+        compared = (at_leaf < u) & (at_merged < np.arange(picks.size) // 2)
+        parent = np.empty(2 * u - 1, dtype=np.int64)
+        parent[picks] = u + np.arange(picks.size) // 2
+        parent[-1] = 2 * u - 2
+        depth = (np.arange(2 * u - 1) != 2 * u - 2).astype(np.int64)
+        up = parent
+        while True:  # pointer jumping: each pass doubles the distance each node's depth counts
+            higher = up[up]
+            if np.array_equal(higher, up):
+                break
+            depth += depth[up]
+            up = higher
+        size = [1] * (2 * u - 1)
+        for i in range(u - 1):
+            size[u + i] = size[kids[2 * i]] + size[kids[2 * i + 1]]
+        lo = [0] * (2 * u - 1)
+        for i in range(u - 2, -1, -1):  # root first: a node's children were made before it
+            left, right = kids[2 * i], kids[2 * i + 1]
+            lo[left] = lo[u + i]
+            lo[right] = lo[u + i] + size[left]
+        dfs = np.empty(u, dtype=np.int64)
+        dfs[np.array(lo[:u], dtype=np.int64)] = leaves
+        lo_merged = np.array(lo[u:], dtype=np.int64)
+        lengths = np.empty(u, dtype=np.int64)
+        lengths[leaves] = depth[:u]
+        return {
+            "u": u, "leaves": leaves, "ascending": np.diff(leaves) > 0, "dfs": dfs,
+            "lo": lo_merged, "hi": lo_merged + np.array(size[u:], dtype=np.int64),
+            "cmp_leaf": leaves[at_leaf[compared]], "cmp_merged": at_merged[compared], "took_leaf": leaf[compared],
+            "lengths": lengths, "max": int(lengths.max()),
+        }  # fmt: skip

@@ -15,7 +15,9 @@ point uniform over the fundamental parallelogram ``B [0, 1)^2`` reduced modulo t
 encoder sends ``Q(x + z)``, the decoder outputs ``Q(x + z) - z``; the error ``Q(x + z) - (x + z)`` is then
 uniform over the cell and independent of ``x``.
 
-Everything is vectorised over ``m`` two-dimensional sub-vectors (arrays of shape ``(m, 2)``), in float64.
+Everything is vectorised over ``m`` two-dimensional sub-vectors (arrays of shape ``(m, 2)``, or the two coordinate
+columns), in float64, and runs over blocks of :data:`ROWS` rows so that a block's temporaries stay in the CPU cache
+(the same IEEE operations in the same order as on whole arrays, so the results are the same to the bit).
 """
 
 from __future__ import annotations
@@ -24,11 +26,17 @@ import math
 
 import numpy as np
 
-__all__ = ["A2_NSM", "a2_cell_volume", "a2_nearest", "a2_points", "a2_dither"]
+__all__ = [
+    "A2_NSM", "ROWS", "a2_cell_volume", "a2_nearest", "a2_points", "a2_dither", "nearest_xy", "nearest_points_xy",
+    "dither_xy",
+]  # fmt: skip
 
 _SQRT3 = math.sqrt(3.0)
 A2_NSM = 5.0 / (36.0 * _SQRT3)
 """Normalised second moment G(A2) of the hexagonal lattice (Conway & Sloane Table 2.3): 0.0801875..."""
+ROWS = 8192
+"""Rows per block of the vectorised loops: a block's float64 temporaries (64 KiB each) stay in the CPU cache."""
+_FAST_D = (1e-300, 1e300)  # d where d sqrt(3), d / 2 and the parallelogram's points stay normal floats
 
 
 def a2_cell_volume(d: float) -> float:
@@ -44,19 +52,121 @@ def a2_points(a: np.ndarray, b: np.ndarray, d: float) -> np.ndarray:
     return np.stack([d * (a + 0.5 * b), d * (_SQRT3 / 2.0) * b], axis=-1)
 
 
+def _select(first: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``np.where(first, x, y)`` for float64 ``x``, ``y`` by bit operations on their patterns (no branch per element,
+    which a random mask makes costly); ``first`` is an int64 array of 0 and -1."""
+    out = x.view(np.int64) ^ y.view(np.int64)
+    out &= first
+    out ^= y.view(np.int64)
+    return out.view(np.float64)
+
+
+def _closer_first(dist0: np.ndarray, dist1: np.ndarray) -> np.ndarray:
+    """-1 (all bits set) where ``dist0 <= dist1``, else 0, as int64."""
+    first = np.less_equal(dist0, dist1, out=np.empty(dist0.shape, dtype=np.int64), casting="unsafe")
+    return np.negative(first, out=first)
+
+
+def nearest_xy(x0: np.ndarray, x1: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`a2_nearest` of the points with coordinate columns ``x0``, ``x1`` (float64, shape (m,) each), for one
+    block: the closer of the nearest points of ``d Z x d sqrt(3) Z`` and its coset shifted by
+    ``d (1/2, sqrt(3)/2)``, the first on equal distances."""
+    a, b, _, _ = nearest_points_xy(x0, x1, d)
+    return a, b
+
+
+def nearest_points_xy(
+    x0: np.ndarray, x1: np.ndarray, d: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`nearest_xy`'s ``(a, b)`` and the coordinates of the point it chose, as that rule computes them
+    (``d round(x0 / d)``, ...). For coordinates below ``2^40 d`` these equal ``a2_points(a, b, d)``'s columns to
+    the bit but for the sign of a zero: the rule's ``a`` and ``b`` are those roundings' integers, and
+    ``d (a + b/2)``, ``d sqrt(3)/2 b`` are the same real products rounded once."""
+    h = d * _SQRT3  # period of the rectangular lattice along the second axis
+    u, v = x0 / d, x1 / h
+    p00 = np.rint(u)
+    p00 *= d
+    p01 = np.rint(v)
+    p01 *= h  # nearest point of the rectangular lattice
+    u -= 0.5
+    p10 = np.rint(u, out=u)
+    p10 += 0.5
+    p10 *= d
+    v -= 0.5
+    p11 = np.rint(v, out=v)
+    p11 += 0.5
+    p11 *= h  # of its shifted coset
+    e = x0 - p00
+    dist0 = np.square(e, out=e)
+    e = x1 - p01
+    dist0 += np.square(e, out=e)
+    e = x0 - p10
+    dist1 = np.square(e, out=e)
+    e = x1 - p11
+    dist1 += np.square(e, out=e)
+    first = _closer_first(dist0, dist1)
+    py = _select(first, p01, p11)
+    y = py / (h / 2.0)
+    b = np.rint(y, out=y).astype(np.int64)  # second coordinate = b d sqrt(3)/2
+    px = _select(first, p00, p10)
+    y = px / d
+    y -= 0.5 * b
+    a = np.rint(y, out=y).astype(np.int64)  # first = d (a + b/2)
+    return a, b, px, py
+
+
 def a2_nearest(x: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
     """Integer coordinates ``(a, b)`` (shape (m,) each, int64) of the A2 point nearest to each row of ``x``
     (shape (m, 2)), minimum distance ``d`` > 0: the closer of the nearest points of ``d Z x d sqrt(3) Z`` and its
-    coset shifted by ``d (1/2, sqrt(3)/2)`` (Conway & Sloane ch. 20)."""
+    coset shifted by ``d (1/2, sqrt(3)/2)`` (Conway & Sloane ch. 20), the first on equal distances."""
     x = np.asarray(x, dtype=np.float64).reshape(-1, 2)
-    h = d * _SQRT3  # period of the rectangular lattice along the second axis
-    x0, x1 = x[:, 0] / d, x[:, 1] / h
-    p00, p01 = np.round(x0) * d, np.round(x1) * h  # nearest point of the rectangular lattice
-    p10, p11 = (np.round(x0 - 0.5) + 0.5) * d, (np.round(x1 - 0.5) + 0.5) * h  # of its shifted coset
-    closer0 = (x[:, 0] - p00) ** 2 + (x[:, 1] - p01) ** 2 <= (x[:, 0] - p10) ** 2 + (x[:, 1] - p11) ** 2
-    b = np.round(np.where(closer0, p01, p11) / (h / 2.0)).astype(np.int64)  # second coordinate = b d sqrt(3)/2
-    a = np.round(np.where(closer0, p00, p10) / d - 0.5 * b).astype(np.int64)  # first = d (a + b/2)
+    a = np.empty(len(x), dtype=np.int64)
+    b = np.empty(len(x), dtype=np.int64)
+    for s in range(0, len(x), ROWS):
+        block = slice(s, s + ROWS)
+        a[block], b[block] = nearest_xy(np.ascontiguousarray(x[block, 0]), np.ascontiguousarray(x[block, 1]), d)
     return a, b
+
+
+def dither_xy(u0: np.ndarray, u1: np.ndarray, d: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`a2_dither` of one block of uniforms ``u0``, ``u1`` in [0, 1) (shape (m,) each), as two columns.
+
+    The point ``p = B u`` lies in the parallelogram, so ``p / (d sqrt(3))`` rounds to 0 on the second axis and
+    ``round(p_2 / (d sqrt(3)) - 1/2) + 1/2`` is 1/2: the two candidates of :func:`nearest_xy` are
+    ``(d round(p_1 / d), 0)`` and ``(d (round(p_1 / d - 1/2) + 1/2), d sqrt(3)/2)``, with ``a`` in {0, 1, 2} and
+    ``b`` in {0, 1}. This computes only those, with the same operations, so the dither is the bits of
+    ``p - a2_points(*a2_nearest(p, d), d)`` (tests/test_uveqfed_sizes.py checks it on cell borders); it needs
+    ``d`` well inside the normal floats (else it computes ``p - a2_points(*a2_nearest(p, d), d)`` itself).
+    """
+    if not _FAST_D[0] < d < _FAST_D[1]:
+        z = _dither_by_nearest(np.stack([u0, u1], axis=-1), d)
+        return z[:, 0], z[:, 1]
+    c = d * (_SQRT3 / 2.0)  # = d sqrt(3) / 2 exactly: a power-of-2 scaling of d sqrt(3)
+    p0 = 0.5 * u1
+    p0 += u0
+    p0 *= d
+    p1 = c * u1
+    x = p0 / d
+    p00 = np.rint(x)
+    p00 *= d
+    x -= 0.5
+    p10 = np.rint(x, out=x)
+    p10 += 0.5
+    p10 *= d
+    e00 = p0 - p00
+    dist0 = np.square(e00)
+    dist0 += np.square(p1)  # (p_2 - 0)^2
+    e10 = p0 - p10
+    dist1 = np.square(e10)
+    e11 = p1 - c
+    dist1 += np.square(e11)
+    first = _closer_first(dist0, dist1)
+    return _select(first, e00, e10), _select(first, p1, e11)
+
+
+def _dither_by_nearest(u: np.ndarray, d: float) -> np.ndarray:
+    p = np.stack([d * (u[:, 0] + 0.5 * u[:, 1]), d * (_SQRT3 / 2.0) * u[:, 1]], axis=-1)
+    return p - a2_points(*a2_nearest(p, d), d)
 
 
 def a2_dither(uniforms: np.ndarray, d: float) -> np.ndarray:
@@ -64,5 +174,10 @@ def a2_dither(uniforms: np.ndarray, d: float) -> np.ndarray:
     point ``B u`` of the fundamental parallelogram minus its nearest lattice point (a measure-preserving map of
     the parallelogram onto the cell, so the result is uniform over the cell)."""
     u = np.asarray(uniforms, dtype=np.float64).reshape(-1, 2)
-    p = np.stack([d * (u[:, 0] + 0.5 * u[:, 1]), d * (_SQRT3 / 2.0) * u[:, 1]], axis=-1)
-    return p - a2_points(*a2_nearest(p, d), d)
+    if u.size and not (u.min() >= 0.0 and u.max() < 1.0):
+        return _dither_by_nearest(u, d)
+    out = np.empty_like(u)
+    for s in range(0, len(u), ROWS):
+        block = slice(s, s + ROWS)
+        out[block, 0], out[block, 1] = dither_xy(u[block, 0], u[block, 1], d)
+    return out

@@ -1,6 +1,6 @@
 """UVeQFed's codec (Shlezinger et al., "UVeQFed: Universal Vector Quantization for Federated Learning", IEEE TSP
-2021, arXiv 2006.03262): top-k, then subtractive-dithered lattice vector quantisation on the hexagonal
-lattice A2 (L = 2, :mod:`.lattice`), with entropy-coded lattice indices.
+2021, arXiv 2006.03262): top-k, then subtractive-dithered lattice vector quantisation on the hexagonal lattice A2
+(L = 2, :mod:`.lattice`), with entropy-coded lattice indices.
 
 Encoder, for an update h of n elements:
 
@@ -24,13 +24,21 @@ lattice vector quantisation with entropy coding, the server subtracting the dith
 D1-D3 name the stages of that scheme, not checked equation by equation against the paper's Sec. III. The
 lattice facts (A2's nearest-point rule, cell volume, G = 5 / (36 sqrt(3))) are Conway & Sloane's.
 
-Adding a sub-vector adds one Rice gap (splitting an old one) and one Huffman symbol, so the size grows with k
-up to the few bits the Huffman table and block lengths can move; :class:`LatticeSizer` gives the exact size.
-
-Container (MSB first, padded to a whole byte): the header of :mod:`.container` without its kernel-wise flag
+Container (MSB first, padded to a whole byte): the header of :mod:`.codec` without its kernel-wise flag
 (magic, version, tensor count, shapes, k kept sub-vectors); if k > 0: Rice gaps of the kept sub-vector indices,
 d (float32), the symbol base (32 bits: one more than the largest zigzag b), the number of distinct symbols (32),
 their Rice-coded gaps, and the Huffman-coded symbol indices (:func:`coding.huffman_encode`).
+
+Sizes without payloads. :class:`LatticeSizer` runs E1-E3 once for every sub-vector (in cache-sized blocks, one pass
+that also keeps D2's values) and then sizes any k from counts: the Huffman table and code bits depend only on the
+histogram of the kept points (the distinct symbols sort as their coordinate pairs whatever the base); the Rice gaps
+of the kept indices take exactly ``last index + 1`` bits when they sum to at most k (the optimal parameter is 0
+then); only the Rice-coded lengths of the 512-symbol blocks depend on where the kept points lie. The budget search
+(:func:`.search.largest_fitting` through :attr:`LatticeSizer.bits`) settles a probe from bounds when it can (the
+histogram's entropy, then the Huffman code with the block lengths' Rice size bounded) and sizes exactly only the
+probes near the budget, the block lengths then updated from the last exact size when few sub-vectors changed. The
+size grows with k up to the few bits the Huffman table and block lengths can move. The decoder regenerates the
+dither block by block too, for the kept sub-vectors only (for every row of a block when most are kept).
 """
 
 from __future__ import annotations
@@ -42,11 +50,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from edgefl.compression import coding, sparsify
+from edgefl.compression import coding, lattice, sparsify
 from edgefl.compression.container import (
-    CodecError, Encoded, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask, write_header,
+    CodecError, Encoded, check_names, flatten, header_bits, read_header, write_header,
 )  # fmt: skip
-from edgefl.compression.lattice import a2_dither, a2_nearest, a2_points
+from edgefl.compression.search import SizeFunction
 
 __all__ = ["LatticeCoded", "LatticeSizer", "decode_lattice", "DIM"]
 
@@ -54,6 +62,10 @@ _MAGIC, _VERSION = 0xC7, 1
 DIM = 2
 """The lattice dimension L (A2)."""
 _TINY_D = float(np.finfo(np.float32).tiny)  # d of an all-zero update (any d quantises 0; keep it positive)
+_BLOCK = 1 << 9  # Huffman symbols per block (coding's layout): the block lengths are part of the size
+_MAX_BLOCK_BITS = 14  # bit length of the largest block length, 512 codes of 16 bits
+_SQRT3_2 = math.sqrt(3.0) / 2.0
+_NEAR = 1 << 12  # sub-vectors in one top k and not the other up to which block lengths are updated, not redone
 
 
 def _zigzag(v: np.ndarray) -> np.ndarray:
@@ -64,42 +76,6 @@ def _zigzag(v: np.ndarray) -> np.ndarray:
 
 def _unzigzag(z: np.ndarray) -> np.ndarray:
     return np.where(z % 2 == 0, z // 2, -(z + 1) // 2).astype(np.int64)
-
-
-def _reconstruct(a: np.ndarray, b: np.ndarray, dither: np.ndarray, d: float) -> np.ndarray:
-    """D2: the lattice points minus the dither, shape (m, 2), float32."""
-    return (a2_points(a, b, d) - dither).astype(np.float32)
-
-
-def _scatter(kept: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """D3: the flat update of n elements with the kept sub-vectors' ``values`` (shape (k, 2)) at their indices,
-    and the mask of the elements they carry (the padding element past n is dropped)."""
-    m = math.ceil(n / DIM)
-    out = np.zeros((m, DIM), dtype=np.float32)
-    sent = np.zeros((m, DIM), dtype=bool)
-    out[kept] = values
-    sent[kept] = True
-    return out.reshape(-1)[:n], sent.reshape(-1)[:n]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LatticeCoded(Encoded):
-    """One UVeQFed payload (:class:`~edgefl.compression.container.Encoded`: ``payload``, ``bits``, and
-    ``update``/``sent``, what the decoder rebuilds with the shared dither) with ``kept`` sub-vectors and the
-    lattice's minimum distance ``d`` [update units]."""
-
-    kept: int
-    d: float
-
-
-@dataclass
-class _Plan:
-    kept: np.ndarray  # sorted indices of the kept sub-vectors
-    a: np.ndarray
-    b: np.ndarray
-    base: int
-    distinct: np.ndarray  # sorted distinct symbols
-    index: np.ndarray  # each kept sub-vector's symbol as an index into ``distinct``
 
 
 def _distinct(symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -118,8 +94,263 @@ def _distinct(symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present), slot[symbols]
 
 
+def _points(za: np.ndarray, zb: np.ndarray, top_za: int, top_zb: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct joined points ``za (top_zb + 1) + zb`` (ascending: their (za, zb) order) and each one's index
+    among them (int64), as :func:`_distinct` gives them, through a presence table filled and read block by block
+    (the blocks' joined points stay in the CPU cache) when it is at most a few times the count."""
+    joint_base = top_zb + 1
+    size = top_za * joint_base + top_zb + 1
+    m = za.size
+    if size > max(4 * m, 1 << 16):
+        return _distinct(za * joint_base + zb)
+    present = np.zeros(size, dtype=bool)
+    for s in range(0, m, lattice.ROWS):
+        present[za[s : s + lattice.ROWS] * joint_base + zb[s : s + lattice.ROWS]] = True
+    slot = np.cumsum(present, dtype=np.int64)
+    slot -= 1
+    index = np.empty(m, dtype=np.int64)
+    for s in range(0, m, lattice.ROWS):
+        index[s : s + lattice.ROWS] = slot[za[s : s + lattice.ROWS] * joint_base + zb[s : s + lattice.ROWS]]
+    return np.flatnonzero(present), index
+
+
+def _bytes(bits: int) -> int:
+    """Whole-byte size [bits] of ``bits`` bits (the container is padded to a byte)."""
+    return 8 * ((bits + 7) // 8)
+
+
+def _rice_bounds(total: int, count: int, top: int) -> tuple[int, int]:
+    """Least and greatest possible :func:`coding.rice_bits` at the optimal parameter of ``count`` non-negative
+    values summing to ``total`` whose largest has at most ``top`` bits: ``sum floor(v / 2^b)`` lies in
+    ``[(total - count (2^b - 1)) / 2^b, total / 2^b]`` for each b, and the optimum is at most ``top``."""
+    if count == 0:
+        return 0, 0
+    lo = hi = None
+    for b in range(max(top, 1) + 1):
+        fixed = count * (b + 1)
+        low = fixed + max(0, -((count * ((1 << b) - 1) - total) >> b))  # ceil((total - count (2^b - 1)) / 2^b)
+        high = fixed + (total >> b)
+        lo = low if lo is None else min(lo, low)
+        hi = high if hi is None else min(hi, high)
+    return lo, hi
+
+
+def _rice_size(values: np.ndarray) -> int:
+    """:func:`coding.rice_bits` at :func:`coding.rice_parameter` (without the parameter's 6 bits)."""
+    return coding.rice_bits(values, coding.rice_parameter(values))
+
+
+def _as_tensors(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """Tensors by name over slices of the flat array ``flat`` (views: ``flat`` is not copied)."""
+    out, at = {}, 0
+    for name, shape in zip(names, shapes):
+        size = math.prod(shape)
+        out[name] = torch.from_numpy(flat[at : at + size]).reshape(tuple(shape))
+        at += size
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatticeCoded(Encoded):
+    """One UVeQFed payload (:class:`~edgefl.compression.container.Encoded`: ``payload``, ``bits``, and
+    ``update``/``sent``, what the decoder rebuilds with the shared dither) with ``kept`` sub-vectors and the
+    lattice's minimum distance ``d`` [update units]."""
+
+    kept: int
+    d: float
+
+
+class _Ranking:
+    """The sub-vectors by descending squared norm, ties by index (``np.argsort(-norm2, kind="stable")``'s
+    order), resolved only where asked, and the histogram of the points of any top k.
+
+    One stable pass of numpy's radix sort over the top 16 bits of each norm's float64 pattern (sign, exponent and
+    4 mantissa bits: buckets of a sixteenth of a binade, which order like the values) gives the buckets in order,
+    each bucket's members by index. A bucket whose members tie (the zero norms) is in order already; another is
+    sorted the second time a top k cuts it (the search's last probes cut one bucket again and again), and the
+    first time its members above the cut are found by selecting the cut's value. ``order`` holds the buckets in
+    order, each sorted one in rank order; ``sym`` the points in the same order.
+    """
+
+    def __init__(self, norm2: np.ndarray, sym: np.ndarray, n_points: int) -> None:
+        self.norm2 = norm2
+        self.key = (0xFFFF - (norm2.view(np.uint64) >> np.uint64(48))).astype(np.uint16)  # ascending key = bucket
+        self.order = np.argsort(self.key, kind="stable")
+        self.sym_of = sym
+        self.sym = sym[self.order]
+        counts = np.bincount(self.key, minlength=1 << 16)
+        self.bucket_key = np.flatnonzero(counts)
+        sizes = counts[self.bucket_key]
+        self.end = np.cumsum(sizes)
+        self.start = self.end - sizes
+        self.prefix_last = np.maximum.accumulate(self.order[self.end - 1])  # a bucket's last member: its largest
+        self.exact = sizes == 1  # buckets whose stretch of ``order`` is in rank order
+        self._values: dict[int, tuple[np.ndarray, int]] = {}  # bucket -> (its norms by index, first cut)
+        self._last: dict[int, np.ndarray] = {}  # exact bucket -> running largest index over its stretch
+        self._cursor = (0, np.zeros(n_points, dtype=np.int64))  # (rank r, histogram of order[:r]'s points)
+
+    def locate(self, k: int) -> tuple[int, int]:
+        """The bucket holding rank ``k - 1`` (k >= 1) and how many of its members the top k hold."""
+        i = int(np.searchsorted(self.end, k))
+        return i, k - int(self.start[i])
+
+    def _resolve(self, i: int, r: int) -> bool:
+        """Whether bucket ``i`` is in rank order, sorting it when a second cut (``r`` members) falls in it."""
+        if self.exact[i]:
+            return True
+        s, e = int(self.start[i]), int(self.end[i])
+        seen = self._values.get(i)
+        if seen is None:
+            values = self.norm2[self.order[s:e]]
+            self._values[i] = (values, r)
+            if values.min() == values.max():  # all tie: by index is in order
+                self.exact[i] = True
+            return bool(self.exact[i])
+        if r != seen[1]:
+            self._sort(i)
+        return bool(self.exact[i])
+
+    def _sort(self, i: int) -> None:
+        """Put bucket ``i``'s stretch of ``order`` (and ``sym``) in rank order."""
+        if self.exact[i]:
+            return
+        s, e = int(self.start[i]), int(self.end[i])
+        seen = self._values.get(i)
+        values = self.norm2[self.order[s:e]] if seen is None else seen[0]
+        at, hist = self._cursor
+        if s < at < e:  # the histogram at a rank inside the bucket changes with its order
+            self._cursor = (s, hist - np.bincount(self.sym[s:at], minlength=hist.size))
+        perm = np.argsort(-values, kind="stable")
+        self.order[s:e] = self.order[s:e][perm]
+        self.sym[s:e] = self.sym[s:e][perm]
+        self.exact[i] = True
+
+    def _part(self, i: int, r: int) -> np.ndarray:
+        """Mask over bucket ``i``'s stretch (its members by index) of its top ``r``, for an unsorted bucket."""
+        values = self._values[i][0]
+        size = values.size
+        cut = np.partition(values, size - r)[size - r]
+        above = values > cut
+        tie = values == cut
+        return above | (tie & (np.cumsum(tie) <= r - int(np.count_nonzero(above))))
+
+    def _move(self, r: int) -> np.ndarray:
+        at, hist = self._cursor
+        if r > at:
+            hist = hist + np.bincount(self.sym[at:r], minlength=hist.size)
+        elif r < at:
+            hist = hist - np.bincount(self.sym[r:at], minlength=hist.size)
+        self._cursor = (r, hist)
+        return hist
+
+    def cut(self, k: int) -> tuple[np.ndarray, int]:
+        """For the top ``k`` (k >= 1): the histogram of their points (read only) and their largest index."""
+        i, r = self.locate(k)
+        before = int(self.prefix_last[i - 1]) if i else -1
+        s = int(self.start[i])
+        if s + r == self.end[i]:  # the whole bucket
+            return self._move(s + r), int(self.prefix_last[i])
+        if self._resolve(i, r):
+            last = self._last.get(i)
+            if last is None:
+                last = self._last[i] = np.maximum.accumulate(self.order[s : self.end[i]])
+            return self._move(s + r), max(before, int(last[r - 1]))
+        part = self.order[s : self.end[i]][self._part(i, r)]
+        hist = self._move(s)
+        hist = hist + np.bincount(self.sym_of[part], minlength=hist.size)
+        return hist, max(before, int(part.max()))
+
+    def top(self, k: int) -> np.ndarray:
+        """Indices (unsorted) of the top ``k``."""
+        return self.between(0, k)
+
+    def between(self, k0: int, k1: int) -> np.ndarray:
+        """Indices (unsorted) of ranks ``k0 <= rank < k1``."""
+        if k1 <= k0:
+            return np.zeros(0, dtype=np.int64)
+        i1, r1 = self.locate(k1)
+        i0, r0 = self.locate(k0) if k0 > 0 else (-1, 0)
+        if i0 == i1:  # two cuts in one bucket: sort it (before either cut reads its order)
+            self._sort(i1)
+        s1, e1 = int(self.start[i1]), int(self.end[i1])
+        if s1 + r1 == e1 or self._resolve(i1, r1):
+            upper, hi = None, s1 + r1  # ranks below hi are order[:hi]'s
+        else:
+            upper, hi = self._part(i1, r1), s1
+        parts = []
+        if k0 <= 0:
+            lo = 0
+        else:
+            s0, e0 = int(self.start[i0]), int(self.end[i0])
+            if s0 + r0 == e0 or self._resolve(i0, r0):
+                lo = s0 + r0
+            else:
+                parts.append(self.order[s0:e0][~self._part(i0, r0)])
+                lo = e0
+        parts.append(self.order[lo:hi])
+        if upper is not None:
+            parts.append(self.order[s1:e1][upper])
+        return np.concatenate(parts)
+
+    def mask(self, k: int) -> np.ndarray:
+        """Boolean mask of the top ``k`` over the indices."""
+        if k <= 0:
+            return np.zeros(self.key.size, dtype=bool)
+        i, r = self.locate(k)
+        out = self.key < self.bucket_key[i]
+        out[self.between(int(self.start[i]), k)] = True
+        return out
+
+
+@dataclass
+class _Probe:
+    """What sizing the top k needs, short of where they lie: the histogram of their points (``used`` dense point
+    ids, ascending, and ``counts``), the largest kept index, the exact bits of everything else but the Rice gaps of
+    the kept indices, the Rice-coded block lengths and the code bits, and once computed the Huffman code lengths."""
+
+    k: int
+    used: np.ndarray
+    counts: np.ndarray
+    last: int
+    fixed: int
+    lengths: np.ndarray | None = None
+
+    @property
+    def positions_exact(self) -> int | None:
+        """The Rice gaps of the kept indices [bits] when their optimal parameter is 0 (their sum, ``last + 1 -
+        k``, is at most k: then ``f(0) <= f(1)``, and the size is convex in the parameter), else None."""
+        return self.last + 1 if self.last + 1 - self.k <= self.k else None
+
+    def positions_bounds(self) -> tuple[int, int]:
+        exact = self.positions_exact
+        if exact is not None:
+            return exact, exact
+        total = self.last + 1 - self.k
+        return _rice_bounds(total, self.k, total.bit_length())
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.k // _BLOCK)
+
+
+class _Reference:
+    """An exactly sized top k: its sorted indices, their code lengths (uint8), the code length of every point id
+    then (0 if unused) and the ids used; the prefix sums of the code lengths are made on first use."""
+
+    def __init__(self, k: int, kept: np.ndarray, lengths: np.ndarray, length_of: np.ndarray, used: np.ndarray):
+        self.k, self.kept, self.lengths, self.length_of, self.used = k, kept, lengths, length_of, used
+        self._prefix: np.ndarray | None = None
+
+    @property
+    def prefix(self) -> np.ndarray:
+        if self._prefix is None:
+            self._prefix = np.zeros(self.k + 1, dtype=np.int64)
+            np.cumsum(self.lengths, out=self._prefix[1:])
+        return self._prefix
+
+
 class LatticeSizer:
-    """One update partitioned, ranked and dithered once (E1-E3 for every sub-vector): :meth:`bits` and
+    """One update partitioned, dithered and quantised once (E1-E3 for every sub-vector): :attr:`bits` and
     :meth:`encode` for any number ``k`` of kept sub-vectors.
 
     ``dither_rng``: the shared-seed generator; sub-vector ``j``'s dither comes from the ``j``-th pair of doubles
@@ -131,16 +362,53 @@ class LatticeSizer:
         if not step > 0 or not math.isfinite(step):
             raise CodecError(f"step={step!r}: must be a finite number > 0")
         self.names, self.shapes, self.flat = flatten(update)
-        n = self.n
-        m = math.ceil(n / DIM)
-        h = np.concatenate([self.flat.astype(np.float64), np.zeros(m * DIM - n)]).reshape(m, DIM)  # E1
-        rms = math.sqrt(float(np.mean(self.flat.astype(np.float64) ** 2))) if n else 0.0
+        n, m = self.n, self.m
+        squares = np.square(self.flat, dtype=np.float64)  # each element's, in float64
+        rms = math.sqrt(float(np.mean(squares))) if n else 0.0
         d = float(np.float32(step * rms))  # sent as float32: both ends use this value
-        self.d = d if d > 0 else _TINY_D
-        self.order = sparsify.rank_kernels((h**2).sum(axis=1))  # sub-vectors by norm, ties by index
-        self.dither = a2_dither(dither_rng.random((m, DIM)), self.d)  # E2
-        self.a, self.b = a2_nearest(h + self.dither, self.d)  # E3
-        self._za, self._zb = _zigzag(self.a), _zigzag(self.b)  # E4's coordinates, mapped once for every k
+        self.d = d = d if d > 0 else _TINY_D
+        if n % DIM:
+            squares = np.append(squares, 0.0)
+        pairs = (self.flat if n % DIM == 0 else np.append(self.flat, np.float32(0))).reshape(m, DIM)
+        self._values = np.empty((m, DIM), dtype=np.float32)  # D2 for every sub-vector: B (a, b) - z
+        norm2 = np.empty(m)
+        za, zb = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+        near = (2.0**40 * d) ** 2  # D2 from the point E3 chose while that is B (a, b) to the bit: |h_j| < 2^40 d
+        finite, top_za, top_zb = True, 0, 0
+        for s in range(0, m, lattice.ROWS):
+            e = min(s + lattice.ROWS, m)
+            u = dither_rng.random((e - s, DIM))
+            z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)  # E2
+            x0, x1 = pairs[s:e, 0].astype(np.float64), pairs[s:e, 1].astype(np.float64)  # E1
+            np.add(squares[2 * s : 2 * e : 2], squares[2 * s + 1 : 2 * e : 2], out=norm2[s:e])
+            x0 += z0
+            x1 += z1
+            a, b, px, py = lattice.nearest_points_xy(x0, x1, d)  # E3
+            block_norm2 = float(norm2[s:e].max())  # NaN if any is
+            finite = finite and math.isfinite(block_norm2)
+            if block_norm2 < near:  # (+ 0.0 turns -0.0 into a2_points' 0.0)
+                px += 0.0
+                py += 0.0
+            else:
+                px, py = d * (a + 0.5 * b), d * _SQRT3_2 * b
+            self._values[s:e, 0] = px - z0
+            self._values[s:e, 1] = py - z1
+            za[s:e], zb[s:e] = _zigzag(a), _zigzag(b)
+            top_za, top_zb = max(top_za, int(za[s:e].max())), max(top_zb, int(zb[s:e].max()))
+        self._norm2 = norm2
+        self._header = header_bits(self.shapes, flag=False)
+        self._rank: _Ranking | None = None
+        self._order: np.ndarray | None = None  # the full ranking, for norms that are not all finite
+        self._finite = finite
+        if self._finite:  # points as dense ids in the order of (zigzag a, zigzag b): the symbols' order, any base
+            points, self._sym = _points(za, zb, top_za, top_zb)
+            self._point_za, self._point_zb = points // (top_zb + 1), points % (top_zb + 1)
+            self._n_points = int(points.size)
+        else:  # a diverged update: the plain stable ranking (NaN last) and symbols joined per k
+            self._za, self._zb = za, zb
+            self._order = sparsify.rank_kernels(norm2)
+        self._ref: _Reference | None = None
+        self._huffman = coding.HuffmanMemo()  # the search's histograms are alike: their merges mostly repeat
 
     @property
     def n(self) -> int:
@@ -152,53 +420,210 @@ class LatticeSizer:
         """Sub-vectors of the update (the largest k)."""
         return math.ceil(self.n / DIM)
 
-    def _plan(self, k: int) -> _Plan:
+    @property
+    def bits(self) -> SizeFunction:
+        """Exact payload size [bits] keeping the top ``k`` sub-vectors (a multiple of 8): ``bits(k)``; and
+        ``bits.fits(k, budget_bits)``, whether that size is at most the budget, from bounds where they settle it."""
+        return SizeFunction(self._bits, self._fits)
+
+    # --- ranking ---------------------------------------------------------------------------------------------
+
+    def _check(self, k: int) -> int:
         if not 0 <= int(k) <= self.m:
             raise CodecError(f"k={k!r}: must be in [0, {self.m}]")
-        kept = sparsify.top_positions(self.order, k)
-        a, b, zb = self.a[kept], self.b[kept], self._zb[kept]
-        base = int(zb.max()) + 1 if kept.size else 1
-        distinct, index = _distinct(self._za[kept] * base + zb)  # E4: one symbol per point
-        return _Plan(kept, a, b, base, distinct, index)
+        return int(k)
 
-    def bits(self, k: int) -> int:
-        """Exact payload size [bits] keeping the top ``k`` sub-vectors (a multiple of 8)."""
-        plan = self._plan(k)
-        bits = header_bits(self.shapes, flag=False)
-        if plan.kept.size:
-            gaps = np.diff(plan.kept, prepend=-1) - 1
-            sym_gaps = np.diff(plan.distinct, prepend=-1) - 1
-            bits += 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 32 + 32 + 32
-            bits += 6 + coding.rice_bits(sym_gaps, coding.rice_parameter(sym_gaps))
-            bits += coding.huffman_bits(plan.index, plan.distinct.size)
-        return 8 * math.ceil(bits / 8)
+    def _ranking(self) -> _Ranking | None:
+        if self._rank is None and self._finite:
+            self._rank = _Ranking(self._norm2, self._sym, self._n_points)
+        return self._rank
+
+    def _kept(self, k: int) -> np.ndarray:
+        """Sorted indices of the top ``k`` sub-vectors."""
+        if k >= self.m:
+            return np.arange(self.m, dtype=np.int64)
+        if self._ref is not None and self._ref.k == k:
+            return self._ref.kept
+        rank = self._ranking()
+        if rank is None:
+            return sparsify.top_positions(self._order, k)
+        if k <= self.m // 16:
+            return np.sort(rank.top(k))
+        return np.flatnonzero(rank.mask(k))
+
+    # --- sizes ------------------------------------------------------------------------------------------------
+
+    def _fixed_bits(self, k: int, used: np.ndarray) -> int:
+        """Header, d, base, count, the distinct symbols' Rice gaps, and the Huffman stream's header and table."""
+        if k == 0:
+            return self._header
+        za, zb = self._point_za[used], self._point_zb[used]
+        symbols = za * (int(zb.max()) + 1) + zb
+        bits = self._header + 6 + 32 + 32 + 32 + 6 + _rice_size(np.diff(symbols, prepend=-1) - 1) + 64
+        u = int(used.size)
+        return bits + (32 if u == 1 else 6 + u + 4 * u + 6)  # table: Rice gaps (all 0), 4-bit lengths; blocks' b
+
+    def _probe(self, k: int) -> _Probe:
+        if k in (0, self.m):
+            counts = np.bincount(self._sym, minlength=self._n_points) if k else np.zeros(0, dtype=np.int64)
+            used = np.flatnonzero(counts) if k else np.zeros(0, dtype=np.int64)
+            return _Probe(k, used, counts[used], self.m - 1 if k else -1, self._fixed_bits(k, used))
+        counts, last = self._ranking().cut(k)
+        used = np.flatnonzero(counts)
+        return _Probe(k, used, counts[used], last, self._fixed_bits(k, used))
+
+    def _lengths(self, probe: _Probe) -> np.ndarray:
+        if probe.lengths is None:
+            probe.lengths = self._huffman.lengths(probe.counts)
+        return probe.lengths
+
+    def _block_sums(self, probe: _Probe) -> np.ndarray:
+        """Code bits of each block of 512 kept symbols (in index order), from the last exact size when at most
+        :data:`_NEAR` sub-vectors are in one and not the other and the shared points kept their code lengths, else
+        afresh (and that becomes the reference)."""
+        k = probe.k
+        length_of = np.zeros(self._n_points, dtype=np.int64)
+        length_of[probe.used] = self._lengths(probe)
+        bounds = np.minimum(np.arange(probe.n_blocks + 1, dtype=np.int64) * _BLOCK, k)
+        ref = self._ref
+        rank = self._rank
+        if ref is not None and rank is not None and 0 < abs(k - ref.k) <= _NEAR:
+            shared = probe.used if k < ref.k else ref.used
+            if np.array_equal(length_of[shared], ref.length_of[shared]):
+                return np.diff(self._prefix_from(ref, k, length_of, bounds))
+        kept = self._kept(k)
+        lengths = length_of.astype(np.uint8)[self._sym[kept] if k < self.m else self._sym]
+        self._ref = _Reference(k, kept, lengths, length_of, probe.used)
+        return np.add.reduceat(lengths, bounds[:-1], dtype=np.int64)
+
+    def _prefix_from(self, ref: _Reference, k: int, length_of: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        """Prefix sums of the code lengths of the top k at the kept positions ``bounds``, from ``ref``'s."""
+        if k < ref.k:  # survivors: t of them end at ref index t + r(t), r(t) = removed ones before them
+            gone = np.sort(self._rank.between(k, ref.k))
+            at = np.searchsorted(ref.kept, gone)
+            removed = np.concatenate([[0], np.cumsum(ref.length_of[self._sym[gone]])])
+            r = np.searchsorted(at - np.arange(at.size), bounds, side="right")
+            return ref.prefix[bounds + r] - removed[r]
+        new = np.sort(self._rank.between(ref.k, k))  # t kept hold a(t) new ones and t - a(t) of ref's
+        at = np.searchsorted(ref.kept, new) + np.arange(new.size)
+        added = np.concatenate([[0], np.cumsum(length_of[self._sym[new]])])
+        a = np.searchsorted(at, bounds)
+        return ref.prefix[bounds - a] + added[a]
+
+    def _exact(self, probe: _Probe) -> int:
+        bits = probe.fixed
+        if probe.k == 0:
+            return _bytes(bits)
+        if probe.used.size > 1:
+            blocks = self._block_sums(probe)
+            bits += _rice_size(blocks) + int(blocks.sum())
+        positions = probe.positions_exact
+        if positions is None:
+            positions = _rice_size(np.diff(self._kept(probe.k), prepend=-1) - 1)
+        return _bytes(bits + positions)
+
+    def _bits(self, k: int) -> int:
+        k = self._check(k)
+        return self._exact(self._probe(k)) if self._finite else self._plain_bits(k)
+
+    def _plain_symbols(self, kept: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """Base, distinct symbols and each kept sub-vector's symbol index, joined for these kept ones."""
+        zb = self._zb[kept]
+        base = int(zb.max()) + 1 if kept.size else 1
+        distinct, index = _distinct(self._za[kept] * base + zb)
+        return base, distinct, index
+
+    def _plain_bits(self, k: int) -> int:
+        kept = self._kept(k)
+        bits = self._header
+        if k:
+            _, distinct, index = self._plain_symbols(kept)
+            bits += 6 + _rice_size(np.diff(kept, prepend=-1) - 1) + 32 + 32 + 32
+            bits += 6 + _rice_size(np.diff(distinct, prepend=-1) - 1) + coding.huffman_bits(index, distinct.size)
+        return _bytes(bits)
+
+    def _fits(self, k: int, budget_bits: float) -> bool:
+        """``bits(k) <= budget_bits``: first with the code bits at least the histogram's entropy, then with the
+        Huffman code's exact bits and the block lengths' Rice size bounded, then exactly."""
+        k = self._check(k)
+        if not self._finite:
+            return self._plain_bits(k) <= budget_bits
+        probe = self._probe(k)
+        if k == 0:
+            return self._exact(probe) <= budget_bits
+        pos_lo, pos_hi = probe.positions_bounds()
+        if probe.used.size > 1:
+            counts = probe.counts.astype(np.float64)
+            entropy = k * math.log2(k) - float((counts * np.log2(counts)).sum())
+            code_lo = max(k, math.floor(entropy * (1 - 1e-9)) - 1)
+            block_lo = _rice_bounds(code_lo, probe.n_blocks, _MAX_BLOCK_BITS)[0]
+            if _bytes(probe.fixed + pos_lo + block_lo + code_lo) > budget_bits:
+                return False
+            code = int((probe.counts * self._lengths(probe)).sum())
+            block_lo, block_hi = _rice_bounds(code, probe.n_blocks, _MAX_BLOCK_BITS)
+            pos_lo, pos_hi = pos_lo + block_lo + code, pos_hi + block_hi + code
+        if _bytes(probe.fixed + pos_hi) <= budget_bits:
+            return True
+        if _bytes(probe.fixed + pos_lo) > budget_bits:
+            return False
+        return self._exact(probe) <= budget_bits
+
+    # --- payload ----------------------------------------------------------------------------------------------
 
     def encode(self, k: int) -> LatticeCoded:
         """The payload keeping the top ``k`` sub-vectors; ``update`` is what :func:`decode_lattice` rebuilds."""
-        plan = self._plan(k)
+        k = self._check(k)
+        kept = self._kept(k)
+        mask = np.zeros(self.m, dtype=bool)
+        mask[kept] = True
         w = coding.BitWriter()
-        write_header(w, _MAGIC, _VERSION, self.shapes, plan.kept.size, None)
-        if plan.kept.size:
-            coding.rice_encode(w, np.diff(plan.kept, prepend=-1) - 1)
+        write_header(w, _MAGIC, _VERSION, self.shapes, k, None)
+        if k and not self._finite:
+            coding.rice_encode(w, np.diff(kept, prepend=-1) - 1)
             w.float32(self.d)
-            w.uint(plan.base, 32)
-            w.uint(plan.distinct.size, 32)
-            coding.rice_encode(w, np.diff(plan.distinct, prepend=-1) - 1)
-            coding.huffman_encode(w, plan.index, plan.distinct.size)
+            base, distinct, index = self._plain_symbols(kept)
+            w.uint(base, 32)
+            w.uint(distinct.size, 32)
+            coding.rice_encode(w, np.diff(distinct, prepend=-1) - 1)
+            coding.huffman_encode(w, index, distinct.size)
+        elif k:
+            sym = self._sym[kept] if k < self.m else self._sym
+            counts = np.bincount(sym, minlength=self._n_points)
+            used = np.flatnonzero(counts)
+            last = int(kept[-1])
+            if last + 1 - k <= k:  # Rice parameter 0 (see _Probe.positions_exact): one unary run per gap
+                w.uint(0, 6)
+                w.bits(np.logical_not(mask[: last + 1]).view(np.uint8))
+            else:
+                coding.rice_encode(w, np.diff(kept, prepend=-1) - 1)
+            w.float32(self.d)
+            za, zb = self._point_za[used], self._point_zb[used]
+            base = int(zb.max()) + 1
+            w.uint(base, 32)
+            w.uint(used.size, 32)
+            coding.rice_encode(w, np.diff(za * base + zb, prepend=-1) - 1)
+            index_of = np.zeros(counts.size, dtype=np.int64)
+            index_of[used] = np.arange(used.size)
+            coding.huffman_encode_counted(w, index_of[sym], counts[used], self._huffman.lengths(counts[used]))
         payload = w.to_bytes()
-        values = _reconstruct(plan.a, plan.b, self.dither[plan.kept], self.d)
-        out, sent = _scatter(plan.kept, values, self.n)
-        return LatticeCoded(
-            payload=payload, update=unflatten(out, self.names, self.shapes),
-            sent=unflatten_mask(sent, self.names, self.shapes), kept=int(plan.kept.size), d=self.d,
-        )  # fmt: skip
+        if 2 * k >= self.m:
+            values = self._values.copy()
+            values[~mask] = 0
+        else:
+            values = np.zeros_like(self._values)
+            values[kept] = self._values[kept]
+        sent = np.repeat(mask, DIM)[: self.n]
+        update = _as_tensors(values.reshape(-1)[: self.n], self.names, self.shapes)
+        sent_mask = _as_tensors(sent, self.names, self.shapes)
+        return LatticeCoded(payload=payload, kept=k, d=self.d, update=update, sent=sent_mask)
 
 
 def decode_lattice(
     payload: bytes, names: Sequence[str], dither_rng: np.random.Generator
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The server's side (D1-D3): the decoded update and the mask of the elements it carries, as tensors named
-    ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed)."""
+    ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed). The dither is
+    regenerated block by block (the same draws in the same order) and computed for the kept sub-vectors only."""
     r = coding.BitReader(payload)
     try:
         _, shapes, k = read_header(r, _MAGIC, _VERSION, "a UVeQFed update", flag=False)
@@ -206,9 +631,10 @@ def decode_lattice(
         m = math.ceil(n / DIM)
         if k > m:
             raise CodecError(f"payload keeps {k} of {m} sub-vectors")
-        out, sent = np.zeros(n, dtype=np.float32), np.zeros(n, dtype=bool)
+        out = np.zeros((m, DIM), dtype=np.float32)
+        mask = np.zeros(m, dtype=bool)
         if k:
-            kept = np.cumsum(coding.rice_decode(r, k) + 1) - 1
+            kept = coding.rice_decode_positions(r, k, m)  # k indices below m take at most m unary bits
             if kept[-1] >= m:
                 raise CodecError(f"payload sub-vector {int(kept[-1])} outside {m}")
             d = r.float32()
@@ -216,11 +642,39 @@ def decode_lattice(
             if base == 0:
                 raise CodecError("payload symbol base is 0")
             n_distinct = r.uint(32)
-            distinct = np.cumsum(coding.rice_decode(r, n_distinct) + 1) - 1
-            symbols = distinct[coding.huffman_decode(r, k)]  # D1
-            a, b = _unzigzag(symbols // base), _unzigzag(symbols % base)
-            dither = a2_dither(dither_rng.random((m, DIM)), d)[kept]  # regenerated from the shared seed
-            out, sent = _scatter(kept, _reconstruct(a, b, dither, d), n)  # D2, D3
+            distinct = np.cumsum(coding.rice_decode_fast(r, n_distinct) + 1) - 1
+            index = coding.huffman_decode_fast(r, k)  # D1
+            a, b = _unzigzag(distinct // base), _unzigzag(distinct % base)
+            first, second = d * (a + 0.5 * b), d * _SQRT3_2 * b  # D2: B (a, b) - z, B (a, b) per symbol ...
+            mask[kept] = True
+            dense = 2 * k >= m  # then every row of a block is worked out and the dropped ones zeroed
+            if dense:
+                row_index = np.zeros(m, dtype=index.dtype)
+                row_index[kept] = index
+            lo = 0
+            for s in range(0, m, lattice.ROWS):
+                e = min(s + lattice.ROWS, m)
+                u = dither_rng.random((e - s, DIM))  # the shared seed's draws, block by block
+                hi = int(np.searchsorted(kept, e))
+                if hi == lo:
+                    continue
+                if dense:
+                    z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
+                    at = row_index[s:e]
+                    out[s:e, 0] = first[at] - z0  # D2: B (a, b) - z, D3: at its index
+                    out[s:e, 1] = second[at] - z1
+                else:
+                    rows = kept[lo:hi]
+                    u = u[rows - s]
+                    z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
+                    at = index[lo:hi]
+                    out[rows, 0] = first[at] - z0
+                    out[rows, 1] = second[at] - z1
+                lo = hi
+            if dense and k < m:
+                out[~mask] = 0
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
-    return decoded(out, sent, names, shapes)
+    check_names(names, shapes)
+    sent = np.repeat(mask, DIM)[:n]
+    return _as_tensors(out.reshape(-1)[:n], names, shapes), _as_tensors(sent, names, shapes)
