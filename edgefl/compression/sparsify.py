@@ -23,7 +23,7 @@ import numpy as np
 from edgefl.errors import EdgeflError
 
 __all__ = ["SparsifyError", "KernelLayout", "kernel_layout", "kernel_scores", "rank_kernels", "kernel_elements",
-           "top_kernels", "top_positions", "top_of"]  # fmt: skip
+           "top_kernels", "top_positions", "top_of", "rank_descending"]  # fmt: skip
 
 
 class SparsifyError(EdgeflError, ValueError):
@@ -133,3 +133,39 @@ def top_kernels(scores: np.ndarray, k: int) -> np.ndarray:
     if not 0 <= int(k) <= scores.size:
         raise SparsifyError(f"k={k!r}: must be in [0, {scores.size}]")
     return top_positions(rank_kernels(scores), k)
+
+
+
+def rank_descending(scores: np.ndarray) -> np.ndarray:
+    """:func:`rank_kernels`' order (indices by descending score, ties by index) from one sort of unique 64-bit keys.
+
+    A score ``s`` gets the key ``(~bits32(f) << (b + 1)) | (exact << b) | index``, ``b`` bits for the index, where
+    ``f`` is the largest float32 <= s and ``exact`` says ``f == s`` (the magnitude of a float32 element, every
+    one-element kernel, is exact). numpy's (SIMD) sort of the keys orders them by ``f`` descending; within one
+    ``f`` the inexact scores (norms of several elements: larger than ``f``) come first, then the exact ones by
+    index. Only the inexact scores of one ``f`` can be out of order among themselves: they are re-sorted by
+    (score descending, index). Falls back to :func:`rank_kernels` when the index needs more than 31 bits or a score
+    is negative or NaN.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    n = scores.size
+    b = max(1, (n - 1).bit_length())
+    if n == 0 or b > 31 or not float(scores.min()) >= 0.0:
+        return rank_kernels(scores)
+    with np.errstate(over="ignore"):
+        narrow = (scores + 0.0).astype(np.float32)  # + 0.0: -0.0 as 0.0; beyond float32: inf
+    inexact = np.flatnonzero(narrow != scores)
+    if inexact.size:  # round down where the nearest float32 is above the score
+        above = narrow[inexact] > scores[inexact]
+        narrow[inexact[above]] = np.nextafter(narrow[inexact[above]], np.float32(0))
+    flag = np.uint64(1 << b)
+    keys = (~narrow.view(np.uint32)).astype(np.uint64) << np.uint64(b + 1)
+    keys |= np.arange(n, dtype=np.uint64) | flag
+    keys[inexact] &= ~flag
+    keys.sort()
+    order = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
+    if inexact.size > 1:
+        slots = np.flatnonzero((keys & flag) == 0)
+        kept = order[slots]
+        order[slots] = kept[np.lexsort((kept, -scores[kept], keys[slots] >> np.uint64(b + 1)))]
+    return order
