@@ -139,10 +139,20 @@ def _group(levels: int) -> int:
 
 
 def _grouped(indices: np.ndarray, levels: int, j: int) -> tuple[np.ndarray, int]:
+    """Level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` of the alphabet (L+1)^j (zero padded)."""
     base = levels + 1
+    indices = np.asarray(indices, dtype=np.int64)
+    if j == 1:
+        return indices, base
     pad = (-indices.size) % j
-    digits = np.concatenate([indices, np.zeros(pad, dtype=np.int64)]).reshape(-1, j)
-    return digits @ (base ** np.arange(j, dtype=np.int64)), base**j
+    if pad:
+        indices = np.concatenate([indices, np.zeros(pad, dtype=np.int64)])
+    digits = indices.reshape(-1, j)
+    symbols = digits[:, j - 1].copy()
+    for t in range(j - 2, -1, -1):  # Horner: ((d_{j-1} base + d_{j-2}) base + ...) + d_0
+        symbols *= base
+        symbols += digits[:, t]
+    return symbols, base**j
 
 
 def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
@@ -156,52 +166,42 @@ def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
 
 @dataclass
 class _Plan:
-    kept: np.ndarray  # sorted kept kernel indices
-    elements: np.ndarray  # their element indices, ascending
-    negative: np.ndarray
+    """What a payload carries: the sorted kept kernel indices, their element indices (ascending), each kept
+    element's level index (eq. (4)), the range [u_min, u_max] of the kept magnitudes and L."""
+
+    kept: np.ndarray
+    elements: np.ndarray
     indices: np.ndarray
     u_min: float
     u_max: float
     levels: int
 
 
-@dataclass
-class _Kept:
-    """What a plan takes from its kept elements whatever L: magnitudes (float64 of the float32 values), their
-    smallest and largest, signs and rounding uniforms."""
-
-    kept: np.ndarray
-    elements: np.ndarray
-    mags: np.ndarray
-    u_min: float
-    u_max: float
-    negative: np.ndarray
-    uniforms: np.ndarray
-
-
-def _kept(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, uniforms: np.ndarray,
-          elements: np.ndarray | None = None) -> _Kept:  # fmt: skip
-    if elements is None:
-        elements = sparsify.kernel_elements(kept, layout)
-    values = flat[elements]
-    mags = np.abs(values)
-    u_min = float(mags.min()) if mags.size else 0.0
-    u_max = float(mags.max()) if mags.size else 0.0
-    return _Kept(kept, elements, mags.astype(np.float64), u_min, u_max, values < 0, uniforms[elements])
-
-
-def _plan_levels(kv: _Kept, levels: int) -> _Plan:
+def _check_levels(levels: int) -> int:
     if not 1 <= int(levels) <= MAX_LEVELS:
         raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
-    indices = quantize.stochastic_levels(kv.mags, int(levels), kv.u_min, kv.u_max, kv.uniforms)
-    return _Plan(kv.kept, kv.elements, kv.negative, indices, kv.u_min, kv.u_max, int(levels))
+    return int(levels)
+
+
+def _quantised(kept: np.ndarray, elements: np.ndarray, mags: np.ndarray, uniforms: np.ndarray, levels: int,
+               u_min: float | None = None, u_max: float | None = None) -> _Plan:  # fmt: skip
+    """The plan of the kept ``elements`` whose magnitudes (float64 of the float32 values) and rounding uniforms
+    are ``mags`` and ``uniforms``; ``u_min``/``u_max`` are their smallest and largest magnitude (computed when not
+    given)."""
+    if u_min is None or u_max is None:
+        u_min = float(mags.min()) if mags.size else 0.0
+        u_max = float(mags.max()) if mags.size else 0.0
+    indices, _ = quantize.rounded_levels(mags, levels, u_min, u_max, uniforms)
+    return _Plan(kept, elements, indices, u_min, u_max, levels)
 
 
 def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, levels: int,
           uniforms: np.ndarray, elements: np.ndarray | None = None) -> _Plan:  # fmt: skip
-    if not 1 <= int(levels) <= MAX_LEVELS:
-        raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
-    return _plan_levels(_kept(flat, layout, kept, uniforms, elements), levels)
+    levels = _check_levels(levels)
+    if elements is None:
+        elements = sparsify.kernel_elements(kept, layout)
+    mags = np.abs(flat[elements]).astype(np.float64)
+    return _quantised(kept, elements, mags, uniforms[elements], levels)
 
 
 def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
@@ -216,7 +216,8 @@ def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> 
     return 8 * math.ceil(bits / 8)
 
 
-def _write(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, kernel_wise: bool) -> bytes:
+def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n_kernels: int,
+           kernel_wise: bool) -> bytes:  # fmt: skip
     w = coding.BitWriter()
     _write_header(w, _MAGIC, _VERSION, shapes, plan.kept.size, kernel_wise)
     if plan.kept.size:
@@ -228,30 +229,37 @@ def _write(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, kernel_
         w.uint(plan.levels, 16)
         j = _group(plan.levels)
         w.uint(j, 4)
-        w.bits(plan.negative.astype(np.uint8))
+        w.bits(negative.view(np.uint8))
         if plan.u_max > plan.u_min:
             symbols, alphabet = _grouped(plan.indices, plan.levels, j)
             coding.huffman_encode(w, symbols, alphabet)
     return w.to_bytes()
 
 
-def _dequantised(plan: _Plan, n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=np.float32)
-    if plan.elements.size:
-        mags = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
-        out[plan.elements] = np.where(plan.negative, -mags, mags)
+def _tensors(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """Tensors by name that view consecutive slices of ``flat`` (an array this module made and hands over)."""
+    out, at = {}, 0
+    for name, shape in zip(names, shapes):
+        n = math.prod(shape)
+        out[name] = torch.from_numpy(flat[at : at + n]).reshape(tuple(shape))
+        at += n
     return out
 
 
-def _compressed(plan: _Plan, names: Sequence[str], shapes: Sequence[Sequence[int]], layout: sparsify.KernelLayout,
-                kernel_wise: bool) -> Compressed:  # fmt: skip
-    """The payload of ``plan`` with the update and element mask it decodes to (built here, not decoded)."""
-    payload = _write(plan, shapes, layout.n_kernels, kernel_wise)
+def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]],
+                layout: sparsify.KernelLayout, kernel_wise: bool) -> Compressed:  # fmt: skip
+    """The payload of ``plan`` (values ``flat``) with the update and element mask it decodes to (built here, not
+    decoded)."""
+    negative = flat[plan.elements] < 0
+    payload = _write(plan, negative, shapes, layout.n_kernels, kernel_wise)
     sent = np.zeros(layout.n_elements, dtype=bool)
     sent[plan.elements] = True
-    update = unflatten(_dequantised(plan, sent.size), names, shapes)
-    return Compressed(payload, 8 * len(payload), int(plan.kept.size), layout.n_kernels, plan.levels, update,
-                      _unflatten_mask(sent, names, shapes))  # fmt: skip
+    values = np.zeros(layout.n_elements, dtype=np.float32)
+    if plan.elements.size:
+        mags = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
+        values[plan.elements] = np.where(negative, -mags, mags)
+    return Compressed(payload, 8 * len(payload), int(plan.kept.size), layout.n_kernels, plan.levels,
+                      _tensors(values, names, shapes), _tensors(sent, names, shapes))  # fmt: skip
 
 
 def encode_fixed(
@@ -273,7 +281,7 @@ def encode_fixed(
     scores = sparsify.kernel_scores(flat, layout, score=score)
     kept = sparsify.top_kernels(scores, kept_kernels)
     plan = _plan(flat, layout, kept, levels, rng.random(flat.size))
-    return _compressed(plan, names, shapes, layout, kernel_wise)
+    return _compressed(plan, flat, names, shapes, layout, kernel_wise)
 
 
 def encoded_bits(update: Mapping[str, torch.Tensor], *, kept_kernels: int, levels: int,
@@ -292,6 +300,134 @@ def _entropy_per_symbol(indices: np.ndarray) -> float:
 
 def _binary_entropy(p: float) -> float:
     return 0.0 if p <= 0.0 or p >= 1.0 else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+
+
+def _tensor_kernels(layout: sparsify.KernelLayout) -> list[tuple[int, int, int]]:
+    """(first element, element count, kernel size) of every tensor of ``layout`` in order."""
+    out, at = [], 0
+    for shape in layout.shapes:
+        n = math.prod(shape)
+        size = math.prod(shape[2:]) if layout.kernel_wise and len(shape) >= 3 else 1
+        out.append((at, n, size))
+        at += n
+    return out
+
+
+class _Ranked:
+    """An update's kernels ranked once for :func:`compress`, answering for any number k of top kernels kept (eq.
+    (2)) what its estimates and exact sizes read, without arrays over the ranked elements.
+
+    ``order``: kernels by descending score, ties by index; ``energy[k]``: squared norm of the top k kernels (the
+    cumulative sum in rank order); ``mags``: every element's magnitude (float64 of the float32 value).
+
+    Most kernels of a CNN update are single elements (linear weights, biases), whose score is their magnitude, so
+    among them rank order is magnitude order; the few larger kernels (convolutions) are tracked one by one: their
+    ranks, sizes and smallest and largest magnitudes. Element counts, magnitude ranges and elements at given
+    ranked positions follow from those by binary search. An update with a NaN falls back to arrays over all its
+    ranked elements.
+    """
+
+    def __init__(self, flat: np.ndarray, layout: sparsify.KernelLayout, score: str) -> None:
+        if score not in ("rms", "l2"):
+            raise sparsify.SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
+        self.layout = layout
+        self.mags = np.abs(flat).astype(np.float64)
+        square = self.mags**2
+        tensors = _tensor_kernels(layout)
+        parts = [square[a : a + n] if size == 1 else np.add.reduceat(square[a : a + n], np.arange(0, n, size))
+                 for a, n, size in tensors if n]  # fmt: skip
+        # per-kernel sums of squares, each as np.add.reduceat over the whole update gives it
+        energy = np.concatenate(parts) if parts else np.zeros(0)
+        scores = np.sqrt(energy / layout.size) if score == "rms" else np.sqrt(energy)  # sparsify.kernel_scores
+        self.order = sparsify.rank_descending(scores)
+        self.energy = np.concatenate([[0.0], np.cumsum(energy[self.order])])
+        self.rank = np.empty(self.order.size, dtype=np.int64)  # kernel -> its rank
+        self.rank[self.order] = np.arange(self.order.size, dtype=np.int64)
+        self._element_rank: np.ndarray | None = None
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        if np.isnan(energy).any():  # NaN: ranked last, and it propagates through every min and max after it
+            self._arrays = self._prefix_arrays()
+        # the kernels of more than one element, by rank: rank, kernel, size, smallest and largest magnitude
+        big = [(np.arange(a, a + n, size), size, self.mags[a : a + n].reshape(-1, size))
+               for a, n, size in tensors if n and size > 1]  # fmt: skip
+        firsts = np.concatenate([f for f, _, _ in big]) if big else np.zeros(0, dtype=np.int64)
+        kernels = np.searchsorted(layout.start, firsts)
+        by_rank = np.argsort(self.rank[kernels])
+        self.big_rank = self.rank[kernels][by_rank]
+        self.big_kernel = kernels[by_rank]
+        self.big_size = layout.size[self.big_kernel]
+        self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
+        self.big_start = self.big_rank + self.big_extra[:-1]  # ranked position of each one's first element
+        lows = np.concatenate([m.min(axis=1) for _, _, m in big]) if big else np.zeros(0)
+        highs = np.concatenate([m.max(axis=1) for _, _, m in big]) if big else np.zeros(0)
+        self.big_low = np.minimum.accumulate(lows[by_rank]) if big else lows
+        self.big_high = np.maximum.accumulate(highs[by_rank]) if big else highs
+        self.singles_before = self.big_rank - np.arange(self.big_rank.size)  # single kernels ranked above each
+
+    def _prefix_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(n_el, ranked elements, running min, running max): element counts of the top k kernels and, over the
+        ranked elements, the elements and their running smallest and largest magnitude."""
+        sizes = self.layout.size[self.order]
+        n_el = np.concatenate([[0], np.cumsum(sizes)])
+        rank_el = sparsify.kernel_elements(self.order, self.layout)
+        mags = self.mags[rank_el]
+        low = np.minimum.accumulate(mags) if mags.size else mags
+        high = np.maximum.accumulate(mags) if mags.size else mags
+        return n_el, rank_el, low, high
+
+    def n_elements(self, k: int) -> int:
+        """Elements of the top k kernels."""
+        if self._arrays is not None:
+            return int(self._arrays[0][k])
+        return int(k + self.big_extra[np.searchsorted(self.big_rank, k)])
+
+    def _single(self, i: int) -> int:
+        """The element of the i-th (from 0) single-element kernel in rank order."""
+        r = i + int(np.searchsorted(self.singles_before, i, side="right"))
+        return int(self.layout.start[self.order[r]])
+
+    def magnitude_range(self, k: int) -> tuple[float, float]:
+        """(smallest, largest) magnitude among the elements of the top k kernels; (0, 0) for k = 0."""
+        n = self.n_elements(k)
+        if n == 0:
+            return 0.0, 0.0
+        if self._arrays is not None:
+            return float(self._arrays[2][n - 1]), float(self._arrays[3][n - 1])
+        big = int(np.searchsorted(self.big_rank, k))
+        lows, highs = [], []
+        if big:
+            lows.append(self.big_low[big - 1])
+            highs.append(self.big_high[big - 1])
+        if k > big:  # singles rank by magnitude: the first is the largest, the last the smallest
+            lows.append(self.mags[self._single(k - big - 1)])
+            highs.append(self.mags[self._single(0)])
+        return float(min(lows)), float(max(highs))
+
+    def elements_at(self, positions: np.ndarray) -> np.ndarray:
+        """The elements at ``positions`` (ascending) of the ranked element list (kernels in rank order, each
+        kernel's elements ascending)."""
+        if self._arrays is not None:
+            return self._arrays[1][positions]
+        if self.big_rank.size == 0:
+            return self.layout.start[self.order[positions]]
+        t = np.searchsorted(self.big_start, positions, side="right")  # big kernels starting at or before
+        prev = np.maximum(t - 1, 0)
+        inside = (t > 0) & (positions < self.big_start[prev] + self.big_size[prev])
+        out = np.empty(positions.size, dtype=np.int64)
+        r = positions[~inside] - self.big_extra[t[~inside]]  # kernel rank of a single after t big kernels
+        out[~inside] = self.layout.start[self.order[r]]
+        p = prev[inside]
+        out[inside] = self.layout.start[self.big_kernel[p]] + positions[inside] - self.big_start[p]
+        return out
+
+    def kept(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted kept kernels, their elements ascending) of the top k kernels."""
+        kept = np.flatnonzero(self.rank < k)
+        if self.layout.n_kernels == self.layout.n_elements:  # every kernel one element
+            return kept, kept
+        if self._element_rank is None:
+            self._element_rank = np.repeat(self.rank, self.layout.size)
+        return kept, np.flatnonzero(self._element_rank < k)
 
 
 def compress(
@@ -321,33 +457,31 @@ def compress(
     minimum = 8 * math.ceil(_header_bits(shapes) / 8)
     if budget_bits < minimum:
         raise BudgetError(f"budget_bits={budget_bits!r}: below the {minimum}-bit header of this update")
-    scores = sparsify.kernel_scores(flat, layout, score=score)
-    order = sparsify.rank_kernels(scores)
-    rank_el = sparsify.kernel_elements(order, layout)
-    mags_rank = np.abs(flat[rank_el]).astype(np.float64)
-    n_el_prefix = np.concatenate([[0], np.cumsum(layout.size[order])])
-    energy = np.concatenate([[0.0], np.cumsum(np.add.reduceat(flat.astype(np.float64) ** 2, layout.start)[order])])
-    pre_min = np.minimum.accumulate(mags_rank) if mags_rank.size else mags_rank
-    pre_max = np.maximum.accumulate(mags_rank) if mags_rank.size else mags_rank
+    ranked = _Ranked(flat, layout, score)
+    energy = ranked.energy
     stride = max(1, flat.size // sample_size)
     sample = np.arange(0, flat.size, stride)
-    u_sample = uniforms[rank_el[sample]]
+    sampled = ranked.elements_at(sample)
+    u_sample, mags_sample = uniforms[sampled], ranked.mags[sampled]
+    estimates: dict[tuple[int, int], tuple[float, float]] = {}
 
     def estimate(k: int, levels: int) -> tuple[float, float]:
         """(estimated bits, estimated squared error) of keeping the top k kernels at L = levels."""
         if k == 0:
             return float(minimum), float(energy[-1])
-        n = int(n_el_prefix[k])
-        lo, hi = float(pre_min[n - 1]), float(pre_max[n - 1])
-        sub = sample[sample < n]
-        mags = mags_rank[sub]
-        idx = quantize.stochastic_levels(mags, levels, lo, hi, u_sample[: sub.size])
+        if (k, levels) in estimates:
+            return estimates[k, levels]
+        n = ranked.n_elements(k)
+        lo, hi = ranked.magnitude_range(k)
+        m = int(np.searchsorted(sample, n))  # the sample points among the first n ranked elements
+        idx, q = quantize.rounded_levels(mags_sample[:m], levels, lo, hi, u_sample[:m], with_error=True)
         h = _entropy_per_symbol(idx) if hi > lo else 0.0
         p = k / n_k
         mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
         bits = minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
-        q_err = quantize.expected_error(mags, levels, lo, hi) * (n / max(sub.size, 1))
-        return bits, float(energy[-1] - energy[k]) + q_err
+        q_err = q * (n / max(m, 1))
+        estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
+        return estimates[k, levels]
 
     best: tuple[float, int, int] | None = None
     for levels in levels_grid:
@@ -363,13 +497,12 @@ def compress(
             best = (err, lo_k, levels)
     assert best is not None
     _, k, levels = best
+    levels = _check_levels(levels)
 
     def exact(k: int) -> tuple[int, _Plan]:
-        kernel_mask = np.zeros(n_k, dtype=bool)
-        kernel_mask[order[:k]] = True
-        element_mask = np.zeros(flat.size, dtype=bool)
-        element_mask[rank_el[: n_el_prefix[k]]] = True
-        plan = _plan(flat, layout, np.flatnonzero(kernel_mask), levels, uniforms, np.flatnonzero(element_mask))
+        kept, elements = ranked.kept(k)
+        lo, hi = ranked.magnitude_range(k)
+        plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
         return _plan_bits(plan, shapes, n_k), plan
 
     size, plan = exact(k)
@@ -390,48 +523,63 @@ def compress(
             bad_k = k
     if fits_plan is None:
         fits_plan = exact(0)[1]
-    return _compressed(fits_plan, names, shapes, layout, kernel_wise)
+    return _compressed(fits_plan, flat, names, shapes, layout, kernel_wise)
 
 
 class TopkQuantSizer:
     """One update ranked once by |value| (element-wise top-k) with its rounding uniforms drawn once.
 
     ``encode(k, L)`` equals ``encode_fixed(update, kept_kernels=k, levels=L, rng=g, kernel_wise=False,
-    score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built.
+    score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built. The plans of the last
+    few (k, L) it sized are kept, so encoding the one a search picked does not quantise again.
     """
+
+    _KEEP_PLANS = 4
 
     def __init__(self, update: Mapping[str, torch.Tensor], rng: np.random.Generator) -> None:
         self.names, self.shapes, self.flat = flatten(update)
         self.layout = sparsify.kernel_layout(self.shapes, kernel_wise=False)
         self.uniforms = rng.random(self.flat.size)
-        self._last: tuple[int, _Kept] | None = None  # the kept values of the last k (a search over L keeps k)
+        # the kept elements of the last k (a search over L keeps k): (k, kept, magnitudes, uniforms, min, max)
+        self._last: tuple[int, np.ndarray, np.ndarray, np.ndarray, float, float] | None = None
+        self._plans: dict[tuple[int, int], _Plan] = {}
 
     @functools.cached_property
     def order(self) -> np.ndarray:
         """Element indices by descending |value|, ties by index; ranked on first use, which keeping none or all
-        of them never needs."""
-        return sparsify.rank_kernels(sparsify.kernel_scores(self.flat, self.layout, score="l2"))
+        of them never needs. (The l2 score of a one-element kernel, sqrt(v^2) in float64, is |v| exactly.)"""
+        return sparsify.rank_descending(np.abs(self.flat))
 
     @property
     def n(self) -> int:
         return int(self.flat.size)
 
-    def _plan(self, k: int, levels: int):
+    def _plan(self, k: int, levels: int) -> _Plan:
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        if not 1 <= int(levels) <= MAX_LEVELS:
-            raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
-        if self._last is None or self._last[0] != int(k):
-            kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
-            self._last = (int(k), _kept(self.flat, self.layout, kept, self.uniforms, kept))
-        return _plan_levels(self._last[1], int(levels))
+        k, levels = int(k), _check_levels(levels)
+        plan = self._plans.pop((k, levels), None)
+        if plan is None:
+            if self._last is None or self._last[0] != k:
+                kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
+                mags = np.abs(self.flat if k == self.n else self.flat[kept]).astype(np.float64)
+                u = self.uniforms if k == self.n else self.uniforms[kept]
+                lo = float(mags.min()) if mags.size else 0.0
+                hi = float(mags.max()) if mags.size else 0.0
+                self._last = (k, kept, mags, u, lo, hi)
+            _, kept, mags, u, lo, hi = self._last
+            plan = _quantised(kept, kept, mags, u, levels, lo, hi)
+        self._plans[k, levels] = plan  # most recent last
+        while len(self._plans) > self._KEEP_PLANS:
+            del self._plans[next(iter(self._plans))]
+        return plan
 
     def bits(self, k: int, levels: int) -> int:
         """Exact payload size [bits] (a multiple of 8)."""
         return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
 
     def encode(self, k: int, levels: int) -> Compressed:
-        return _compressed(self._plan(k, levels), self.names, self.shapes, self.layout, False)
+        return _compressed(self._plan(k, levels), self.flat, self.names, self.shapes, self.layout, False)
 
 
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
