@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from edgefl.compression import coding, quantize, sparsify
+from edgefl.compression import coding, packed, quantize, sparsify
 from edgefl.errors import EdgeflError
 
 __all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
@@ -104,7 +104,7 @@ def _header_bits(shapes: Sequence[Sequence[int]], *, flag: bool = True) -> int:
     return 8 + 4 + int(flag) + 8 + sum(4 + 32 * len(s) for s in shapes) + 32
 
 
-def _write_header(w: coding.BitWriter, magic: int, version: int, shapes: Sequence[Sequence[int]], kept: int,
+def _write_header(w: coding.BitWriter | packed.CodeWriter, magic: int, version: int, shapes: Sequence[Sequence[int]], kept: int,
                   kernel_wise: bool | None) -> None:  # fmt: skip
     """The header; ``kernel_wise=None`` writes no flag bit."""
     w.uint(magic, 8)
@@ -157,6 +157,8 @@ def _grouped(indices: np.ndarray, levels: int, j: int) -> tuple[np.ndarray, int]
 
 def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
     """(mode, gaps): gaps between the kept (mode 0) or dropped (mode 1, when fewer) kernel indices."""
+    if kept.size == n_kernels and n_kernels:
+        return 1, np.zeros(0, dtype=np.int64)
     if 2 * kept.size > n_kernels:
         mask = np.ones(n_kernels, dtype=bool)
         mask[kept] = False
@@ -171,7 +173,7 @@ class _Plan:
 
     kept: np.ndarray
     elements: np.ndarray
-    indices: np.ndarray
+    indices: np.ndarray | None  # None in a plan only sized (its Huffman size computed without them)
     u_min: float
     u_max: float
     levels: int
@@ -204,35 +206,38 @@ def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, lev
     return _quantised(kept, elements, mags, uniforms[elements], levels)
 
 
-def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
+def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huffman_bits: int | None = None) -> int:
+    """Exact payload size [bits] of ``plan``; ``huffman_bits``, when given, is the size of its level indices'
+    Huffman stream (then ``plan.indices`` is not read)."""
     bits = _header_bits(shapes)
     if plan.kept.size:
         _, gaps = _mask_gaps(plan.kept, n_kernels)
         bits += 1 + 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 64 + 16 + 4 + plan.elements.size
         if plan.u_max > plan.u_min:
-            j = _group(plan.levels)
-            symbols, alphabet = _grouped(plan.indices, plan.levels, j)
-            bits += coding.huffman_bits(symbols, alphabet)
+            if huffman_bits is None:
+                symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
+                huffman_bits = coding.huffman_bits(symbols, alphabet)
+            bits += huffman_bits
     return 8 * math.ceil(bits / 8)
 
 
 def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n_kernels: int,
            kernel_wise: bool) -> bytes:  # fmt: skip
-    w = coding.BitWriter()
+    w = packed.CodeWriter()
     _write_header(w, _MAGIC, _VERSION, shapes, plan.kept.size, kernel_wise)
     if plan.kept.size:
         mode, gaps = _mask_gaps(plan.kept, n_kernels)
         w.uint(mode, 1)
-        coding.rice_encode(w, gaps)
+        w.rice(gaps)
         w.float32(plan.u_min)
         w.float32(plan.u_max)
         w.uint(plan.levels, 16)
         j = _group(plan.levels)
         w.uint(j, 4)
-        w.bits(negative.view(np.uint8))
+        w.bits(negative)
         if plan.u_max > plan.u_min:
             symbols, alphabet = _grouped(plan.indices, plan.levels, j)
-            coding.huffman_encode(w, symbols, alphabet)
+            w.huffman(symbols, alphabet)
     return w.to_bytes()
 
 
@@ -526,12 +531,62 @@ def compress(
     return _compressed(fits_plan, flat, names, shapes, layout, kernel_wise)
 
 
+class _SortedLevels:
+    """Every element of an update, its magnitudes sorted once, sized at any L whose level indices are Huffman
+    coded one per symbol (L + 1 > 16): eqs. (3)-(4) and the code of :func:`_plan_bits` without indices in element
+    order.
+
+    The levels of the sorted magnitudes fall in runs: the interval of each is where ``searchsorted`` puts it among
+    the points, which is the interval :func:`quantize.rounded_levels` finds when the points are at least 4 float32
+    spacings apart (its estimate is then within one interval, which its two corrections fix), and its rounding is
+    the same expression of the same floats. The histogram follows from the counts per interval and of roundings up;
+    the code bits of each 512-symbol block from a weighted count over the elements' blocks.
+    """
+
+    def __init__(self, flat: np.ndarray, uniforms: np.ndarray) -> None:
+        n = flat.size
+        b = max(1, (n - 1).bit_length())
+        keys = np.abs(flat).view(np.uint32).astype(np.uint64) << np.uint64(b)  # float32 magnitude bits, ascending
+        keys |= np.arange(n, dtype=np.uint64)
+        keys.sort()
+        element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
+        self.mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
+        self.uniforms = uniforms[element]
+        self.block = element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
+        self.n_blocks = -(-n // (1 << coding._BLOCK_LOG2))
+
+    @staticmethod
+    def applies(levels: int, u_min: float, u_max: float) -> bool:
+        """Whether :meth:`huffman_bits` equals the indices' Huffman size for this L and range."""
+        return _group(levels) == 1 and (u_max - u_min) / levels >= 4 * float(np.spacing(np.float32(u_max)))
+
+    def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
+        points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
+        starts = np.concatenate([[0], np.searchsorted(self.mags, points[1:levels], side="left"), [self.mags.size]])
+        per = np.diff(starts)  # elements in each interval
+        above = self.mags - np.repeat(points[:levels], per)
+        above /= np.repeat(np.diff(points), per)
+        up = self.uniforms < above  # rounded up to the next level
+        ends = np.append(up, False)  # a last entry that a trailing empty interval's start can name
+        up_per = np.where(per > 0, np.add.reduceat(ends, starts[:-1], dtype=np.int64), 0)  # per interval
+        counts = np.zeros(levels + 1, dtype=np.int64)
+        counts[:levels] = per - up_per
+        counts[1:] += up_per
+        lengths = coding.huffman_lengths(counts)
+        code_bits = np.repeat(lengths[:levels].astype(np.float64), per)
+        np.add(code_bits, np.repeat(np.diff(lengths).astype(np.float64), per), out=code_bits, where=up)
+        blocks = np.bincount(self.block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
+        return packed.huffman_bits_of(counts, lengths, blocks)
+
+
 class TopkQuantSizer:
     """One update ranked once by |value| (element-wise top-k) with its rounding uniforms drawn once.
 
     ``encode(k, L)`` equals ``encode_fixed(update, kept_kernels=k, levels=L, rng=g, kernel_wise=False,
     score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built. The plans of the last
-    few (k, L) it sized are kept, so encoding the one a search picked does not quantise again.
+    few (k, L) it sized are kept, so encoding the one a search picked does not quantise again; the size of every
+    element at an L of one index per Huffman symbol (FedHQ's search) comes from the magnitudes sorted once
+    (:class:`_SortedLevels`).
     """
 
     _KEEP_PLANS = 4
@@ -543,6 +598,7 @@ class TopkQuantSizer:
         # the kept elements of the last k (a search over L keeps k): (k, kept, magnitudes, uniforms, min, max)
         self._last: tuple[int, np.ndarray, np.ndarray, np.ndarray, float, float] | None = None
         self._plans: dict[tuple[int, int], _Plan] = {}
+        self._sorted: _SortedLevels | None = None
 
     @functools.cached_property
     def order(self) -> np.ndarray:
@@ -554,20 +610,27 @@ class TopkQuantSizer:
     def n(self) -> int:
         return int(self.flat.size)
 
-    def _plan(self, k: int, levels: int) -> _Plan:
+    def _checked(self, k: int, levels: int) -> tuple[int, int]:
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        k, levels = int(k), _check_levels(levels)
+        return int(k), _check_levels(levels)
+
+    def _kept(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+        """(kept elements, their magnitudes, their uniforms, smallest and largest magnitude) of the top k."""
+        if self._last is None or self._last[0] != k:
+            kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
+            mags = np.abs(self.flat if k == self.n else self.flat[kept]).astype(np.float64)
+            u = self.uniforms if k == self.n else self.uniforms[kept]
+            lo = float(mags.min()) if mags.size else 0.0
+            hi = float(mags.max()) if mags.size else 0.0
+            self._last = (k, kept, mags, u, lo, hi)
+        return self._last[1:]
+
+    def _plan(self, k: int, levels: int) -> _Plan:
+        k, levels = self._checked(k, levels)
         plan = self._plans.pop((k, levels), None)
         if plan is None:
-            if self._last is None or self._last[0] != k:
-                kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
-                mags = np.abs(self.flat if k == self.n else self.flat[kept]).astype(np.float64)
-                u = self.uniforms if k == self.n else self.uniforms[kept]
-                lo = float(mags.min()) if mags.size else 0.0
-                hi = float(mags.max()) if mags.size else 0.0
-                self._last = (k, kept, mags, u, lo, hi)
-            _, kept, mags, u, lo, hi = self._last
+            kept, mags, u, lo, hi = self._kept(k)
             plan = _quantised(kept, kept, mags, u, levels, lo, hi)
         self._plans[k, levels] = plan  # most recent last
         while len(self._plans) > self._KEEP_PLANS:
@@ -576,6 +639,14 @@ class TopkQuantSizer:
 
     def bits(self, k: int, levels: int) -> int:
         """Exact payload size [bits] (a multiple of 8)."""
+        k, levels = self._checked(k, levels)
+        if k == self.n and k and (k, levels) not in self._plans:
+            kept, _, _, lo, hi = self._kept(k)
+            if _SortedLevels.applies(levels, lo, hi):
+                if self._sorted is None:
+                    self._sorted = _SortedLevels(self.flat, self.uniforms)
+                huffman = self._sorted.huffman_bits(levels, lo, hi)
+                return _plan_bits(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n, huffman)
         return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
 
     def encode(self, k: int, levels: int) -> Compressed:
@@ -603,9 +674,11 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
             raise CodecError(f"payload keeps {k} of {layout.n_kernels} kernels")
         mode = r.uint(1)
         n_listed = k if mode == 0 else layout.n_kernels - k
-        listed = np.cumsum(coding.rice_decode(r, n_listed) + 1) - 1
+        listed = np.cumsum(packed.read_rice(r, n_listed) + 1) - 1
         if mode == 0:
             kept = listed
+        elif n_listed == 0:
+            kept = np.arange(layout.n_kernels, dtype=np.int64)
         else:
             mask = np.ones(layout.n_kernels, dtype=bool)
             mask[listed] = False
@@ -613,17 +686,24 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         u_min, u_max = r.float32(), r.float32()
         levels = r.uint(16)
         j = r.uint(4)
-        elements = sparsify.kernel_elements(kept, layout)
-        negative = r.take(elements.size).astype(bool)
+        single = layout.n_kernels == layout.n_elements  # every kernel one element
+        elements = kept if single else sparsify.kernel_elements(kept, layout)
+        negative = r.take(elements.size).view(bool)
         if u_max > u_min:
             base = levels + 1
             symbols = coding.huffman_decode(r, math.ceil(elements.size / j))
-            digits = (symbols[:, None] // base ** np.arange(j, dtype=np.int64)) % base
-            indices = digits.reshape(-1)[: elements.size]
+            if j == 1:
+                indices = symbols
+            else:
+                digits = (symbols[:, None] // base ** np.arange(j, dtype=np.int64)) % base
+                indices = digits.reshape(-1)[: elements.size]
         else:
             indices = np.zeros(elements.size, dtype=np.int64)
-        mags = quantize.level_magnitudes(indices, levels, u_min, u_max)
-        out[elements] = np.where(negative, -mags, mags)
+        values = quantize.level_magnitudes(indices, levels, u_min, u_max)
+        np.negative(values, out=values, where=negative)
+        if elements.size == out.size:  # every element kept: elements is arange
+            return shapes, values, np.ones(out.size, dtype=bool)
+        out[elements] = values
         sent[elements] = True
         return shapes, out, sent
     except (coding.CodingError, IndexError, quantize.QuantizationError) as err:
@@ -636,11 +716,11 @@ def decode_with_mask(
     """The decoded update and the boolean mask of the elements it carries, both as tensors named ``names``."""
     shapes, flat, sent = decode_flat_mask(payload)
     _check_names(names, shapes)
-    return unflatten(flat, names, shapes), _unflatten_mask(sent, names, shapes)
+    return _tensors(flat, names, shapes), _tensors(sent, names, shapes)
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:
     """The quantised sparse update of ``payload`` as float32 tensors named ``names`` (the encoder's order)."""
     shapes, flat = decode_flat(payload)
     _check_names(names, shapes)
-    return unflatten(flat, names, shapes)
+    return _tensors(flat, names, shapes)
