@@ -241,6 +241,11 @@ def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n
     return w.to_bytes()
 
 
+def _negate(values: np.ndarray, negative: np.ndarray) -> None:
+    """``values[negative] = -values[negative]`` in place (float32): the sign bit flipped, as negation does."""
+    values.view(np.uint32)[...] ^= negative.view(np.uint8).astype(np.uint32) << np.uint32(31)
+
+
 def _tensors(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
     """Tensors by name that view consecutive slices of ``flat`` (an array this module made and hands over)."""
     out, at = {}, 0
@@ -255,14 +260,18 @@ def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Seq
                 layout: sparsify.KernelLayout, kernel_wise: bool) -> Compressed:  # fmt: skip
     """The payload of ``plan`` (values ``flat``) with the update and element mask it decodes to (built here, not
     decoded)."""
-    negative = flat[plan.elements] < 0
+    every = plan.elements.size == layout.n_elements  # then elements is arange(n)
+    negative = (flat if every else flat[plan.elements]) < 0
     payload = _write(plan, negative, shapes, layout.n_kernels, kernel_wise)
-    sent = np.zeros(layout.n_elements, dtype=bool)
-    sent[plan.elements] = True
-    values = np.zeros(layout.n_elements, dtype=np.float32)
-    if plan.elements.size:
-        mags = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
-        values[plan.elements] = np.where(negative, -mags, mags)
+    kept_values = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
+    _negate(kept_values, negative)
+    if every:
+        values, sent = kept_values, np.ones(layout.n_elements, dtype=bool)
+    else:
+        values = np.zeros(layout.n_elements, dtype=np.float32)
+        values[plan.elements] = kept_values
+        sent = np.zeros(layout.n_elements, dtype=bool)
+        sent[plan.elements] = True
     return Compressed(payload, 8 * len(payload), int(plan.kept.size), layout.n_kernels, plan.levels,
                       _tensors(values, names, shapes), _tensors(sent, names, shapes))  # fmt: skip
 
@@ -691,16 +700,14 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         negative = r.take(elements.size).view(bool)
         if u_max > u_min:
             base = levels + 1
-            symbols = coding.huffman_decode(r, math.ceil(elements.size / j))
-            if j == 1:
-                indices = symbols
-            else:
-                digits = (symbols[:, None] // base ** np.arange(j, dtype=np.int64)) % base
-                indices = digits.reshape(-1)[: elements.size]
+            symbols = packed.read_huffman(r, math.ceil(elements.size / j))
+            # the j magnitudes Q_l (eq. (3)) of every symbol of the alphabet, looked up
+            alphabet = np.arange(base**j, dtype=np.int64)
+            digits = (alphabet[:, None] // base ** np.arange(j, dtype=np.int64)) % base
+            values = quantize.level_magnitudes(digits, levels, u_min, u_max)[symbols].reshape(-1)[: elements.size]
         else:
-            indices = np.zeros(elements.size, dtype=np.int64)
-        values = quantize.level_magnitudes(indices, levels, u_min, u_max)
-        np.negative(values, out=values, where=negative)
+            values = quantize.level_magnitudes(np.zeros(elements.size, dtype=np.int64), levels, u_min, u_max)
+        _negate(values, negative)
         if elements.size == out.size:  # every element kept: elements is arange
             return shapes, values, np.ones(out.size, dtype=bool)
         out[elements] = values
