@@ -541,15 +541,15 @@ def compress(
 
 
 class _SortedLevels:
-    """Every element of an update, its magnitudes sorted once, sized at any L whose level indices are Huffman
-    coded one per symbol (L + 1 > 16): eqs. (3)-(4) and the code of :func:`_plan_bits` without indices in element
-    order.
+    """Every element of an update, its magnitudes sorted once, quantised at any L (eqs. (3)-(4)) and sized at an L
+    whose level indices are Huffman coded one per symbol (L + 1 > 16) as :func:`_plan_bits` sizes them.
 
-    The levels of the sorted magnitudes fall in runs: the interval of each is where ``searchsorted`` puts it among
-    the points, which is the interval :func:`quantize.rounded_levels` finds when the points are at least 4 float32
-    spacings apart (its estimate is then within one interval, which its two corrections fix), and its rounding is
-    the same expression of the same floats. The histogram follows from the counts per interval and of roundings up;
-    the code bits of each 512-symbol block from a weighted count over the elements' blocks.
+    The sorted magnitudes fall into the L intervals in runs: the interval of each is where ``searchsorted`` puts it
+    among the points, which is the interval :func:`quantize.rounded_levels` finds when the points are at least 4
+    float32 spacings apart (its estimate is then within one interval, which its two corrections fix), and its
+    rounding is the same expression of the same floats. The histogram follows from the counts per interval and of
+    roundings up, the code bits of each 512-symbol block from one weighted count over the elements' blocks, and the
+    indices in element order from one scatter.
     """
 
     def __init__(self, flat: np.ndarray, uniforms: np.ndarray) -> None:
@@ -558,18 +558,20 @@ class _SortedLevels:
         keys = np.abs(flat).view(np.uint32).astype(np.uint64) << np.uint64(b)  # float32 magnitude bits, ascending
         keys |= np.arange(n, dtype=np.uint64)
         keys.sort()
-        element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
+        self.element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
         self.mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
-        self.uniforms = uniforms[element]
-        self.block = element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
+        self.uniforms = uniforms[self.element]
+        self.block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
         self.n_blocks = -(-n // (1 << coding._BLOCK_LOG2))
 
     @staticmethod
     def applies(levels: int, u_min: float, u_max: float) -> bool:
-        """Whether :meth:`huffman_bits` equals the indices' Huffman size for this L and range."""
-        return _group(levels) == 1 and (u_max - u_min) / levels >= 4 * float(np.spacing(np.float32(u_max)))
+        """Whether the sorted magnitudes' intervals are :func:`quantize.rounded_levels`' for this L and range
+        (``u_min``/``u_max`` the smallest and largest magnitude)."""
+        return (u_max - u_min) / levels >= 4 * float(np.spacing(np.float32(u_max)))
 
-    def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
+    def _levels(self, levels: int, u_min: float, u_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(level index of each sorted magnitude, elements per interval, roundings up per interval)."""
         points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
         starts = np.concatenate([[0], np.searchsorted(self.mags, points[1:levels], side="left"), [self.mags.size]])
         per = np.diff(starts)  # elements in each interval
@@ -577,13 +579,25 @@ class _SortedLevels:
         above /= np.repeat(np.diff(points), per)
         up = self.uniforms < above  # rounded up to the next level
         ends = np.append(up, False)  # a last entry that a trailing empty interval's start can name
-        up_per = np.where(per > 0, np.add.reduceat(ends, starts[:-1], dtype=np.int64), 0)  # per interval
+        up_per = np.where(per > 0, np.add.reduceat(ends, starts[:-1], dtype=np.int64), 0)
+        level = np.repeat(np.arange(levels, dtype=np.int64), per)
+        level += up
+        return level, per, up_per
+
+    def indices(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
+        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes)."""
+        out = np.empty(self.mags.size, dtype=np.int64)
+        out[self.element] = self._levels(levels, u_min, u_max)[0]
+        return out
+
+    def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
+        """``coding.huffman_bits`` of the indices, for L with one index per symbol (``_group(L) == 1``)."""
+        level, per, up_per = self._levels(levels, u_min, u_max)
         counts = np.zeros(levels + 1, dtype=np.int64)
         counts[:levels] = per - up_per
         counts[1:] += up_per
         lengths = coding.huffman_lengths(counts)
-        code_bits = np.repeat(lengths[:levels].astype(np.float64), per)
-        np.add(code_bits, np.repeat(np.diff(lengths).astype(np.float64), per), out=code_bits, where=up)
+        code_bits = lengths.astype(np.float64)[level]
         blocks = np.bincount(self.block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
         return packed.huffman_bits_of(counts, lengths, blocks)
 
@@ -593,9 +607,9 @@ class TopkQuantSizer:
 
     ``encode(k, L)`` equals ``encode_fixed(update, kept_kernels=k, levels=L, rng=g, kernel_wise=False,
     score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built. The plans of the last
-    few (k, L) it sized are kept, so encoding the one a search picked does not quantise again; the size of every
-    element at an L of one index per Huffman symbol (FedHQ's search) comes from the magnitudes sorted once
-    (:class:`_SortedLevels`).
+    few (k, L) it sized are kept, so encoding the one a search picked does not quantise again. Keeping every
+    element at an L of one index per Huffman symbol (FedHQ's search over L) is sized from the magnitudes sorted
+    once (:class:`_SortedLevels`), and once they are sorted every element's indices come from them too.
     """
 
     _KEEP_PLANS = 4
@@ -640,7 +654,10 @@ class TopkQuantSizer:
         plan = self._plans.pop((k, levels), None)
         if plan is None:
             kept, mags, u, lo, hi = self._kept(k)
-            plan = _quantised(kept, kept, mags, u, levels, lo, hi)
+            if k == self.n and self._sorted is not None and _SortedLevels.applies(levels, lo, hi):
+                plan = _Plan(kept, kept, self._sorted.indices(levels, lo, hi), lo, hi, levels)
+            else:
+                plan = _quantised(kept, kept, mags, u, levels, lo, hi)
         self._plans[k, levels] = plan  # most recent last
         while len(self._plans) > self._KEEP_PLANS:
             del self._plans[next(iter(self._plans))]
@@ -649,7 +666,7 @@ class TopkQuantSizer:
     def bits(self, k: int, levels: int) -> int:
         """Exact payload size [bits] (a multiple of 8)."""
         k, levels = self._checked(k, levels)
-        if k == self.n and k and (k, levels) not in self._plans:
+        if k == self.n and k and (k, levels) not in self._plans and _group(levels) == 1:
             kept, _, _, lo, hi = self._kept(k)
             if _SortedLevels.applies(levels, lo, hi):
                 if self._sorted is None:
