@@ -513,10 +513,27 @@ def compress(
     _, k, levels = best
     levels = _check_levels(levels)
 
+    # Level indices by element for the refinement's L and range. The range is mostly the same for every k it tries
+    # (a convolution kernel holds the smallest magnitude, the top single weight the largest); then an element's
+    # index is the same whatever k, and only the elements of kernels not quantised yet are quantised.
+    known_range: tuple[float, float] | None = None
+    known_ranks = 0  # the elements of the top known_ranks kernels have their index in known
+    known = np.empty(0, dtype=np.int64)
+
     def exact(k: int) -> tuple[int, _Plan]:
+        nonlocal known_range, known_ranks, known
         kept, elements = ranked.kept(k)
         lo, hi = ranked.magnitude_range(k)
-        plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
+        if known_range != (lo, hi):
+            plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
+            known_range, known_ranks, known = (lo, hi), k, np.empty(flat.size, dtype=np.int64)
+            known[elements] = plan.indices
+        else:
+            if k > known_ranks:
+                new = sparsify.kernel_elements(ranked.order[known_ranks:k], layout)
+                known[new] = quantize.rounded_levels(ranked.mags[new], levels, lo, hi, uniforms[new])[0]
+                known_ranks = k
+            plan = _Plan(kept, elements, known[elements], lo, hi, levels)
         return _plan_bits(plan, shapes, n_k), plan
 
     size, plan = exact(k)
