@@ -28,8 +28,9 @@ import torch
 from edgefl.compression import coding, packed, quantize, sparsify
 from edgefl.errors import EdgeflError
 
-__all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
-           "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat", "decode_flat_mask", "decode_with_mask"]  # fmt: skip
+__all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten",
+           "unflatten", "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat", "decode_flat_mask",
+           "decode_with_mask"]  # fmt: skip
 
 _MAGIC, _VERSION = 0xA7, 1
 #: Largest number of quantisation intervals L the codec accepts.
@@ -104,8 +105,8 @@ def _header_bits(shapes: Sequence[Sequence[int]], *, flag: bool = True) -> int:
     return 8 + 4 + int(flag) + 8 + sum(4 + 32 * len(s) for s in shapes) + 32
 
 
-def _write_header(w: coding.BitWriter | packed.CodeWriter, magic: int, version: int, shapes: Sequence[Sequence[int]], kept: int,
-                  kernel_wise: bool | None) -> None:  # fmt: skip
+def _write_header(w: coding.BitWriter | packed.CodeWriter, magic: int, version: int, shapes: Sequence[Sequence[int]],
+                  kept: int, kernel_wise: bool | None) -> None:  # fmt: skip
     """The header; ``kernel_wise=None`` writes no flag bit."""
     w.uint(magic, 8)
     w.uint(version, 4)
