@@ -126,7 +126,9 @@ def rounded_levels(
 
 def _interval_once(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> np.ndarray:
     """:func:`_interval` with the clip applied before the conversion to int (the same for every float: the
-    truncation of a value in [0, L - 1] is its floor)."""
+    truncation of a value in [0, L - 1] is its floor); with one interval every magnitude is in it."""
+    if levels == 1:
+        return np.zeros(magnitudes.shape, dtype=np.int64)
     x = magnitudes - points[0]
     x /= (points[-1] - points[0]) / levels
     np.clip(x, 0, levels - 1, out=x)
