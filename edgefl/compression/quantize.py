@@ -126,13 +126,17 @@ def rounded_levels(
 
 def _interval_once(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> np.ndarray:
     """:func:`_interval` with the clip applied before the conversion to int (the same for every float: the
-    truncation of a value in [0, L - 1] is its floor); with one interval every magnitude is in it."""
+    truncation of a value in [0, L - 1] is its floor), and its two guards folded into the points compared with:
+    NaN in place of ``Q_0`` and ``Q_L`` makes both comparisons false where the guards would; with one interval
+    every magnitude is in it."""
     if levels == 1:
         return np.zeros(magnitudes.shape, dtype=np.int64)
     x = magnitudes - points[0]
     x /= (points[-1] - points[0]) / levels
     np.clip(x, 0, levels - 1, out=x)
     lower = x.astype(np.int64)
-    lower -= (lower > 0) & (magnitudes < points[lower])
-    lower += (lower < levels - 1) & (magnitudes >= points[lower + 1])
+    inner = points.copy()
+    inner[0] = inner[-1] = np.nan
+    lower -= magnitudes < inner[lower]  # never below Q_0: lower > 0
+    lower += magnitudes >= inner[lower + 1]  # never at or above Q_L: lower < L - 1
     return lower
