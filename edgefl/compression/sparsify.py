@@ -153,19 +153,24 @@ def rank_descending(scores: np.ndarray) -> np.ndarray:
     if n == 0 or b > 31 or not float(scores.min()) >= 0.0:
         return rank_kernels(scores)
     with np.errstate(over="ignore"):
-        narrow = (scores + 0.0).astype(np.float32)  # + 0.0: -0.0 as 0.0; beyond float32: inf
+        narrow = scores.astype(np.float32)  # beyond float32: inf
     inexact = np.flatnonzero(narrow != scores)
     if inexact.size:  # round down where the nearest float32 is above the score
         above = narrow[inexact] > scores[inexact]
         narrow[inexact[above]] = np.nextafter(narrow[inexact[above]], np.float32(0))
     flag = np.uint64(1 << b)
-    keys = (~narrow.view(np.uint32)).astype(np.uint64) << np.uint64(b + 1)
-    keys |= np.arange(n, dtype=np.uint64) | flag
+    keys = (~narrow.view(np.uint32)).astype(np.uint64)
+    keys <<= np.uint64(b + 1)
+    # the index, the exact flag and the top bit in one: ~bits of -0.0 lacks the top bit that every other score's has
+    keys |= np.arange(n, dtype=np.uint64) + (flag | np.uint64(1 << (b + 32)))
     keys[inexact] &= ~flag
     keys.sort()
-    order = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
-    if inexact.size > 1:
+    if inexact.size > 1:  # the inexact scores' places and float32 buckets, before the keys become indices
         slots = np.flatnonzero((keys & flag) == 0)
+        bucket = keys[slots] >> np.uint64(b + 1)
+    keys &= np.uint64((1 << b) - 1)
+    order = keys.view(np.int64)
+    if inexact.size > 1:
         kept = order[slots]
-        order[slots] = kept[np.lexsort((kept, -scores[kept], keys[slots] >> np.uint64(b + 1)))]
+        order[slots] = kept[np.lexsort((kept, -scores[kept], bucket))]
     return order
