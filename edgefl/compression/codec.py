@@ -6,7 +6,12 @@ values to L levels between the smallest and largest kept magnitude with unbiased
 canonical Huffman of the level indices). It picks the number of kept kernels and L so that the **real encoded
 size** is at most the budget (AnycostFL's ``alpha * beta * S``); ``decode(payload, names)`` gives back exactly the
 quantised sparse update. The pieces (:mod:`.sparsify`, :mod:`.quantize`, :mod:`.coding`) and
-:func:`encode_fixed` (given k and L) are what STC / QSGD / FedHQ compose.
+:func:`encode_fixed` (given k and L) are what STC / QSGD / FedHQ compose; payloads are written and read with
+:mod:`.packed` (the same bytes as :mod:`.coding`'s bit-array coders, in fewer passes).
+
+The budget searches size many (k, L) of one update exactly; what does not depend on the setting is computed once
+per update: the kernel ranking and its prefix quantities (:class:`_Ranked`), each element's level index while the
+range and L stay the same, and for every element kept the magnitudes sorted once (:class:`_SortedLevels`).
 
 Container (MSB first, padded to a whole byte): magic (8 bits), version (4), kernel-wise flag (1), tensor count (8),
 per tensor ndim (4) and dims (32 each), kept kernels k (32); if k > 0: mask mode (1: 0 = Rice gaps of the kept
