@@ -354,19 +354,27 @@ class _Ranked:
         self.mags = np.abs(flat).astype(np.float64)
         square = self.mags**2
         tensors = _tensor_kernels(layout)
-        parts = [square[a : a + n] if size == 1 else np.add.reduceat(square[a : a + n], np.arange(0, n, size))
-                 for a, n, size in tensors if n]  # fmt: skip
-        # per-kernel sums of squares, each as np.add.reduceat over the whole update gives it
-        energy = np.concatenate(parts) if parts else np.zeros(0)
-        scores = np.sqrt(energy / layout.size) if score == "rms" else np.sqrt(energy)  # sparsify.kernel_scores
+        # per-kernel sums of squares (each as np.add.reduceat over the whole update gives it) and the scores of
+        # sparsify.kernel_scores, tensor by tensor: a one-element kernel's score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
+        energies, scores = [np.zeros(0)], [np.zeros(0)]
+        for a, n, size in tensors:
+            if size == 1:
+                energies.append(square[a : a + n])
+                scores.append(self.mags[a : a + n])
+            elif n:
+                energies.append(np.add.reduceat(square[a : a + n], np.arange(0, n, size)))
+                scores.append(np.sqrt(energies[-1] / size if score == "rms" else energies[-1]))
+        energy, scores = np.concatenate(energies), np.concatenate(scores)
         self.order = sparsify.rank_descending(scores)
-        self.energy = np.concatenate([[0.0], np.cumsum(energy[self.order])])
+        self.energy = np.empty(energy.size + 1)
+        self.energy[0] = 0.0
+        np.cumsum(energy[self.order], out=self.energy[1:])
         self.rank = np.empty(self.order.size, dtype=np.int64)  # kernel -> its rank
         self.rank[self.order] = np.arange(self.order.size, dtype=np.int64)
         self._element_rank: np.ndarray | None = None
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        if np.isnan(energy).any():  # NaN: ranked last, and it propagates through every min and max after it
-            self._arrays = self._prefix_arrays()
+        if np.isnan(self.energy[-1]):  # a NaN (sums of squares are >= 0): ranked last, and it propagates through
+            self._arrays = self._prefix_arrays()  # every running min and max after it
         # the kernels of more than one element, by rank: rank, kernel, size, smallest and largest magnitude
         big = [(np.arange(a, a + n, size), size, self.mags[a : a + n].reshape(-1, size))
                for a, n, size in tensors if n and size > 1]  # fmt: skip
