@@ -6,7 +6,12 @@ values to L levels between the smallest and largest kept magnitude with unbiased
 canonical Huffman of the level indices). It picks the number of kept kernels and L so that the **real encoded
 size** is at most the budget (AnycostFL's ``alpha * beta * S``); ``decode(payload, names)`` gives back exactly the
 quantised sparse update. The pieces (:mod:`.sparsify`, :mod:`.quantize`, :mod:`.coding`) and
-:func:`encode_fixed` (given k and L) are what STC / QSGD / FedHQ compose.
+:func:`encode_fixed` (given k and L) are what STC / QSGD / FedHQ compose; payloads are written and read with
+:mod:`.packed` (the same bytes as :mod:`.coding`'s bit-array coders, in fewer passes).
+
+The budget searches size many (k, L) of one update exactly; what does not depend on the setting is computed once
+per update: the kernel ranking and its prefix quantities (:class:`_Ranked`), each element's level index while the
+range and L stay the same, and for every element kept the magnitudes sorted once (:class:`_SortedLevels`).
 
 Container (MSB first, padded to a whole byte): magic (8 bits), version (4), kernel-wise flag (1), tensor count (8),
 per tensor ndim (4) and dims (32 each), kept kernels k (32); if k > 0: mask mode (1: 0 = Rice gaps of the kept
@@ -25,14 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from edgefl.compression import coding, quantize, sparsify
+from edgefl.compression import coding, packed, quantize, sparsify
 from edgefl.compression.container import (
-    CodecError, Encoded, check_names, decoded, flatten, header_bits, read_header, unflatten, unflatten_mask,
-    write_header,
+    CodecError, Encoded, check_names, flatten, header_bits, read_header, unflatten, write_header,
 )  # fmt: skip
 
-__all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten", "unflatten",
-           "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat", "decode_flat_mask", "decode_with_mask"]  # fmt: skip
+__all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten",
+           "unflatten", "encode_fixed", "encoded_bits", "compress", "decode", "decode_flat", "decode_flat_mask",
+           "decode_with_mask"]  # fmt: skip
 
 _MAGIC, _VERSION = 0xA7, 1
 #: Largest number of quantisation intervals L the codec accepts.
@@ -71,14 +76,26 @@ def _group(levels: int) -> int:
 
 
 def _grouped(indices: np.ndarray, levels: int, j: int) -> tuple[np.ndarray, int]:
+    """Level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` of the alphabet (L+1)^j (zero padded)."""
     base = levels + 1
+    indices = np.asarray(indices, dtype=np.int64)
+    if j == 1:
+        return indices, base
     pad = (-indices.size) % j
-    digits = np.concatenate([indices, np.zeros(pad, dtype=np.int64)]).reshape(-1, j)
-    return digits @ (base ** np.arange(j, dtype=np.int64)), base**j
+    if pad:
+        indices = np.concatenate([indices, np.zeros(pad, dtype=np.int64)])
+    digits = indices.reshape(-1, j)
+    symbols = digits[:, j - 1].copy()
+    for t in range(j - 2, -1, -1):  # Horner: ((d_{j-1} base + d_{j-2}) base + ...) + d_0
+        symbols *= base
+        symbols += digits[:, t]
+    return symbols, base**j
 
 
 def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
     """(mode, gaps): gaps between the kept (mode 0) or dropped (mode 1, when fewer) kernel indices."""
+    if kept.size == n_kernels and n_kernels:
+        return 1, np.zeros(0, dtype=np.int64)
     if 2 * kept.size > n_kernels:
         mask = np.ones(n_kernels, dtype=bool)
         mask[kept] = False
@@ -88,102 +105,112 @@ def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
 
 @dataclass
 class _Plan:
-    kept: np.ndarray  # sorted kept kernel indices
-    elements: np.ndarray  # their element indices, ascending
-    negative: np.ndarray
-    indices: np.ndarray
+    """What a payload carries: the sorted kept kernel indices, their element indices (ascending), each kept
+    element's level index (eq. (4)), the range [u_min, u_max] of the kept magnitudes and L."""
+
+    kept: np.ndarray
+    elements: np.ndarray
+    indices: np.ndarray | None  # None in a plan only sized (its Huffman size computed without them)
     u_min: float
     u_max: float
     levels: int
 
 
-@dataclass
-class _Kept:
-    """What a plan takes from its kept elements whatever L: magnitudes (float64 of the float32 values), their
-    smallest and largest, signs and rounding uniforms."""
-
-    kept: np.ndarray
-    elements: np.ndarray
-    mags: np.ndarray
-    u_min: float
-    u_max: float
-    negative: np.ndarray
-    uniforms: np.ndarray
-
-
-def _kept(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, uniforms: np.ndarray,
-          elements: np.ndarray | None = None) -> _Kept:  # fmt: skip
-    if elements is None:
-        elements = sparsify.kernel_elements(kept, layout)
-    values = flat[elements]
-    mags = np.abs(values)
-    u_min = float(mags.min()) if mags.size else 0.0
-    u_max = float(mags.max()) if mags.size else 0.0
-    return _Kept(kept, elements, mags.astype(np.float64), u_min, u_max, values < 0, uniforms[elements])
-
-
-def _plan_levels(kv: _Kept, levels: int) -> _Plan:
+def _check_levels(levels: int) -> int:
     if not 1 <= int(levels) <= MAX_LEVELS:
         raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
-    indices = quantize.stochastic_levels(kv.mags, int(levels), kv.u_min, kv.u_max, kv.uniforms)
-    return _Plan(kv.kept, kv.elements, kv.negative, indices, kv.u_min, kv.u_max, int(levels))
+    return int(levels)
+
+
+def _quantised(kept: np.ndarray, elements: np.ndarray, mags: np.ndarray, uniforms: np.ndarray, levels: int,
+               u_min: float | None = None, u_max: float | None = None) -> _Plan:  # fmt: skip
+    """The plan of the kept ``elements`` whose magnitudes (float64 of the float32 values) and rounding uniforms
+    are ``mags`` and ``uniforms``; ``u_min``/``u_max`` are their smallest and largest magnitude (computed when not
+    given)."""
+    if u_min is None or u_max is None:
+        u_min = float(mags.min()) if mags.size else 0.0
+        u_max = float(mags.max()) if mags.size else 0.0
+    indices, _ = quantize.rounded_levels(mags, levels, u_min, u_max, uniforms)
+    return _Plan(kept, elements, indices, u_min, u_max, levels)
 
 
 def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, levels: int,
           uniforms: np.ndarray, elements: np.ndarray | None = None) -> _Plan:  # fmt: skip
-    if not 1 <= int(levels) <= MAX_LEVELS:
-        raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
-    return _plan_levels(_kept(flat, layout, kept, uniforms, elements), levels)
+    levels = _check_levels(levels)
+    if elements is None:
+        elements = sparsify.kernel_elements(kept, layout)
+    mags = np.abs(flat[elements]).astype(np.float64)
+    return _quantised(kept, elements, mags, uniforms[elements], levels)
 
 
-def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
+def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huffman_bits: int | None = None) -> int:
+    """Exact payload size [bits] of ``plan``; ``huffman_bits``, when given, is the size of its level indices'
+    Huffman stream (then ``plan.indices`` is not read)."""
     bits = header_bits(shapes)
     if plan.kept.size:
         _, gaps = _mask_gaps(plan.kept, n_kernels)
         bits += 1 + 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 64 + 16 + 4 + plan.elements.size
         if plan.u_max > plan.u_min:
-            j = _group(plan.levels)
-            symbols, alphabet = _grouped(plan.indices, plan.levels, j)
-            bits += coding.huffman_bits(symbols, alphabet)
+            if huffman_bits is None:
+                symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
+                huffman_bits = coding.huffman_bits(symbols, alphabet)
+            bits += huffman_bits
     return 8 * math.ceil(bits / 8)
 
 
-def _write(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, kernel_wise: bool) -> bytes:
-    w = coding.BitWriter()
+def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n_kernels: int,
+           kernel_wise: bool) -> bytes:  # fmt: skip
+    w = packed.CodeWriter()
     write_header(w, _MAGIC, _VERSION, shapes, plan.kept.size, kernel_wise)
     if plan.kept.size:
         mode, gaps = _mask_gaps(plan.kept, n_kernels)
         w.uint(mode, 1)
-        coding.rice_encode(w, gaps)
+        w.rice(gaps)
         w.float32(plan.u_min)
         w.float32(plan.u_max)
         w.uint(plan.levels, 16)
         j = _group(plan.levels)
         w.uint(j, 4)
-        w.bits(plan.negative.astype(np.uint8))
+        w.bits(negative)
         if plan.u_max > plan.u_min:
             symbols, alphabet = _grouped(plan.indices, plan.levels, j)
-            coding.huffman_encode(w, symbols, alphabet)
+            w.huffman(symbols, alphabet)
     return w.to_bytes()
 
 
-def _dequantised(plan: _Plan, n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=np.float32)
-    if plan.elements.size:
-        mags = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
-        out[plan.elements] = np.where(plan.negative, -mags, mags)
+def _negate(values: np.ndarray, negative: np.ndarray) -> None:
+    """``values[negative] = -values[negative]`` in place (float32): the sign bit flipped, as negation does."""
+    values.view(np.uint32)[...] ^= negative.view(np.uint8).astype(np.uint32) << np.uint32(31)
+
+
+def _tensors(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """Tensors by name that view consecutive slices of ``flat`` (an array this module made and hands over)."""
+    out, at = {}, 0
+    for name, shape in zip(names, shapes):
+        n = math.prod(shape)
+        out[name] = torch.from_numpy(flat[at : at + n]).reshape(tuple(shape))
+        at += n
     return out
 
 
-def _compressed(plan: _Plan, names: Sequence[str], shapes: Sequence[Sequence[int]], layout: sparsify.KernelLayout,
-                kernel_wise: bool) -> Compressed:  # fmt: skip
-    """The payload of ``plan`` with the update and element mask it decodes to (built here, not decoded)."""
-    payload = _write(plan, shapes, layout.n_kernels, kernel_wise)
-    sent = np.zeros(layout.n_elements, dtype=bool)
-    sent[plan.elements] = True
-    update = unflatten(_dequantised(plan, sent.size), names, shapes)
-    return Compressed(payload=payload, update=update, sent=unflatten_mask(sent, names, shapes),
-                      kept_kernels=int(plan.kept.size), n_kernels=layout.n_kernels, levels=plan.levels)  # fmt: skip
+def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]],
+                layout: sparsify.KernelLayout, kernel_wise: bool) -> Compressed:  # fmt: skip
+    """The payload of ``plan`` (values ``flat``) with the update and element mask it decodes to (built here, not
+    decoded)."""
+    every = plan.elements.size == layout.n_elements  # then elements is arange(n)
+    negative = (flat if every else flat[plan.elements]) < 0
+    payload = _write(plan, negative, shapes, layout.n_kernels, kernel_wise)
+    kept_values = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
+    _negate(kept_values, negative)
+    if every:
+        values, sent = kept_values, np.ones(layout.n_elements, dtype=bool)
+    else:
+        values = np.zeros(layout.n_elements, dtype=np.float32)
+        values[plan.elements] = kept_values
+        sent = np.zeros(layout.n_elements, dtype=bool)
+        sent[plan.elements] = True
+    return Compressed(payload=payload, kept_kernels=int(plan.kept.size), n_kernels=layout.n_kernels,
+                      levels=plan.levels, update=_tensors(values, names, shapes), sent=_tensors(sent, names, shapes))
 
 
 def encode_fixed(
@@ -205,7 +232,7 @@ def encode_fixed(
     scores = sparsify.kernel_scores(flat, layout, score=score)
     kept = sparsify.top_kernels(scores, kept_kernels)
     plan = _plan(flat, layout, kept, levels, rng.random(flat.size))
-    return _compressed(plan, names, shapes, layout, kernel_wise)
+    return _compressed(plan, flat, names, shapes, layout, kernel_wise)
 
 
 def encoded_bits(update: Mapping[str, torch.Tensor], *, kept_kernels: int, levels: int,
@@ -224,6 +251,142 @@ def _entropy_per_symbol(indices: np.ndarray) -> float:
 
 def _binary_entropy(p: float) -> float:
     return 0.0 if p <= 0.0 or p >= 1.0 else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+
+
+def _tensor_kernels(layout: sparsify.KernelLayout) -> list[tuple[int, int, int]]:
+    """(first element, element count, kernel size) of every tensor of ``layout`` in order."""
+    out, at = [], 0
+    for shape in layout.shapes:
+        n = math.prod(shape)
+        size = math.prod(shape[2:]) if layout.kernel_wise and len(shape) >= 3 else 1
+        out.append((at, n, size))
+        at += n
+    return out
+
+
+class _Ranked:
+    """An update's kernels ranked once for :func:`compress`, answering for any number k of top kernels kept (eq.
+    (2)) what its estimates and exact sizes read, without arrays over the ranked elements.
+
+    ``order``: kernels by descending score, ties by index; ``energy[k]``: squared norm of the top k kernels (the
+    cumulative sum in rank order); ``mags``: every element's magnitude (float64 of the float32 value).
+
+    Most kernels of a CNN update are single elements (linear weights, biases), whose score is their magnitude, so
+    among them rank order is magnitude order; the few larger kernels (convolutions) are tracked one by one: their
+    ranks, sizes and smallest and largest magnitudes. Element counts, magnitude ranges and elements at given
+    ranked positions follow from those by binary search. An update with a NaN falls back to arrays over all its
+    ranked elements.
+    """
+
+    def __init__(self, flat: np.ndarray, layout: sparsify.KernelLayout, score: str) -> None:
+        if score not in ("rms", "l2"):
+            raise sparsify.SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
+        self.layout = layout
+        self.mags = np.abs(flat).astype(np.float64)
+        square = self.mags**2
+        tensors = _tensor_kernels(layout)
+        # per-kernel sums of squares (each as np.add.reduceat over the whole update gives it) and the scores of
+        # sparsify.kernel_scores, tensor by tensor: a one-element kernel's score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
+        energies, scores = [np.zeros(0)], [np.zeros(0)]
+        for a, n, size in tensors:
+            if size == 1:
+                energies.append(square[a : a + n])
+                scores.append(self.mags[a : a + n])
+            elif n:
+                energies.append(np.add.reduceat(square[a : a + n], np.arange(0, n, size)))
+                scores.append(np.sqrt(energies[-1] / size if score == "rms" else energies[-1]))
+        energy, scores = np.concatenate(energies), np.concatenate(scores)
+        self.order = sparsify.rank_descending(scores)
+        self.energy = np.empty(energy.size + 1)
+        self.energy[0] = 0.0
+        np.cumsum(energy[self.order], out=self.energy[1:])
+        self.rank = np.empty(self.order.size, dtype=np.int64)  # kernel -> its rank
+        self.rank[self.order] = np.arange(self.order.size, dtype=np.int64)
+        self._element_rank: np.ndarray | None = None
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        if np.isnan(self.energy[-1]):  # a NaN (sums of squares are >= 0): ranked last, and it propagates through
+            self._arrays = self._prefix_arrays()  # every running min and max after it
+        # the kernels of more than one element, by rank: rank, kernel, size, smallest and largest magnitude
+        big = [(np.arange(a, a + n, size), size, self.mags[a : a + n].reshape(-1, size))
+               for a, n, size in tensors if n and size > 1]  # fmt: skip
+        firsts = np.concatenate([f for f, _, _ in big]) if big else np.zeros(0, dtype=np.int64)
+        kernels = np.searchsorted(layout.start, firsts)
+        by_rank = np.argsort(self.rank[kernels])
+        self.big_rank = self.rank[kernels][by_rank]
+        self.big_kernel = kernels[by_rank]
+        self.big_size = layout.size[self.big_kernel]
+        self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
+        self.big_start = self.big_rank + self.big_extra[:-1]  # ranked position of each one's first element
+        lows = np.concatenate([m.min(axis=1) for _, _, m in big]) if big else np.zeros(0)
+        highs = np.concatenate([m.max(axis=1) for _, _, m in big]) if big else np.zeros(0)
+        self.big_low = np.minimum.accumulate(lows[by_rank]) if big else lows
+        self.big_high = np.maximum.accumulate(highs[by_rank]) if big else highs
+        self.singles_before = self.big_rank - np.arange(self.big_rank.size)  # single kernels ranked above each
+
+    def _prefix_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(n_el, ranked elements, running min, running max): element counts of the top k kernels and, over the
+        ranked elements, the elements and their running smallest and largest magnitude."""
+        sizes = self.layout.size[self.order]
+        n_el = np.concatenate([[0], np.cumsum(sizes)])
+        rank_el = sparsify.kernel_elements(self.order, self.layout)
+        mags = self.mags[rank_el]
+        low = np.minimum.accumulate(mags) if mags.size else mags
+        high = np.maximum.accumulate(mags) if mags.size else mags
+        return n_el, rank_el, low, high
+
+    def n_elements(self, k: int) -> int:
+        """Elements of the top k kernels."""
+        if self._arrays is not None:
+            return int(self._arrays[0][k])
+        return int(k + self.big_extra[np.searchsorted(self.big_rank, k)])
+
+    def _single(self, i: int) -> int:
+        """The element of the i-th (from 0) single-element kernel in rank order."""
+        r = i + int(np.searchsorted(self.singles_before, i, side="right"))
+        return int(self.layout.start[self.order[r]])
+
+    def magnitude_range(self, k: int) -> tuple[float, float]:
+        """(smallest, largest) magnitude among the elements of the top k kernels; (0, 0) for k = 0."""
+        n = self.n_elements(k)
+        if n == 0:
+            return 0.0, 0.0
+        if self._arrays is not None:
+            return float(self._arrays[2][n - 1]), float(self._arrays[3][n - 1])
+        big = int(np.searchsorted(self.big_rank, k))
+        lows, highs = [], []
+        if big:
+            lows.append(self.big_low[big - 1])
+            highs.append(self.big_high[big - 1])
+        if k > big:  # singles rank by magnitude: the first is the largest, the last the smallest
+            lows.append(self.mags[self._single(k - big - 1)])
+            highs.append(self.mags[self._single(0)])
+        return float(min(lows)), float(max(highs))
+
+    def elements_at(self, positions: np.ndarray) -> np.ndarray:
+        """The elements at ``positions`` (ascending) of the ranked element list (kernels in rank order, each
+        kernel's elements ascending)."""
+        if self._arrays is not None:
+            return self._arrays[1][positions]
+        if self.big_rank.size == 0:
+            return self.layout.start[self.order[positions]]
+        t = np.searchsorted(self.big_start, positions, side="right")  # big kernels starting at or before
+        prev = np.maximum(t - 1, 0)
+        inside = (t > 0) & (positions < self.big_start[prev] + self.big_size[prev])
+        out = np.empty(positions.size, dtype=np.int64)
+        r = positions[~inside] - self.big_extra[t[~inside]]  # kernel rank of a single after t big kernels
+        out[~inside] = self.layout.start[self.order[r]]
+        p = prev[inside]
+        out[inside] = self.layout.start[self.big_kernel[p]] + positions[inside] - self.big_start[p]
+        return out
+
+    def kept(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted kept kernels, their elements ascending) of the top k kernels."""
+        kept = np.flatnonzero(self.rank < k)
+        if self.layout.n_kernels == self.layout.n_elements:  # every kernel one element
+            return kept, kept
+        if self._element_rank is None:
+            self._element_rank = np.repeat(self.rank, self.layout.size)
+        return kept, np.flatnonzero(self._element_rank < k)
 
 
 def compress(
@@ -253,33 +416,31 @@ def compress(
     minimum = 8 * math.ceil(header_bits(shapes) / 8)
     if budget_bits < minimum:
         raise BudgetError(f"budget_bits={budget_bits!r}: below the {minimum}-bit header of this update")
-    scores = sparsify.kernel_scores(flat, layout, score=score)
-    order = sparsify.rank_kernels(scores)
-    rank_el = sparsify.kernel_elements(order, layout)
-    mags_rank = np.abs(flat[rank_el]).astype(np.float64)
-    n_el_prefix = np.concatenate([[0], np.cumsum(layout.size[order])])
-    energy = np.concatenate([[0.0], np.cumsum(np.add.reduceat(flat.astype(np.float64) ** 2, layout.start)[order])])
-    pre_min = np.minimum.accumulate(mags_rank) if mags_rank.size else mags_rank
-    pre_max = np.maximum.accumulate(mags_rank) if mags_rank.size else mags_rank
+    ranked = _Ranked(flat, layout, score)
+    energy = ranked.energy
     stride = max(1, flat.size // sample_size)
     sample = np.arange(0, flat.size, stride)
-    u_sample = uniforms[rank_el[sample]]
+    sampled = ranked.elements_at(sample)
+    u_sample, mags_sample = uniforms[sampled], ranked.mags[sampled]
+    estimates: dict[tuple[int, int], tuple[float, float]] = {}
 
     def estimate(k: int, levels: int) -> tuple[float, float]:
         """(estimated bits, estimated squared error) of keeping the top k kernels at L = levels."""
         if k == 0:
             return float(minimum), float(energy[-1])
-        n = int(n_el_prefix[k])
-        lo, hi = float(pre_min[n - 1]), float(pre_max[n - 1])
-        sub = sample[sample < n]
-        mags = mags_rank[sub]
-        idx = quantize.stochastic_levels(mags, levels, lo, hi, u_sample[: sub.size])
+        if (k, levels) in estimates:
+            return estimates[k, levels]
+        n = ranked.n_elements(k)
+        lo, hi = ranked.magnitude_range(k)
+        m = int(np.searchsorted(sample, n))  # the sample points among the first n ranked elements
+        idx, q = quantize.rounded_levels(mags_sample[:m], levels, lo, hi, u_sample[:m], with_error=True)
         h = _entropy_per_symbol(idx) if hi > lo else 0.0
         p = k / n_k
         mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
         bits = minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
-        q_err = quantize.expected_error(mags, levels, lo, hi) * (n / max(sub.size, 1))
-        return bits, float(energy[-1] - energy[k]) + q_err
+        q_err = q * (n / max(m, 1))
+        estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
+        return estimates[k, levels]
 
     best: tuple[float, int, int] | None = None
     for levels in levels_grid:
@@ -295,13 +456,29 @@ def compress(
             best = (err, lo_k, levels)
     assert best is not None
     _, k, levels = best
+    levels = _check_levels(levels)
+
+    # Level indices by element for the refinement's L and range. The range is mostly the same for every k it tries
+    # (a convolution kernel holds the smallest magnitude, the top single weight the largest); then an element's
+    # index is the same whatever k, and only the elements of kernels not quantised yet are quantised.
+    known_range: tuple[float, float] | None = None
+    known_ranks = 0  # the elements of the top known_ranks kernels have their index in known
+    known = np.empty(0, dtype=np.int64)
 
     def exact(k: int) -> tuple[int, _Plan]:
-        kernel_mask = np.zeros(n_k, dtype=bool)
-        kernel_mask[order[:k]] = True
-        element_mask = np.zeros(flat.size, dtype=bool)
-        element_mask[rank_el[: n_el_prefix[k]]] = True
-        plan = _plan(flat, layout, np.flatnonzero(kernel_mask), levels, uniforms, np.flatnonzero(element_mask))
+        nonlocal known_range, known_ranks, known
+        kept, elements = ranked.kept(k)
+        lo, hi = ranked.magnitude_range(k)
+        if known_range != (lo, hi):
+            plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
+            known_range, known_ranks, known = (lo, hi), k, np.empty(flat.size, dtype=np.int64)
+            known[elements] = plan.indices
+        else:
+            if k > known_ranks:
+                new = sparsify.kernel_elements(ranked.order[known_ranks:k], layout)
+                known[new] = quantize.rounded_levels(ranked.mags[new], levels, lo, hi, uniforms[new])[0]
+                known_ranks = k
+            plan = _Plan(kept, elements, known[elements], lo, hi, levels)
         return _plan_bits(plan, shapes, n_k), plan
 
     size, plan = exact(k)
@@ -322,48 +499,146 @@ def compress(
             bad_k = k
     if fits_plan is None:
         fits_plan = exact(0)[1]
-    return _compressed(fits_plan, names, shapes, layout, kernel_wise)
+    return _compressed(fits_plan, flat, names, shapes, layout, kernel_wise)
+
+
+class _SortedLevels:
+    """Every element of an update, its magnitudes sorted once, quantised at any L (eqs. (3)-(4)) and sized at an L
+    whose level indices are Huffman coded one per symbol (L + 1 > 16) as :func:`_plan_bits` sizes them.
+
+    The sorted magnitudes fall into the L intervals in runs: the interval of each is where ``searchsorted`` puts it
+    among the points, which is the interval :func:`quantize.rounded_levels` finds when the points are at least 4
+    float32 spacings apart (its estimate is then within one interval, which its two corrections fix), and its
+    rounding is the same expression of the same floats. The histogram follows from the counts per interval and of
+    roundings up, the code bits of each 512-symbol block from one weighted count over the elements' blocks, and the
+    indices in element order from one scatter.
+    """
+
+    def __init__(self, flat: np.ndarray, uniforms: np.ndarray) -> None:
+        n = flat.size
+        b = max(1, (n - 1).bit_length())
+        keys = np.abs(flat).view(np.uint32).astype(np.uint64) << np.uint64(b)  # float32 magnitude bits, ascending
+        keys |= np.arange(n, dtype=np.uint64)
+        keys.sort()
+        self.element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
+        self.mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
+        self.uniforms = uniforms[self.element]
+        self.block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
+        self.n_blocks = -(-n // (1 << coding._BLOCK_LOG2))
+
+    @staticmethod
+    def applies(levels: int, u_min: float, u_max: float) -> bool:
+        """Whether the sorted magnitudes' intervals are :func:`quantize.rounded_levels`' for this L and range
+        (``u_min``/``u_max`` the smallest and largest magnitude)."""
+        return (u_max - u_min) / levels >= 4 * float(np.spacing(np.float32(u_max)))
+
+    def _levels(self, levels: int, u_min: float, u_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(level index of each sorted magnitude, elements per interval, roundings up per interval)."""
+        points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
+        starts = np.concatenate([[0], np.searchsorted(self.mags, points[1:levels], side="left"), [self.mags.size]])
+        per = np.diff(starts)  # elements in each interval
+        above = self.mags - np.repeat(points[:levels], per)
+        above /= np.repeat(np.diff(points), per)
+        up = self.uniforms < above  # rounded up to the next level
+        ends = np.append(up, False)  # a last entry that a trailing empty interval's start can name
+        up_per = np.where(per > 0, np.add.reduceat(ends, starts[:-1], dtype=np.int64), 0)
+        level = np.repeat(np.arange(levels, dtype=np.int64), per)
+        level += up
+        return level, per, up_per
+
+    def indices(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
+        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes)."""
+        out = np.empty(self.mags.size, dtype=np.int64)
+        out[self.element] = self._levels(levels, u_min, u_max)[0]
+        return out
+
+    def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
+        """``coding.huffman_bits`` of the indices, for L with one index per symbol (``_group(L) == 1``)."""
+        level, per, up_per = self._levels(levels, u_min, u_max)
+        counts = np.zeros(levels + 1, dtype=np.int64)
+        counts[:levels] = per - up_per
+        counts[1:] += up_per
+        lengths = coding.huffman_lengths(counts)
+        code_bits = lengths.astype(np.float64)[level]
+        blocks = np.bincount(self.block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
+        return packed.huffman_bits_of(counts, lengths, blocks)
 
 
 class TopkQuantSizer:
     """One update ranked once by |value| (element-wise top-k) with its rounding uniforms drawn once.
 
     ``encode(k, L)`` equals ``encode_fixed(update, kept_kernels=k, levels=L, rng=g, kernel_wise=False,
-    score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built.
+    score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built. The plans of the last
+    few (k, L) it sized are kept, so encoding the one a search picked does not quantise again. Keeping every
+    element at an L of one index per Huffman symbol (FedHQ's search over L) is sized from the magnitudes sorted
+    once (:class:`_SortedLevels`), and once they are sorted every element's indices come from them too.
     """
+
+    _KEEP_PLANS = 4
 
     def __init__(self, update: Mapping[str, torch.Tensor], rng: np.random.Generator) -> None:
         self.names, self.shapes, self.flat = flatten(update)
         self.layout = sparsify.kernel_layout(self.shapes, kernel_wise=False)
         self.uniforms = rng.random(self.flat.size)
-        self._last: tuple[int, _Kept] | None = None  # the kept values of the last k (a search over L keeps k)
+        # the kept elements of the last k (a search over L keeps k): (k, kept, magnitudes, uniforms, min, max)
+        self._last: tuple[int, np.ndarray, np.ndarray, np.ndarray, float, float] | None = None
+        self._plans: dict[tuple[int, int], _Plan] = {}
+        self._sorted: _SortedLevels | None = None
 
     @functools.cached_property
     def order(self) -> np.ndarray:
         """Element indices by descending |value|, ties by index; ranked on first use, which keeping none or all
-        of them never needs."""
-        return sparsify.rank_kernels(sparsify.kernel_scores(self.flat, self.layout, score="l2"))
+        of them never needs. (The l2 score of a one-element kernel, sqrt(v^2) in float64, is |v| exactly.)"""
+        return sparsify.rank_descending(np.abs(self.flat))
 
     @property
     def n(self) -> int:
         return int(self.flat.size)
 
-    def _plan(self, k: int, levels: int):
+    def _checked(self, k: int, levels: int) -> tuple[int, int]:
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
-        if not 1 <= int(levels) <= MAX_LEVELS:
-            raise CodecError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
-        if self._last is None or self._last[0] != int(k):
+        return int(k), _check_levels(levels)
+
+    def _kept(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+        """(kept elements, their magnitudes, their uniforms, smallest and largest magnitude) of the top k."""
+        if self._last is None or self._last[0] != k:
             kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
-            self._last = (int(k), _kept(self.flat, self.layout, kept, self.uniforms, kept))
-        return _plan_levels(self._last[1], int(levels))
+            mags = np.abs(self.flat if k == self.n else self.flat[kept]).astype(np.float64)
+            u = self.uniforms if k == self.n else self.uniforms[kept]
+            lo = float(mags.min()) if mags.size else 0.0
+            hi = float(mags.max()) if mags.size else 0.0
+            self._last = (k, kept, mags, u, lo, hi)
+        return self._last[1:]
+
+    def _plan(self, k: int, levels: int) -> _Plan:
+        k, levels = self._checked(k, levels)
+        plan = self._plans.pop((k, levels), None)
+        if plan is None:
+            kept, mags, u, lo, hi = self._kept(k)
+            if k == self.n and self._sorted is not None and _SortedLevels.applies(levels, lo, hi):
+                plan = _Plan(kept, kept, self._sorted.indices(levels, lo, hi), lo, hi, levels)
+            else:
+                plan = _quantised(kept, kept, mags, u, levels, lo, hi)
+        self._plans[k, levels] = plan  # most recent last
+        while len(self._plans) > self._KEEP_PLANS:
+            del self._plans[next(iter(self._plans))]
+        return plan
 
     def bits(self, k: int, levels: int) -> int:
         """Exact payload size [bits] (a multiple of 8)."""
+        k, levels = self._checked(k, levels)
+        if k == self.n and k and (k, levels) not in self._plans and _group(levels) == 1:
+            kept, _, _, lo, hi = self._kept(k)
+            if _SortedLevels.applies(levels, lo, hi):
+                if self._sorted is None:
+                    self._sorted = _SortedLevels(self.flat, self.uniforms)
+                huffman = self._sorted.huffman_bits(levels, lo, hi)
+                return _plan_bits(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n, huffman)
         return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
 
     def encode(self, k: int, levels: int) -> Compressed:
-        return _compressed(self._plan(k, levels), self.names, self.shapes, self.layout, False)
+        return _compressed(self._plan(k, levels), self.flat, self.names, self.shapes, self.layout, False)
 
 
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
@@ -387,9 +662,11 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
             raise CodecError(f"payload keeps {k} of {layout.n_kernels} kernels")
         mode = r.uint(1)
         n_listed = k if mode == 0 else layout.n_kernels - k
-        listed = np.cumsum(coding.rice_decode(r, n_listed) + 1) - 1
+        listed = np.cumsum(packed.read_rice(r, n_listed) + 1) - 1
         if mode == 0:
             kept = listed
+        elif n_listed == 0:
+            kept = np.arange(layout.n_kernels, dtype=np.int64)
         else:
             mask = np.ones(layout.n_kernels, dtype=bool)
             mask[listed] = False
@@ -397,17 +674,22 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         u_min, u_max = r.float32(), r.float32()
         levels = r.uint(16)
         j = r.uint(4)
-        elements = sparsify.kernel_elements(kept, layout)
-        negative = r.take(elements.size).astype(bool)
+        single = layout.n_kernels == layout.n_elements  # every kernel one element
+        elements = kept if single else sparsify.kernel_elements(kept, layout)
+        negative = r.take(elements.size).view(bool)
         if u_max > u_min:
             base = levels + 1
-            symbols = coding.huffman_decode(r, math.ceil(elements.size / j))
-            digits = (symbols[:, None] // base ** np.arange(j, dtype=np.int64)) % base
-            indices = digits.reshape(-1)[: elements.size]
+            symbols = packed.read_huffman(r, math.ceil(elements.size / j))
+            # the j magnitudes Q_l (eq. (3)) of every symbol of the alphabet, looked up
+            alphabet = np.arange(base**j, dtype=np.int64)
+            digits = (alphabet[:, None] // base ** np.arange(j, dtype=np.int64)) % base
+            values = quantize.level_magnitudes(digits, levels, u_min, u_max)[symbols].reshape(-1)[: elements.size]
         else:
-            indices = np.zeros(elements.size, dtype=np.int64)
-        mags = quantize.level_magnitudes(indices, levels, u_min, u_max)
-        out[elements] = np.where(negative, -mags, mags)
+            values = quantize.level_magnitudes(np.zeros(elements.size, dtype=np.int64), levels, u_min, u_max)
+        _negate(values, negative)
+        if elements.size == out.size:  # every element kept: elements is arange
+            return shapes, values, np.ones(out.size, dtype=bool)
+        out[elements] = values
         sent[elements] = True
         return shapes, out, sent
     except (coding.CodingError, IndexError, quantize.QuantizationError) as err:
@@ -419,11 +701,12 @@ def decode_with_mask(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The decoded update and the boolean mask of the elements it carries, both as tensors named ``names``."""
     shapes, flat, sent = decode_flat_mask(payload)
-    return decoded(flat, sent, names, shapes)
+    check_names(names, shapes)
+    return _tensors(flat, names, shapes), _tensors(sent, names, shapes)
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:
     """The quantised sparse update of ``payload`` as float32 tensors named ``names`` (the encoder's order)."""
     shapes, flat = decode_flat(payload)
     check_names(names, shapes)
-    return unflatten(flat, names, shapes)
+    return _tensors(flat, names, shapes)

@@ -15,7 +15,6 @@ Everything works on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every c
 
 from __future__ import annotations
 
-import heapq
 import math
 
 import numpy as np

@@ -25,7 +25,7 @@ import numpy as np
 from edgefl.errors import EdgeflError
 
 __all__ = ["SparsifyError", "KernelLayout", "kernel_layout", "kernel_scores", "rank_kernels", "kernel_elements",
-           "top_kernels", "top_positions", "top_of", "TopkSelection"]  # fmt: skip
+           "top_kernels", "top_positions", "top_of", "rank_descending", "TopkSelection"]  # fmt: skip
 
 
 class SparsifyError(EdgeflError, ValueError):
@@ -236,3 +236,44 @@ class TopkSelection:
         if not least <= int(k) <= self.n:
             raise SparsifyError(f"k={k!r}: must be in [{least}, {self.n}]")
         return int(k)
+
+
+
+def rank_descending(scores: np.ndarray) -> np.ndarray:
+    """:func:`rank_kernels`' order (indices by descending score, ties by index) from one sort of unique 64-bit keys.
+
+    A score ``s`` gets the key ``(~bits32(f) << (b + 1)) | (exact << b) | index``, ``b`` bits for the index, where
+    ``f`` is the largest float32 <= s and ``exact`` says ``f == s`` (the magnitude of a float32 element, every
+    one-element kernel, is exact). numpy's (SIMD) sort of the keys orders them by ``f`` descending; within one
+    ``f`` the inexact scores (norms of several elements: larger than ``f``) come first, then the exact ones by
+    index. Only the inexact scores of one ``f`` can be out of order among themselves: they are re-sorted by
+    (score descending, index). Falls back to :func:`rank_kernels` when the index needs more than 31 bits or a score
+    is negative or NaN.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    n = scores.size
+    b = max(1, (n - 1).bit_length())
+    if n == 0 or b > 31 or not float(scores.min()) >= 0.0:
+        return rank_kernels(scores)
+    with np.errstate(over="ignore"):
+        narrow = scores.astype(np.float32)  # beyond float32: inf
+    inexact = np.flatnonzero(narrow != scores)
+    if inexact.size:  # round down where the nearest float32 is above the score
+        above = narrow[inexact] > scores[inexact]
+        narrow[inexact[above]] = np.nextafter(narrow[inexact[above]], np.float32(0))
+    flag = np.uint64(1 << b)
+    keys = (~narrow.view(np.uint32)).astype(np.uint64)
+    keys <<= np.uint64(b + 1)
+    # the index, the exact flag and the top bit in one: ~bits of -0.0 lacks the top bit that every other score's has
+    keys |= np.arange(n, dtype=np.uint64) + (flag | np.uint64(1 << (b + 32)))
+    keys[inexact] &= ~flag
+    keys.sort()
+    if inexact.size > 1:  # the inexact scores' places and float32 buckets, before the keys become indices
+        slots = np.flatnonzero((keys & flag) == 0)
+        bucket = keys[slots] >> np.uint64(b + 1)
+    keys &= np.uint64((1 << b) - 1)
+    order = keys.view(np.int64)
+    if inexact.size > 1:
+        kept = order[slots]
+        order[slots] = kept[np.lexsort((kept, -scores[kept], bucket))]
+    return order
