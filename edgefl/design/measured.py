@@ -1,8 +1,8 @@
 """The measured design rule for K and E (``edgefl design ke --rule measured``), beside Luo et al.'s Algorithm 2.
 
 Algorithm 2 (:mod:`edgefl.design.ke`) plans with eq. (17), which has no straggler, and bound (15), whose
-dependence on K is too weak in the simulator (issue #8's study). This rule keeps Luo et al.'s cost, eq. (14),
-but takes each of its two factors from what the simulator measures:
+dependence on K is too weak in the simulator (examples/README.md, the Luo section). This rule keeps Luo et al.'s
+cost, eq. (14), but takes each of its two factors from what the simulator measures:
 
 1. the expected cost of one round, straggler-aware: Lemma 2's exact E[max of K sampled t_k] (eq. 13) and
    Lemma 1's energy (eq. 10), per seed's fleet, then averaged over seeds;
