@@ -115,9 +115,9 @@ def _blank(raw: Any) -> bool:
     return raw is None or (isinstance(raw, str) and not raw.strip()) or (isinstance(raw, float) and math.isnan(raw))
 
 
-def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[str]) -> DeviceTable:
-    """Validate raw cells (strings or numbers) into a :class:`DeviceTable`."""
-    names = [str(h).strip() for h in header]
+def _check_header(where: str, names: list[str]) -> None:
+    """Raise :class:`ScenarioError` for unknown columns, two columns of one quantity and incomplete or clashing
+    ways of giving a position or a data size."""
     unknown = [h for h in names if h not in COLUMNS and h not in _TEXT_COLUMNS]
     if unknown:
         raise ScenarioError(f"device table {where}: unknown column(s) {', '.join(map(repr, unknown))}; columns are "
@@ -135,6 +135,70 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
         raise ScenarioError(f"device table {where}: a position needs both x_m and y_m columns")
     if "n_samples" in seen and "data_share" in seen:
         raise ScenarioError(f"device table {where}: give n_samples or data_share, not both")
+
+
+def _numeric_column(where: str, h: str, j: int, rows: list[list[Any]], labels: list[str]) -> np.ndarray:
+    """Column ``j`` (named ``h``, one of :data:`COLUMNS`) in SI units, NaN where blank; raises
+    :class:`ScenarioError` for a cell that is not a number or is out of range."""
+    column = COLUMNS[h]
+    col = np.full(len(rows), np.nan)
+    for i, row in enumerate(rows):
+        raw = row[j] if j < len(row) else ""
+        if _blank(raw):
+            continue
+        try:
+            v = float(raw)
+        except (TypeError, ValueError):
+            raise _fail(where, labels[i], h, raw, "is not a number") from None
+        try:
+            si_value = column.convert(v)
+        except OverflowError:
+            si_value = math.inf
+        if not column.limit.admits(si_value):
+            allowed = f"{user_range(h, column.limit)}: {column.limit.ground}"
+            raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
+        if h == "n_samples" and v != int(v):
+            raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
+        col[i] = si_value
+    return col
+
+
+def _profile_column(where: str, h: str, j: int, rows: list[list[Any]], labels: list[str]) -> list[str]:
+    """The catalogue profile named in column ``j`` of each row ("" where blank); raises :class:`ScenarioError`
+    for a name not in the device catalogue."""
+    profiles = [""] * len(rows)
+    for i, row in enumerate(rows):
+        raw = row[j] if j < len(row) else ""
+        name = "" if _blank(raw) else str(raw).strip()
+        if name and name not in catalogue():
+            known = ", ".join(catalogue())
+            raise _fail(where, labels[i], h, name, f"is not in the device catalogue; one of {known}")
+        profiles[i] = name
+    return profiles
+
+
+def _device_column(where: str, h: str, j: int, rows: list[list[Any]], labels: list[str]) -> list[int | None]:
+    """The device index 0..n-1 in column ``j`` of each row; raises :class:`ScenarioError` for a cell that is
+    not one (repeats are checked by the caller)."""
+    n = len(rows)
+    device_ids: list[int | None] = [None] * n
+    for i, row in enumerate(rows):
+        raw = row[j] if j < len(row) else ""
+        try:
+            v = float(raw)
+            ok = v == int(v) and 0 <= v < n
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise _fail(where, labels[i], h, raw, f"must be a device index 0..{n - 1} (one per row)")
+        device_ids[i] = int(v)
+    return device_ids
+
+
+def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[str]) -> DeviceTable:
+    """Validate raw cells (strings or numbers) into a :class:`DeviceTable`."""
+    names = [str(h).strip() for h in header]
+    _check_header(where, names)
     if not rows:
         raise ScenarioError(f"device table {where}: no device rows after the header")
     n = len(rows)
@@ -143,46 +207,11 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
     device_ids: list[int | None] = [None] * n
     for j, h in enumerate(names):
         if h in COLUMNS:
-            column = COLUMNS[h]
-            col = np.full(n, np.nan)
-            for i, row in enumerate(rows):
-                raw = row[j] if j < len(row) else ""
-                if _blank(raw):
-                    continue
-                try:
-                    v = float(raw)
-                except (TypeError, ValueError):
-                    raise _fail(where, labels[i], h, raw, "is not a number") from None
-                try:
-                    si_value = column.convert(v)
-                except OverflowError:
-                    si_value = math.inf
-                if not column.limit.admits(si_value):
-                    allowed = f"{user_range(h, column.limit)}: {column.limit.ground}"
-                    raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
-                if h == "n_samples" and v != int(v):
-                    raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
-                col[i] = si_value
-            values[column.si] = col
+            values[COLUMNS[h].si] = _numeric_column(where, h, j, rows, labels)
         elif h == "profile":
-            for i, row in enumerate(rows):
-                raw = row[j] if j < len(row) else ""
-                name = "" if _blank(raw) else str(raw).strip()
-                if name and name not in catalogue():
-                    known = ", ".join(catalogue())
-                    raise _fail(where, labels[i], h, name, f"is not in the device catalogue; one of {known}")
-                profiles[i] = name
+            profiles = _profile_column(where, h, j, rows, labels)
         else:  # device
-            for i, row in enumerate(rows):
-                raw = row[j] if j < len(row) else ""
-                try:
-                    v = float(raw)
-                    ok = v == int(v) and 0 <= v < n
-                except (TypeError, ValueError):
-                    ok = False
-                if not ok:
-                    raise _fail(where, labels[i], h, raw, f"must be a device index 0..{n - 1} (one per row)")
-                device_ids[i] = int(v)
+            device_ids = _device_column(where, h, j, rows, labels)
     if "device" in names:
         ids = [d for d in device_ids if d is not None]
         if len(set(ids)) != n:

@@ -451,6 +451,8 @@ def _accuracy_figure(
 def _timeline_figure(
     rounds: pd.DataFrame, device_rounds: pd.DataFrame, round_: int | None, t_max_s: float | None, words: Words
 ) -> go.Figure:
+    """Device timeline of round ``round_``: each device's phases [s since round start], the straggler, the deadline
+    ``t_max_s`` [s] and the round's end; a placeholder when there is no such round or no device rows."""
     fig = go.Figure()
     fig.update_layout(
         template=_TEMPLATE,
@@ -473,7 +475,32 @@ def _timeline_figure(
 
     labels = [_device_label(d) for d in rows["device"]]
     rows["_label"] = labels
-    trained = rows[rows["_trained"]]
+    _add_phase_bars(fig, rows[rows["_trained"]])
+    _add_idle_markers(fig, rows[~rows["_trained"]])
+
+    title = f"Device timeline, {words.round} {round_}"
+    if straggler is not None:
+        title += _mark_straggler(fig, rows, straggler, words)
+    if sampled:
+        title += f"<br><sup>{sampled}</sup>"
+
+    if t_max_s is not None:
+        _vline(fig, t_max_s, "deadline", "dash", f"deadline {t_max_s:.4g} s", top=True)
+    round_time = _round_time(rounds, round_)
+    if round_time is not None:
+        _vline(fig, round_time, "round end", "dot", f"{words.round} end {round_time:.4g} s", top=False)
+
+    fig.update_layout(
+        title=title,
+        height=max(320, 140 + 28 * len(labels)),
+        yaxis={"categoryorder": "array", "categoryarray": labels, "autorange": "reversed"},
+    )
+    return fig
+
+
+def _add_phase_bars(fig: go.Figure, trained: pd.DataFrame) -> None:
+    """Horizontal bars of the compute and upload phases [s since round start] of the devices that trained; the
+    phases of devices whose upload was dropped (late) are hatched and named "<phase> (dropped)"."""
     for phase, lo, hi in (("compute", "_start", "_cmp_end"), ("upload", "_cmp_end", "_arrive")):
         for dropped in (False, True):
             part = trained[(~trained["_arrived"] if dropped else trained["_arrived"]) & trained[hi].notna()]
@@ -502,54 +529,43 @@ def _timeline_figure(
                 )
             )
 
-    idle = rows[~rows["_trained"]]
-    if not idle.empty:
-        fig.add_trace(
-            go.Scatter(
-                name="did not train",
-                x=[0.0] * len(idle),
-                y=list(idle["_label"]),
-                mode="markers",
-                marker={"symbol": "x", "size": 10, "color": "#888"},
-                hovertext=[f"{r['_label']}: did not train ({_reason(r)})" for _, r in idle.iterrows()],
-                hoverinfo="text",
-            )
+
+def _add_idle_markers(fig: go.Figure, idle: pd.DataFrame) -> None:
+    """A cross at time 0 for each device that did not train, the reason in its hover text."""
+    if idle.empty:
+        return
+    fig.add_trace(
+        go.Scatter(
+            name="did not train",
+            x=[0.0] * len(idle),
+            y=list(idle["_label"]),
+            mode="markers",
+            marker={"symbol": "x", "size": 10, "color": "#888"},
+            hovertext=[f"{r['_label']}: did not train ({_reason(r)})" for _, r in idle.iterrows()],
+            hoverinfo="text",
         )
-
-    title = f"Device timeline, {words.round} {round_}"
-    if straggler is not None:
-        row = rows[rows["_device"] == straggler].iloc[0]
-        label = _device_label(straggler)
-        status = "arrived" if row["_arrived"] else "dropped (late); nobody arrived"
-        fig.add_trace(
-            go.Scatter(
-                name=words.straggler,
-                x=[float(row["_arrive"])],
-                y=[label],
-                mode="markers",
-                marker={"symbol": "star", "size": 14, "color": _COLOURS["straggler"]},
-                hovertext=[f"{words.straggler}: {label}<br>upload arrived at {row['_arrive']:.4g} s<br>{status}"],
-                hoverinfo="text",
-            )
-        )
-        fig.add_annotation(x=float(row["_arrive"]), y=label, text=f"{words.straggler} ({label})", showarrow=True,
-                           ax=40, ay=-25)  # fmt: skip
-        title += f" ({words.straggler}: {label})"
-    if sampled:
-        title += f"<br><sup>{sampled}</sup>"
-
-    if t_max_s is not None:
-        _vline(fig, t_max_s, "deadline", "dash", f"deadline {t_max_s:.4g} s", top=True)
-    round_time = _round_time(rounds, round_)
-    if round_time is not None:
-        _vline(fig, round_time, "round end", "dot", f"{words.round} end {round_time:.4g} s", top=False)
-
-    fig.update_layout(
-        title=title,
-        height=max(320, 140 + 28 * len(labels)),
-        yaxis={"categoryorder": "array", "categoryarray": labels, "autorange": "reversed"},
     )
-    return fig
+
+
+def _mark_straggler(fig: go.Figure, rows: pd.DataFrame, straggler: int, words: Words) -> str:
+    """A star and an annotation at the straggler's upload arrival time [s]; returns the title's suffix naming it."""
+    row = rows[rows["_device"] == straggler].iloc[0]
+    label = _device_label(straggler)
+    status = "arrived" if row["_arrived"] else "dropped (late); nobody arrived"
+    fig.add_trace(
+        go.Scatter(
+            name=words.straggler,
+            x=[float(row["_arrive"])],
+            y=[label],
+            mode="markers",
+            marker={"symbol": "star", "size": 14, "color": _COLOURS["straggler"]},
+            hovertext=[f"{words.straggler}: {label}<br>upload arrived at {row['_arrive']:.4g} s<br>{status}"],
+            hoverinfo="text",
+        )
+    )
+    fig.add_annotation(x=float(row["_arrive"]), y=label, text=f"{words.straggler} ({label})", showarrow=True,
+                       ax=40, ay=-25)  # fmt: skip
+    return f" ({words.straggler}: {label})"
 
 
 def _device_details(row: pd.Series) -> str:

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from edgefl.cli._common import fail
+
+if TYPE_CHECKING:
+    from edgefl.scenario import Scenario
 
 __all__ = ["register"]
 
@@ -103,10 +107,25 @@ def register(app: typer.Typer) -> None:
         _print_table(result)
 
 
-def _design(scenario: str, *, rule, refine, store, gamma, samples, seeds, f_a, f_b, f_target, max_rounds, exhaustive,
-            grid_k, grid_e, tradeoff, jobs, overrides) -> dict:  # fmt: skip
-    from edgefl.design import RunCache, design_ke, design_measured, estimate_ratio, fit_measured, grid_optimum
-    from edgefl.design import grid_table, mean_costs, seed_costs, tradeoff_table, write_tradeoff
+@dataclass(frozen=True)
+class _Inputs:
+    """The loaded scenario and the design settings after defaults from its ``[method.luo]`` table."""
+
+    base: Scenario
+    gamma: float
+    pairs: list[tuple[int, int]]  # sampled designs (K, E)
+    fa: float
+    fb: float
+    ft: float
+    limit: int  # round limit of each run
+    gk: list[int]
+    ge: list[int]
+
+
+def _inputs(scenario: str, *, rule, refine, gamma, samples, seeds, f_a, f_b, f_target, max_rounds, grid_k, grid_e,
+            jobs, overrides) -> _Inputs:  # fmt: skip
+    """Loads the scenario and checks the options, filling the unset ones from ``[method.luo]``; fail() names the
+    first bad one."""
     from edgefl.scenario import load_scenario
 
     if rule not in ("measured", "paper"):
@@ -140,9 +159,27 @@ def _design(scenario: str, *, rule, refine, store, gamma, samples, seeds, f_a, f
         raise fail(f"--max-rounds={limit}: must be >= 1")
     gk = _ints(grid_k, "--grid-k") if grid_k is not None else list(luo.grid_k)
     ge = _ints(grid_e, "--grid-e") if grid_e is not None else list(luo.grid_e)
+    return _Inputs(base=base, gamma=gamma, pairs=pairs, fa=fa, fb=fb, ft=ft, limit=limit, gk=gk, ge=ge)
+
+
+def _design(scenario: str, *, rule, refine, store, gamma, samples, seeds, f_a, f_b, f_target, max_rounds, exhaustive,
+            grid_k, grid_e, tradeoff, jobs, overrides) -> dict:  # fmt: skip
+    """Runs the sampled designs, picks (K, E) by ``rule``, trains it to the target loss and, on request, runs the
+    grid and the gamma sweep; returns the JSON object that ``--json`` prints."""
+    from edgefl.design import RunCache, design_ke, design_measured, estimate_ratio, fit_measured, grid_optimum
+    from edgefl.design import grid_table, mean_costs, seed_costs, tradeoff_table, write_tradeoff
+
+    inputs = _inputs(scenario, rule=rule, refine=refine, gamma=gamma, samples=samples, seeds=seeds, f_a=f_a, f_b=f_b,
+                     f_target=f_target, max_rounds=max_rounds, grid_k=grid_k, grid_e=grid_e, jobs=jobs,
+                     overrides=overrides)  # fmt: skip
+    base, gamma, pairs, gk, ge = inputs.base, inputs.gamma, inputs.pairs, inputs.gk, inputs.ge
+    fa, fb, ft = inputs.fa, inputs.fb, inputs.ft
+    luo = base.method.luo
+    n = base.fleet.n_devices
 
     seed_list = list(range(base.seed, base.seed + seeds))
-    cache = RunCache(base, max_rounds=limit, progress=lambda line: print(line, file=sys.stderr, flush=True), store=store)
+    cache = RunCache(base, max_rounds=inputs.limit, progress=lambda line: print(line, file=sys.stderr, flush=True),
+                     store=store)  # fmt: skip
     grid_designs = {(k, e) for k in gk if k <= n for e in ge} if exhaustive else set()
     # the paper's samples run only to F_b (Algorithm 2 line 3); the measured rule's samples and the grid to the
     # target; with --tradeoff both rules' samples are needed
@@ -158,24 +195,10 @@ def _design(scenario: str, *, rule, refine, store, gamma, samples, seeds, f_a, f
     out: dict = {"rule": rule}
     if rule == "paper":
         d = design_ke(cache, per_seed, est, gamma=gamma, target=ft, seeds=seed_list)
-        out.update({
-            "K": d.k, "E": d.e, "overhead": d.overhead, "cost": d.cost, "a0_over_b0": d.a0_over_b0,
-            "overhead_iterations": d.overhead_iterations, "K_cont": d.k_cont, "E_cont": d.e_cont,
-            "predicted_time_s": d.predicted_time_s, "predicted_energy_j": d.predicted_energy_j,
-            "samples": [{"K": r.k, "E": r.e, "R_a": r.r_a, "R_b": r.r_b} for r in est.samples],
-        })  # fmt: skip
+        out.update(_paper_fields(d, est))
     else:
         d = design_measured(cache, per_seed, fit, gamma=gamma, target=ft, seeds=seed_list, refine=refine)
-        f = fit.fit
-        out.update({
-            "K": d.k, "E": d.e, "overhead": d.overhead, "cost": d.cost,
-            "fit": {"model": "ln R = a + b/E + c K^-p", "a": f.a, "b": f.b, "c": f.c, "p": f.p, "rms_log": f.rms_log,
-                    "holdout_error": f.holdout_error, "holdout_errors": list(f.holdout_errors)},
-            "K_predicted": d.predicted.k, "E_predicted": d.predicted.e, "predicted_rounds": d.predicted.rounds,
-            "predicted_cost": d.predicted.cost, "refine": refine,
-            "confirmed": [{"K": o.k, "E": o.e, "rounds": o.rounds, "cost": o.cost(gamma)} for o in d.confirmed],
-            "samples": [{"K": r.k, "E": r.e, "R": r.rounds, "R_fit": float(f.rounds(r.k, r.e))} for r in fit.samples],
-        })  # fmt: skip
+        out.update(_measured_fields(d, fit, gamma, refine))
     out.update({
         "gamma": gamma, "rounds": d.outcome.rounds, "time_s": d.outcome.time_s, "energy_j": d.outcome.energy_j,
         "reached": d.outcome.reached, "f_a": fa, "f_b": fb, "f_target": ft, "seeds": seeds,
@@ -184,10 +207,7 @@ def _design(scenario: str, *, rule, refine, store, gamma, samples, seeds, f_a, f
     grid = None
     if exhaustive:
         grid = grid_table(cache, gk, ge, target=ft, seeds=seed_list)
-        best = grid_optimum(grid, gamma)
-        out.update(K_opt=best.k, E_opt=best.e, cost_opt=best.cost(gamma), optimality_error=d.cost / best.cost(gamma) - 1.0)
-        out["grid"] = [{"K": o.k, "E": o.e, "rounds": o.rounds, "time_s": o.time_s, "energy_j": o.energy_j,
-                        "reached": o.reached, "cost": o.cost(gamma)} for o in grid]  # fmt: skip
+        out.update(_grid_fields(grid, grid_optimum(grid, gamma), d.cost, gamma))
     if tradeoff is not None:
         table = tradeoff_table(cache, per_seed, target=ft, seeds=seed_list, paper=est, measured=fit, grid=grid,
                                refine=refine, jobs=jobs)  # fmt: skip
@@ -195,6 +215,42 @@ def _design(scenario: str, *, rule, refine, store, gamma, samples, seeds, f_a, f
         out.update(tradeoff_csv=str(csv_path), tradeoff_html=str(html_path))
     out.update(simulated_runs=cache.simulated, runs_wall_s=cache.wall_s)
     return out
+
+
+def _paper_fields(d, est) -> dict:
+    """The ``--rule paper`` part of the result: Luo et al.'s design ``d`` and the samples behind A0/B0 in ``est``."""
+    return {
+        "K": d.k, "E": d.e, "overhead": d.overhead, "cost": d.cost, "a0_over_b0": d.a0_over_b0,
+        "overhead_iterations": d.overhead_iterations, "K_cont": d.k_cont, "E_cont": d.e_cont,
+        "predicted_time_s": d.predicted_time_s, "predicted_energy_j": d.predicted_energy_j,
+        "samples": [{"K": r.k, "E": r.e, "R_a": r.r_a, "R_b": r.r_b} for r in est.samples],
+    }  # fmt: skip
+
+
+def _measured_fields(d, fit, gamma: float, refine: int) -> dict:
+    """The ``--rule measured`` part of the result: design ``d``, the rounds model ``fit`` and its samples, the
+    confirmation runs."""
+    f = fit.fit
+    return {
+        "K": d.k, "E": d.e, "overhead": d.overhead, "cost": d.cost,
+        "fit": {"model": "ln R = a + b/E + c K^-p", "a": f.a, "b": f.b, "c": f.c, "p": f.p, "rms_log": f.rms_log,
+                "holdout_error": f.holdout_error, "holdout_errors": list(f.holdout_errors)},
+        "K_predicted": d.predicted.k, "E_predicted": d.predicted.e, "predicted_rounds": d.predicted.rounds,
+        "predicted_cost": d.predicted.cost, "refine": refine,
+        "confirmed": [{"K": o.k, "E": o.e, "rounds": o.rounds, "cost": o.cost(gamma)} for o in d.confirmed],
+        "samples": [{"K": r.k, "E": r.e, "R": r.rounds, "R_fit": float(f.rounds(r.k, r.e))} for r in fit.samples],
+    }  # fmt: skip
+
+
+def _grid_fields(grid, best, cost: float, gamma: float) -> dict:
+    """The ``--exhaustive`` part of the result: the grid optimum ``best``, the chosen design's relative excess of
+    ``cost`` over it and every grid design."""
+    return {
+        "K_opt": best.k, "E_opt": best.e, "cost_opt": best.cost(gamma),
+        "optimality_error": cost / best.cost(gamma) - 1.0,
+        "grid": [{"K": o.k, "E": o.e, "rounds": o.rounds, "time_s": o.time_s, "energy_j": o.energy_j,
+                  "reached": o.reached, "cost": o.cost(gamma)} for o in grid],
+    }  # fmt: skip
 
 
 def _print_table(r: dict) -> None:

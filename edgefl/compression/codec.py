@@ -389,6 +389,123 @@ class _Ranked:
         return kept, np.flatnonzero(self._element_rank < k)
 
 
+class _Estimates:
+    """(estimated bits, estimated squared error) of keeping the top k kernels at L levels, memoised: exact mask and
+    sign bits, level bits from the empirical entropy of the level indices of a subsample of about ``sample_size``
+    ranked elements, dropped energy plus the subsample's rounding variance scaled to the kept elements."""
+
+    def __init__(self, ranked: _Ranked, uniforms: np.ndarray, minimum: int, sample_size: int) -> None:
+        self.ranked = ranked
+        self.uniforms = uniforms
+        self.minimum = minimum
+        self.n_k = ranked.layout.n_kernels
+        stride = max(1, uniforms.size // sample_size)
+        self.sample = np.arange(0, uniforms.size, stride)
+        sampled = ranked.elements_at(self.sample)
+        self.u_sample, self.mags_sample = uniforms[sampled], ranked.mags[sampled]
+        self.estimates: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def __call__(self, k: int, levels: int) -> tuple[float, float]:
+        """(estimated bits, estimated squared error) of keeping the top k kernels at L = levels."""
+        ranked, energy, n_k = self.ranked, self.ranked.energy, self.n_k
+        if k == 0:
+            return float(self.minimum), float(energy[-1])
+        if (k, levels) in self.estimates:
+            return self.estimates[k, levels]
+        n = ranked.n_elements(k)
+        lo, hi = ranked.magnitude_range(k)
+        m = int(np.searchsorted(self.sample, n))  # the sample points among the first n ranked elements
+        idx, q = quantize.rounded_levels(self.mags_sample[:m], levels, lo, hi, self.u_sample[:m], with_error=True)
+        h = _entropy_per_symbol(idx) if hi > lo else 0.0
+        p = k / n_k
+        mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
+        bits = self.minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
+        q_err = q * (n / max(m, 1))
+        self.estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
+        return self.estimates[k, levels]
+
+
+def _least_estimated_error(estimate: _Estimates, levels_grid: Sequence[int], budget_bits: float) -> tuple[int, int]:
+    """(k, L): for every L in ``levels_grid`` the largest k whose estimated size fits ``budget_bits`` (bisection,
+    to within 0.5 % of k), and of those the one of least estimated error (the first L on ties)."""
+    n_k = estimate.n_k
+    best: tuple[float, int, int] | None = None
+    for levels in levels_grid:
+        lo_k, hi_k = 0, n_k + 1  # estimate(lo_k) fits, hi_k does not
+        if estimate(n_k, levels)[0] <= budget_bits:
+            lo_k = n_k
+        else:
+            while hi_k - lo_k > max(1, lo_k // 200):
+                mid = (lo_k + hi_k) // 2
+                lo_k, hi_k = (mid, hi_k) if estimate(mid, levels)[0] <= budget_bits else (lo_k, mid)
+        err = estimate(lo_k, levels)[1]
+        if best is None or err < best[0] * (1 - 1e-9):
+            best = (err, lo_k, levels)
+    assert best is not None
+    _, k, levels = best
+    return k, levels
+
+
+class _ExactSizes:
+    """Payload plans of the top k kernels at one L and their exact sizes [bits].
+
+    Level indices by element for the refinement's L and range. The range is mostly the same for every k it tries
+    (a convolution kernel holds the smallest magnitude, the top single weight the largest); then an element's
+    index is the same whatever k, and only the elements of kernels not quantised yet are quantised.
+    """
+
+    def __init__(self, ranked: _Ranked, uniforms: np.ndarray, levels: int, shapes: Sequence[Sequence[int]]) -> None:
+        self.ranked = ranked
+        self.uniforms = uniforms
+        self.levels = levels
+        self.shapes = shapes
+        self.known_range: tuple[float, float] | None = None
+        self.known_ranks = 0  # the elements of the top known_ranks kernels have their index in known
+        self.known = np.empty(0, dtype=np.int64)
+
+    def __call__(self, k: int) -> tuple[int, _Plan]:
+        """(exact payload bits, plan) of keeping the top k kernels."""
+        ranked, uniforms, levels = self.ranked, self.uniforms, self.levels
+        kept, elements = ranked.kept(k)
+        lo, hi = ranked.magnitude_range(k)
+        if self.known_range != (lo, hi):
+            plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
+            self.known_range, self.known_ranks, self.known = (lo, hi), k, np.empty(uniforms.size, dtype=np.int64)
+            self.known[elements] = plan.indices
+        else:
+            if k > self.known_ranks:
+                new = sparsify.kernel_elements(ranked.order[self.known_ranks:k], ranked.layout)
+                self.known[new] = quantize.rounded_levels(ranked.mags[new], levels, lo, hi, uniforms[new])[0]
+                self.known_ranks = k
+            plan = _Plan(kept, elements, self.known[elements], lo, hi, levels)
+        return _plan_bits(plan, self.shapes, ranked.layout.n_kernels), plan
+
+
+def _refined(exact: _ExactSizes, k: int, budget_bits: float, minimum: int, refine_steps: int) -> _Plan:
+    """The plan of the largest k found to fit ``budget_bits`` by exact sizes, starting from the estimate's k:
+    secant guesses, then bisection, between the largest fitting and the smallest failing k (to within 0.5 % of
+    k); steps past ``refine_steps`` continue only until something fits, and k = 0 (header only) is the last
+    resort."""
+    n_k = exact.ranked.layout.n_kernels
+    size, plan = exact(k)
+    fits_k, fits_plan = (k, plan) if size <= budget_bits else (0, None)
+    bad_k = n_k + 1 if size <= budget_bits else k
+    steps = 0
+    while bad_k - fits_k > max(1, fits_k // 200) and (steps < refine_steps or fits_plan is None):
+        steps += 1
+        guess = int(k * (budget_bits - minimum) / max(size - minimum, 1) * (0.995 if size > budget_bits else 1.0))
+        k = guess if fits_k < guess < min(bad_k, n_k + 1) and steps <= 3 else (fits_k + bad_k) // 2
+        k = min(k, n_k)
+        size, plan = exact(k)
+        if size <= budget_bits:
+            fits_k, fits_plan = k, plan
+        else:
+            bad_k = k
+    if fits_plan is None:
+        fits_plan = exact(0)[1]
+    return fits_plan
+
+
 def compress(
     update: Mapping[str, torch.Tensor],
     *,
@@ -411,95 +528,16 @@ def compress(
     """
     names, shapes, flat = flatten(update)
     layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
-    n_k = layout.n_kernels
     uniforms = rng.random(flat.size)
     minimum = 8 * math.ceil(header_bits(shapes) / 8)
     if budget_bits < minimum:
         raise BudgetError(f"budget_bits={budget_bits!r}: below the {minimum}-bit header of this update")
     ranked = _Ranked(flat, layout, score)
-    energy = ranked.energy
-    stride = max(1, flat.size // sample_size)
-    sample = np.arange(0, flat.size, stride)
-    sampled = ranked.elements_at(sample)
-    u_sample, mags_sample = uniforms[sampled], ranked.mags[sampled]
-    estimates: dict[tuple[int, int], tuple[float, float]] = {}
-
-    def estimate(k: int, levels: int) -> tuple[float, float]:
-        """(estimated bits, estimated squared error) of keeping the top k kernels at L = levels."""
-        if k == 0:
-            return float(minimum), float(energy[-1])
-        if (k, levels) in estimates:
-            return estimates[k, levels]
-        n = ranked.n_elements(k)
-        lo, hi = ranked.magnitude_range(k)
-        m = int(np.searchsorted(sample, n))  # the sample points among the first n ranked elements
-        idx, q = quantize.rounded_levels(mags_sample[:m], levels, lo, hi, u_sample[:m], with_error=True)
-        h = _entropy_per_symbol(idx) if hi > lo else 0.0
-        p = k / n_k
-        mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
-        bits = minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
-        q_err = q * (n / max(m, 1))
-        estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
-        return estimates[k, levels]
-
-    best: tuple[float, int, int] | None = None
-    for levels in levels_grid:
-        lo_k, hi_k = 0, n_k + 1  # estimate(lo_k) fits, hi_k does not
-        if estimate(n_k, levels)[0] <= budget_bits:
-            lo_k = n_k
-        else:
-            while hi_k - lo_k > max(1, lo_k // 200):
-                mid = (lo_k + hi_k) // 2
-                lo_k, hi_k = (mid, hi_k) if estimate(mid, levels)[0] <= budget_bits else (lo_k, mid)
-        err = estimate(lo_k, levels)[1]
-        if best is None or err < best[0] * (1 - 1e-9):
-            best = (err, lo_k, levels)
-    assert best is not None
-    _, k, levels = best
+    estimate = _Estimates(ranked, uniforms, minimum, sample_size)
+    k, levels = _least_estimated_error(estimate, levels_grid, budget_bits)
     levels = _check_levels(levels)
-
-    # Level indices by element for the refinement's L and range. The range is mostly the same for every k it tries
-    # (a convolution kernel holds the smallest magnitude, the top single weight the largest); then an element's
-    # index is the same whatever k, and only the elements of kernels not quantised yet are quantised.
-    known_range: tuple[float, float] | None = None
-    known_ranks = 0  # the elements of the top known_ranks kernels have their index in known
-    known = np.empty(0, dtype=np.int64)
-
-    def exact(k: int) -> tuple[int, _Plan]:
-        nonlocal known_range, known_ranks, known
-        kept, elements = ranked.kept(k)
-        lo, hi = ranked.magnitude_range(k)
-        if known_range != (lo, hi):
-            plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
-            known_range, known_ranks, known = (lo, hi), k, np.empty(flat.size, dtype=np.int64)
-            known[elements] = plan.indices
-        else:
-            if k > known_ranks:
-                new = sparsify.kernel_elements(ranked.order[known_ranks:k], layout)
-                known[new] = quantize.rounded_levels(ranked.mags[new], levels, lo, hi, uniforms[new])[0]
-                known_ranks = k
-            plan = _Plan(kept, elements, known[elements], lo, hi, levels)
-        return _plan_bits(plan, shapes, n_k), plan
-
-    size, plan = exact(k)
-    fits_k, fits_plan = (k, plan) if size <= budget_bits else (0, None)
-    bad_k = n_k + 1 if size <= budget_bits else k
-    steps = 0
-    # secant guesses, then bisection, between the largest fitting and the smallest failing k; steps past
-    # refine_steps continue only until something fits
-    while bad_k - fits_k > max(1, fits_k // 200) and (steps < refine_steps or fits_plan is None):
-        steps += 1
-        guess = int(k * (budget_bits - minimum) / max(size - minimum, 1) * (0.995 if size > budget_bits else 1.0))
-        k = guess if fits_k < guess < min(bad_k, n_k + 1) and steps <= 3 else (fits_k + bad_k) // 2
-        k = min(k, n_k)
-        size, plan = exact(k)
-        if size <= budget_bits:
-            fits_k, fits_plan = k, plan
-        else:
-            bad_k = k
-    if fits_plan is None:
-        fits_plan = exact(0)[1]
-    return _compressed(fits_plan, flat, names, shapes, layout, kernel_wise)
+    plan = _refined(_ExactSizes(ranked, uniforms, levels, shapes), k, budget_bits, minimum, refine_steps)
+    return _compressed(plan, flat, names, shapes, layout, kernel_wise)
 
 
 class _SortedLevels:
