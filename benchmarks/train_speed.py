@@ -20,6 +20,12 @@ the widths they trained, one device after another, the same batches' sizes, then
 side by side. It prints the round's time over the bare loop's (inline), the speed-up of the 2 processes, and the
 share of the machine's limit: the bare loop's time over the round's, where two bare loops side by side make 2.0.
 
+Measured on the shared 2-core machine: codec shares paired against the code before the codec work, at load 4-7
+(about 16 minutes for the five methods): AnycostFL 5.69 -> 2.75, STC 2.11 -> 0.68, QSGD 2.89 -> 1.50, FedHQ
+12.00 -> 4.39, UVeQFed 8.53 -> 1.79, bits unchanged. ``--executors`` for STC, UVeQFed, AnycostFL on the quiet
+machine (4 minutes): inline / bare loop 1.44, 1.97, 2.84; 2 processes 1.25x, 1.38x, 1.36x inline; two bare loops
+2.0 of the limit; tables identical.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl
