@@ -32,7 +32,7 @@ import torch
 
 from edgefl.compression import coding, packed, quantize, sparsify
 from edgefl.compression.container import (
-    CodecError, Encoded, check_names, flatten, header_bits, read_header, unflatten, write_header,
+    CodecError, Encoded, check_names, flatten, header_bits, read_header, tensor_views, unflatten, write_header,
 )  # fmt: skip
 
 __all__ = ["CodecError", "BudgetError", "Compressed", "TopkQuantSizer", "LEVEL_GRID", "MAX_LEVELS", "flatten",
@@ -183,16 +183,6 @@ def _negate(values: np.ndarray, negative: np.ndarray) -> None:
     values.view(np.uint32)[...] ^= negative.view(np.uint8).astype(np.uint32) << np.uint32(31)
 
 
-def _tensors(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-    """Tensors by name that view consecutive slices of ``flat`` (an array this module made and hands over)."""
-    out, at = {}, 0
-    for name, shape in zip(names, shapes):
-        n = math.prod(shape)
-        out[name] = torch.from_numpy(flat[at : at + n]).reshape(tuple(shape))
-        at += n
-    return out
-
-
 def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]],
                 layout: sparsify.KernelLayout, kernel_wise: bool) -> Compressed:  # fmt: skip
     """The payload of ``plan`` (values ``flat``) with the update and element mask it decodes to (built here, not
@@ -210,7 +200,8 @@ def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Seq
         sent = np.zeros(layout.n_elements, dtype=bool)
         sent[plan.elements] = True
     return Compressed(payload=payload, kept_kernels=int(plan.kept.size), n_kernels=layout.n_kernels,
-                      levels=plan.levels, update=_tensors(values, names, shapes), sent=_tensors(sent, names, shapes))
+                      levels=plan.levels, update=tensor_views(values, names, shapes),
+                      sent=tensor_views(sent, names, shapes))
 
 
 def encode_fixed(
@@ -740,11 +731,11 @@ def decode_with_mask(
     """The decoded update and the boolean mask of the elements it carries, both as tensors named ``names``."""
     shapes, flat, sent = decode_flat_mask(payload)
     check_names(names, shapes)
-    return _tensors(flat, names, shapes), _tensors(sent, names, shapes)
+    return tensor_views(flat, names, shapes), tensor_views(sent, names, shapes)
 
 
 def decode(payload: bytes, names: Sequence[str]) -> dict[str, torch.Tensor]:
     """The quantised sparse update of ``payload`` as float32 tensors named ``names`` (the encoder's order)."""
     shapes, flat = decode_flat(payload)
     check_names(names, shapes)
-    return _tensors(flat, names, shapes)
+    return tensor_views(flat, names, shapes)

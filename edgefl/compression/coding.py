@@ -16,6 +16,7 @@ Everything works on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every c
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -358,80 +359,41 @@ def huffman_bits(symbols: np.ndarray, alphabet_size: int) -> int:
     return size + int(blocks.sum())
 
 
-def huffman_encode(writer: BitWriter, symbols: np.ndarray, alphabet_size: int) -> None:
-    """Write ``symbols`` (ints in [0, alphabet_size); the count is known to the decoder) with a canonical Huffman
-    code built from their own histogram.
-
-    Layout: alphabet size, used-symbol count, [single symbol] or [Rice gaps between used symbols, 4-bit
-    (length - 1) per used symbol, Rice bit lengths of each block of 512 symbols, code bits].
-    """
+def huffman_symbols(symbols: np.ndarray, alphabet_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``symbols`` as int64 and their histogram over [0, alphabet_size) (what a Huffman code is built from);
+    raises :class:`CodingError` for a symbol outside the alphabet."""
     symbols = np.asarray(symbols, dtype=np.int64)
     if symbols.size and (symbols.min() < 0 or symbols.max() >= alphabet_size):
         raise CodingError(f"symbols outside the alphabet [0, {alphabet_size})")
-    counts = np.bincount(symbols, minlength=alphabet_size)
-    lengths = huffman_lengths(counts)
-    used, gaps = _table_bits(lengths)
-    writer.uint(alphabet_size, _COUNT_BITS)
+    return symbols, np.bincount(symbols, minlength=alphabet_size)
+
+
+def write_table_head(writer: Any, counts: np.ndarray) -> int:
+    """The head of a Huffman stream for the histogram ``counts`` (``writer``: anything with ``uint``): alphabet
+    size, used-symbol count and, when one symbol is used, that symbol. Returns the used-symbol count: a table and
+    code bits follow only when it is above 1."""
+    writer.uint(counts.size, _COUNT_BITS)
     n_used = int(np.count_nonzero(counts))
     writer.uint(n_used, _COUNT_BITS)
     if n_used == 1:
         writer.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
-        return
-    if n_used == 0:
-        return
-    rice_encode(writer, gaps)
-    writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
-    codes = _canonical_codes(lengths)
-    sym_lengths = lengths[symbols]
-    rice_encode(writer, _block_bits(sym_lengths))
-    writer.bits(pack_codes(codes[symbols], sym_lengths))
+    return n_used
+
+
+def huffman_encode(writer: BitWriter, symbols: np.ndarray, alphabet_size: int) -> None:
+    """Write ``symbols`` (ints in [0, alphabet_size); the count is known to the decoder) with a canonical Huffman
+    code built from their own histogram (:func:`huffman_encode_counted` of that histogram).
+
+    Layout: alphabet size, used-symbol count, [single symbol] or [Rice gaps between used symbols, 4-bit
+    (length - 1) per used symbol, Rice bit lengths of each block of 512 symbols, code bits].
+    """
+    huffman_encode_counted(writer, *huffman_symbols(symbols, alphabet_size))
 
 
 def huffman_decode(reader: BitReader, n: int) -> np.ndarray:
-    """Read ``n`` symbols written by :func:`huffman_encode` (all blocks decoded in parallel)."""
-    alphabet_size = reader.uint(_COUNT_BITS)
-    n_used = reader.uint(_COUNT_BITS)
-    if n_used == 1:
-        return np.full(n, reader.uint(_COUNT_BITS), dtype=np.int64)
-    if n_used == 0:
-        if n:
-            raise CodingError(f"Huffman stream holds no symbols, {n} expected")
-        return np.zeros(0, dtype=np.int64)
-    used = np.cumsum(rice_decode(reader, n_used) + 1) - 1
-    if used.size and used[-1] >= alphabet_size:
-        raise CodingError("Huffman table names a symbol outside its alphabet")
-    lengths = np.zeros(alphabet_size, dtype=np.int64)
-    lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
-    block = 1 << _BLOCK_LOG2
-    n_blocks = math.ceil(n / block)
-    block_bits = rice_decode(reader, n_blocks)
-    total = int(block_bits.sum())
-    payload = reader.take(total)
-    reader_end = reader.pos
-    width = int(lengths.max())
-    codes = _canonical_codes(lengths)
-    table_sym = np.zeros(1 << width, dtype=np.int64)
-    table_len = np.zeros(1 << width, dtype=np.int64)
-    for s in used:
-        lo = int(codes[s]) << (width - int(lengths[s]))
-        hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
-        table_sym[lo:hi] = s
-        table_len[lo:hi] = lengths[s]
-    # the next `width` (<= 16) bits from position p: bits 24 - width - p % 8 .. of the 24-bit word at byte p // 8
-    packed = np.packbits(np.concatenate([payload, np.zeros(24, dtype=np.uint8)])).astype(np.int64)
-    words = (packed[:-2] << 16) | (packed[1:-1] << 8) | packed[2:]
-    keep = (1 << width) - 1
-    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
-    out = np.empty((n_blocks, block), dtype=np.int64)
-    for step in range(block):
-        at = np.minimum(pos, total)
-        w = (words[at >> 3] >> (24 - width - (at & 7))) & keep
-        out[:, step] = table_sym[w]
-        pos += table_len[w]
-    if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:
-        raise CodingError("Huffman block lengths do not match the decoded code lengths")
-    reader.pos = reader_end
-    return out.reshape(-1)[:n]
+    """Read ``n`` symbols written by :func:`huffman_encode` (all blocks decoded in parallel,
+    :func:`huffman_decode_fast`)."""
+    return huffman_decode_fast(reader, n)
 
 
 def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.ndarray,
@@ -443,13 +405,7 @@ def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.nd
     counts = np.asarray(counts, dtype=np.int64)
     lengths = huffman_lengths(counts) if lengths is None else np.asarray(lengths, dtype=np.int64)
     used, gaps = _table_bits(lengths)
-    writer.uint(counts.size, _COUNT_BITS)
-    n_used = int(np.count_nonzero(counts))
-    writer.uint(n_used, _COUNT_BITS)
-    if n_used == 1:
-        writer.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
-        return
-    if n_used == 0:
+    if write_table_head(writer, counts) < 2:
         return
     rice_encode(writer, gaps)
     writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))

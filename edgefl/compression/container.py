@@ -16,8 +16,8 @@ import torch
 from edgefl.compression import coding
 from edgefl.errors import EdgeflError
 
-__all__ = ["CodecError", "Encoded", "flatten", "unflatten", "unflatten_mask", "check_names", "decoded", "header_bits",
-           "write_header", "read_header"]  # fmt: skip
+__all__ = ["CodecError", "Encoded", "flatten", "unflatten", "tensor_views", "unflatten_mask", "check_names", "decoded",
+           "header_bits", "write_header", "read_header"]  # fmt: skip
 
 
 class CodecError(EdgeflError, ValueError):
@@ -55,6 +55,17 @@ def unflatten(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[
     for name, shape in zip(names, shapes):
         n = math.prod(shape)
         out[name] = torch.from_numpy(np.array(flat[at : at + n], dtype=np.float32)).reshape(tuple(shape))
+        at += n
+    return out
+
+
+def tensor_views(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+    """Tensors by name that view consecutive slices of ``flat`` (not copied: for an array a codec made and hands
+    over; :func:`unflatten` copies)."""
+    out, at = {}, 0
+    for name, shape in zip(names, shapes):
+        n = math.prod(shape)
+        out[name] = torch.from_numpy(flat[at : at + n]).reshape(tuple(shape))
         at += n
     return out
 

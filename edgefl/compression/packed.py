@@ -21,8 +21,10 @@ from edgefl.compression.coding import (
     _canonical_codes,
     _table_bits,
     huffman_lengths,
+    huffman_symbols,
     rice_bits,
     rice_parameter,
+    write_table_head,
 )
 
 __all__ = ["CodeWriter", "huffman_bits_of", "read_huffman", "read_rice"]
@@ -130,19 +132,10 @@ class CodeWriter:
 
     def huffman(self, symbols: np.ndarray, alphabet_size: int) -> None:
         """:func:`huffman_encode`'s table, block lengths and code bits."""
-        symbols = np.asarray(symbols, dtype=np.int64)
-        if symbols.size and (symbols.min() < 0 or symbols.max() >= alphabet_size):
-            raise CodingError(f"symbols outside the alphabet [0, {alphabet_size})")
-        counts = np.bincount(symbols, minlength=alphabet_size)
+        symbols, counts = huffman_symbols(symbols, alphabet_size)
         lengths = huffman_lengths(counts)
         used, gaps = _table_bits(lengths)
-        self.uint(alphabet_size, _COUNT_BITS)
-        n_used = int(np.count_nonzero(counts))
-        self.uint(n_used, _COUNT_BITS)
-        if n_used == 1:
-            self.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
-            return
-        if n_used == 0:
+        if write_table_head(self, counts) < 2:
             return
         self.rice(gaps)
         self.codes(lengths[used] - 1, 4)

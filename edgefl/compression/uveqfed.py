@@ -52,7 +52,7 @@ import torch
 
 from edgefl.compression import coding, lattice, sparsify
 from edgefl.compression.container import (
-    CodecError, Encoded, check_names, flatten, header_bits, read_header, write_header,
+    CodecError, Encoded, check_names, flatten, header_bits, read_header, tensor_views, write_header,
 )  # fmt: skip
 from edgefl.compression.search import SizeFunction
 
@@ -138,16 +138,6 @@ def _rice_bounds(total: int, count: int, top: int) -> tuple[int, int]:
 def _rice_size(values: np.ndarray) -> int:
     """:func:`coding.rice_bits` at :func:`coding.rice_parameter` (without the parameter's 6 bits)."""
     return coding.rice_bits(values, coding.rice_parameter(values))
-
-
-def _as_tensors(flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-    """Tensors by name over slices of the flat array ``flat`` (views: ``flat`` is not copied)."""
-    out, at = {}, 0
-    for name, shape in zip(names, shapes):
-        size = math.prod(shape)
-        out[name] = torch.from_numpy(flat[at : at + size]).reshape(tuple(shape))
-        at += size
-    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -613,8 +603,8 @@ class LatticeSizer:
             values = np.zeros_like(self._values)
             values[kept] = self._values[kept]
         sent = np.repeat(mask, DIM)[: self.n]
-        update = _as_tensors(values.reshape(-1)[: self.n], self.names, self.shapes)
-        sent_mask = _as_tensors(sent, self.names, self.shapes)
+        update = tensor_views(values.reshape(-1)[: self.n], self.names, self.shapes)
+        sent_mask = tensor_views(sent, self.names, self.shapes)
         return LatticeCoded(payload=payload, kept=k, d=self.d, update=update, sent=sent_mask)
 
 
@@ -677,4 +667,4 @@ def decode_lattice(
         raise CodecError(f"malformed payload: {err}") from err
     check_names(names, shapes)
     sent = np.repeat(mask, DIM)[:n]
-    return _as_tensors(out.reshape(-1)[:n], names, shapes), _as_tensors(sent, names, shapes)
+    return tensor_views(out.reshape(-1)[:n], names, shapes), tensor_views(sent, names, shapes)
