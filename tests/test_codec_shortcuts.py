@@ -285,19 +285,8 @@ def _reference_compress(update: dict[str, torch.Tensor], budget_bits: float, see
         q_err = quantize.expected_error(mags, levels, lo, hi) * (n / max(sub.size, 1))
         return bits, float(energy[-1] - energy[k]) + q_err
 
-    best = None
-    for levels in LEVEL_GRID:
-        lo_k, hi_k = 0, n_k + 1
-        if estimate(n_k, levels)[0] <= budget_bits:
-            lo_k = n_k
-        else:
-            while hi_k - lo_k > max(1, lo_k // 200):
-                mid = (lo_k + hi_k) // 2
-                lo_k, hi_k = (mid, hi_k) if estimate(mid, levels)[0] <= budget_bits else (lo_k, mid)
-        err = estimate(lo_k, levels)[1]
-        if best is None or err < best[0] * (1 - 1e-9):
-            best = (err, lo_k, levels)
-    _, k, levels = best
+    estimate.n_k = n_k  # the chooser's search over (k, L) itself, on these full-array estimates
+    k, levels = codec._least_estimated_error(estimate, LEVEL_GRID, budget_bits)
 
     def exact(k: int):
         return encode_fixed(update, kept_kernels=k, levels=levels, rng=np.random.default_rng(seed))

@@ -171,15 +171,21 @@ def rice_parameter(values: np.ndarray) -> int:
     return b
 
 
-def rice_encode(writer: BitWriter, values: np.ndarray, b: int | None = None) -> None:
-    """Write ``values`` (non-negative ints; the count is known to the decoder) as ``[b][unary quotients]
-    [b-bit remainders]``, ``b`` optimal when not given."""
+def rice_head(writer: Any, values: np.ndarray, b: int | None) -> tuple[np.ndarray, int, np.ndarray]:
+    """Check ``values`` (non-negative ints), choose ``b`` (optimal when None) and write it (``writer``: anything
+    with ``uint``): the start of a Rice field. Returns the values as int64, ``b`` and the quotients ``values >> b``."""
     values = np.asarray(values, dtype=np.int64)
     if values.size and values.min() < 0:
         raise CodingError("Rice coding needs non-negative integers")
     b = rice_parameter(values) if b is None else int(b)
     writer.uint(b, _RICE_B_BITS)
-    q = values >> b
+    return values, b, values >> b
+
+
+def rice_encode(writer: BitWriter, values: np.ndarray, b: int | None = None) -> None:
+    """Write ``values`` (non-negative ints; the count is known to the decoder) as ``[b][unary quotients]
+    [b-bit remainders]``, ``b`` optimal when not given."""
+    values, b, q = rice_head(writer, values, b)
     unary = np.ones(int(q.sum()) + values.size, dtype=np.uint8)
     unary[np.cumsum(q + 1) - 1] = 0  # q ones, then a terminating zero
     writer.bits(unary)
@@ -188,20 +194,8 @@ def rice_encode(writer: BitWriter, values: np.ndarray, b: int | None = None) -> 
 
 
 def rice_decode(reader: BitReader, n: int) -> np.ndarray:
-    """Read ``n`` Rice-coded values written by :func:`rice_encode`."""
-    b = reader.uint(_RICE_B_BITS)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    rest = reader.bits_array[reader.pos :]
-    zeros = np.flatnonzero(rest == 0)[:n]
-    if zeros.size < n:
-        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
-    q = np.diff(zeros, prepend=-1) - 1
-    reader.pos += int(zeros[-1]) + 1
-    if b == 0:
-        return q.astype(np.int64)
-    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
-    return (q.astype(np.int64) << b) | rem
+    """Read ``n`` Rice-coded values written by :func:`rice_encode` (:func:`rice_decode_fast`)."""
+    return rice_decode_fast(reader, n)
 
 
 def rice_decode_fast(reader: BitReader, n: int) -> np.ndarray:
@@ -551,23 +545,17 @@ class HuffmanMemo:
         kids: list[int] = []
         li = mi = 0
         for _ in range(u - 1):
-            if li < u and (mi == len(merged) or count[li] <= merged[mi]):
-                first = count[li]
-                kids.append(li)
-                li += 1
-            else:
-                first = merged[mi]
-                kids.append(u + mi)
-                mi += 1
-            if li < u and (mi == len(merged) or count[li] <= merged[mi]):
-                second = count[li]
-                kids.append(li)
-                li += 1
-            else:
-                second = merged[mi]
-                kids.append(u + mi)
-                mi += 1
-            merged.append(first + second)
+            pair = 0
+            for _side in range(2):  # the two lightest of the queues' fronts, a leaf first on ties
+                if li < u and (mi == len(merged) or count[li] <= merged[mi]):
+                    pair += count[li]
+                    kids.append(li)
+                    li += 1
+                else:
+                    pair += merged[mi]
+                    kids.append(u + mi)
+                    mi += 1
+            merged.append(pair)
         picks = np.array(kids, dtype=np.int64)
         leaf = picks < u
         at_leaf = np.cumsum(leaf) - leaf  # queue heads at each pick

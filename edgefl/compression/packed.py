@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from edgefl.compression.coding import (
-    _BLOCK_LOG2,
     _COUNT_BITS,
     _RICE_B_BITS,
     BitReader,
@@ -20,8 +19,10 @@ from edgefl.compression.coding import (
     _block_bits,
     _canonical_codes,
     _table_bits,
+    huffman_decode_fast,
     huffman_lengths,
     huffman_symbols,
+    rice_head,
     rice_bits,
     rice_parameter,
     write_table_head,
@@ -115,12 +116,7 @@ class CodeWriter:
 
     def rice(self, values: np.ndarray, b: int | None = None) -> None:
         """:func:`rice_encode`'s ``[b][unary quotients][b-bit remainders]``."""
-        values = np.asarray(values, dtype=np.int64)
-        if values.size and values.min() < 0:
-            raise CodingError("Rice coding needs non-negative integers")
-        b = rice_parameter(values) if b is None else int(b)
-        self.uint(b, _RICE_B_BITS)
-        q = values >> b
+        values, b, q = rice_head(self, values, b)
         if values.size and int(q.max()) >= 63:  # a quotient too long for one code: its unary bits one by one
             unary = np.ones(int(q.sum()) + values.size, dtype=np.uint8)
             unary[np.cumsum(q + 1) - 1] = 0
@@ -207,48 +203,7 @@ def huffman_bits_of(counts: np.ndarray, lengths: np.ndarray, block_bits: np.ndar
 
 
 def read_huffman(reader: BitReader, n: int) -> np.ndarray:
-    """Read ``n`` symbols written by :func:`~.coding.huffman_encode` (or :meth:`CodeWriter.huffman`): what
-    :func:`~.coding.huffman_decode` reads, all blocks decoded in parallel with fewer operations a step (a 32-bit
-    window at every byte, the stream padded past its end instead of clamping positions, one row of symbols a
-    step)."""
-    alphabet_size = reader.uint(_COUNT_BITS)
-    n_used = reader.uint(_COUNT_BITS)
-    if n_used == 1:
-        return np.full(n, reader.uint(_COUNT_BITS), dtype=np.int64)
-    if n_used == 0:
-        if n:
-            raise CodingError(f"Huffman stream holds no symbols, {n} expected")
-        return np.zeros(0, dtype=np.int64)
-    used = np.cumsum(read_rice(reader, n_used) + 1) - 1
-    if used.size and used[-1] >= alphabet_size:
-        raise CodingError("Huffman table names a symbol outside its alphabet")
-    lengths = np.zeros(alphabet_size, dtype=np.int64)
-    lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
-    block = 1 << _BLOCK_LOG2
-    n_blocks = -(-n // block)
-    block_bits = read_rice(reader, n_blocks)
-    total = int(block_bits.sum())
-    payload = reader.take(total)
-    reader_end = reader.pos
-    width = int(lengths.max())
-    codes = _canonical_codes(lengths)
-    table = np.zeros(1 << width, dtype=np.int64)  # symbol << 5 | code length, by the next `width` bits
-    for s in used:
-        lo = int(codes[s]) << (width - int(lengths[s]))
-        hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
-        table[lo:hi] = (int(s) << 5) | int(lengths[s])
-    # past the end: room for the last block's surplus steps (at most 16 bits each) and a 4-byte window
-    pad = (block * 16) // 8 + 8
-    packed = np.concatenate([np.packbits(payload), np.zeros(pad, dtype=np.uint8)]).astype(np.uint32)
-    words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]  # 32 bits from each byte
-    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
-    out = np.empty((block, n_blocks), dtype=np.int64)
-    down = np.uint32(32 - width)
-    for step in range(block):
-        entry = table[((words[pos >> 3] << (pos & 7).astype(np.uint32)) >> down)]
-        out[step] = entry
-        pos += entry & 31
-    if n_blocks > 1 and not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]):
-        raise CodingError("Huffman block lengths do not match the decoded code lengths")
-    reader.pos = reader_end
-    return (out.T.reshape(-1)[:n]) >> 5
+    """Read ``n`` symbols written by :func:`~.coding.huffman_encode` (or :meth:`CodeWriter.huffman`): the shared
+    decoder, :func:`~.coding.huffman_decode_fast`."""
+    return huffman_decode_fast(reader, n)
+

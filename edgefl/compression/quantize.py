@@ -47,6 +47,18 @@ def _interval(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> np.nda
     return lower
 
 
+def _checked(
+    magnitudes: np.ndarray, levels: int, u_min: float, u_max: float, uniforms: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The magnitudes as float64 and the quantisation points Q_0..Q_L (float64) of eq. (3), once the arguments are
+    checked (``uniforms`` of the magnitudes' shape)."""
+    _check(levels, u_min, u_max)
+    magnitudes = np.asarray(magnitudes, dtype=np.float64)
+    if np.shape(uniforms) != magnitudes.shape:
+        raise QuantizationError(f"uniforms of shape {np.shape(uniforms)} for magnitudes of shape {magnitudes.shape}")
+    return magnitudes, quantization_points(levels, u_min, u_max).astype(np.float64)
+
+
 def stochastic_levels(
     magnitudes: np.ndarray, levels: int, u_min: float, u_max: float, uniforms: np.ndarray
 ) -> np.ndarray:
@@ -56,11 +68,7 @@ def stochastic_levels(
     ``l + 1``, using ``uniforms`` (U[0, 1) draws, same shape as ``magnitudes``) so the caller owns the randomness.
     When ``u_max == u_min`` every index is 0.
     """
-    _check(levels, u_min, u_max)
-    magnitudes = np.asarray(magnitudes, dtype=np.float64)
-    if np.shape(uniforms) != magnitudes.shape:
-        raise QuantizationError(f"uniforms of shape {np.shape(uniforms)} for magnitudes of shape {magnitudes.shape}")
-    points = quantization_points(levels, u_min, u_max).astype(np.float64)
+    magnitudes, points = _checked(magnitudes, levels, u_min, u_max, uniforms)
     if points[-1] <= points[0]:
         return np.zeros(magnitudes.shape, dtype=np.int64)
     lower = _interval(magnitudes, points, levels)
@@ -105,11 +113,7 @@ def rounded_levels(
     for both, and the rounding probability is not clipped to [0, 1] (a uniform in [0, 1) is below ``p`` exactly
     when it is below ``clip(p, 0, 1)``, NaN included).
     """
-    _check(levels, u_min, u_max)
-    magnitudes = np.asarray(magnitudes, dtype=np.float64)
-    if np.shape(uniforms) != magnitudes.shape:
-        raise QuantizationError(f"uniforms of shape {np.shape(uniforms)} for magnitudes of shape {magnitudes.shape}")
-    points = quantization_points(levels, u_min, u_max).astype(np.float64)
+    magnitudes, points = _checked(magnitudes, levels, u_min, u_max, uniforms)
     if points[-1] <= points[0]:
         error = float(((magnitudes - points[0]) ** 2).sum()) if with_error and magnitudes.size else 0.0
         return np.zeros(magnitudes.shape, dtype=np.int64), error if with_error else None
