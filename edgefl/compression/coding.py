@@ -26,14 +26,15 @@ __all__ = [
     "CodingError", "MAX_CODE_BITS", "BitWriter", "BitReader", "uint_bits", "pack_codes", "rice_parameter",
     "rice_bits", "rice_encode", "rice_decode", "huffman_lengths", "huffman_encode", "huffman_decode",
     "huffman_bits", "entropy_bits", "pack_short_codes", "rice_decode_positions", "huffman_encode_counted",
-    "huffman_decode_fast", "rice_decode_fast", "HuffmanMemo",
+    "huffman_decode_fast", "rice_decode_fast", "HuffmanMemo", "RICE_B_BITS", "COUNT_BITS", "canonical_codes",
+    "huffman_block_lengths", "huffman_table_gaps", "huffman_symbols", "write_table_head", "rice_head",
 ]  # fmt: skip
 
 #: Longest Huffman code [bits]; the decoder's lookup table has 2**MAX_CODE_BITS entries at most.
 MAX_CODE_BITS = 16
 _BLOCK_LOG2 = 9  # Huffman symbols per independently addressable block: 512
-_RICE_B_BITS = 6
-_COUNT_BITS = 32
+RICE_B_BITS = 6
+COUNT_BITS = 32
 
 
 class CodingError(EdgeflError, ValueError):
@@ -178,7 +179,7 @@ def rice_head(writer: Any, values: np.ndarray, b: int | None) -> tuple[np.ndarra
     if values.size and values.min() < 0:
         raise CodingError("Rice coding needs non-negative integers")
     b = rice_parameter(values) if b is None else int(b)
-    writer.uint(b, _RICE_B_BITS)
+    writer.uint(b, RICE_B_BITS)
     return values, b, values >> b
 
 
@@ -201,7 +202,7 @@ def rice_decode(reader: BitReader, n: int) -> np.ndarray:
 def rice_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     """:func:`rice_decode`, searching the unary terminators in a window that doubles until it holds ``n`` of them
     instead of in the whole rest of the stream (a short field before a long payload)."""
-    b = reader.uint(_RICE_B_BITS)
+    b = reader.uint(RICE_B_BITS)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     rest = reader.bits_array[reader.pos :]
@@ -225,7 +226,7 @@ def rice_decode_positions(reader: BitReader, n: int, span: int) -> np.ndarray:
     """Sorted positions ``cumsum(gaps + 1) - 1`` of ``n`` gaps read as :func:`rice_decode` reads them, when the
     positions are below ``span``: then the unary quotients take at most ``span`` bits, and only those are searched
     for their terminators (with ``b = 0`` the terminators are the positions themselves)."""
-    b = reader.uint(_RICE_B_BITS)
+    b = reader.uint(RICE_B_BITS)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     zeros = np.flatnonzero(reader.bits_array[reader.pos : reader.pos + span] == 0)[:n]
@@ -309,7 +310,7 @@ def huffman_lengths(counts: np.ndarray, max_bits: int = MAX_CODE_BITS) -> np.nda
         work = np.where(work > 0, (work >> 1) | 1, 0)
 
 
-def _canonical_codes(lengths: np.ndarray) -> np.ndarray:
+def canonical_codes(lengths: np.ndarray) -> np.ndarray:
     """Canonical codes: symbols sorted by (length, symbol) get consecutive codes."""
     codes = np.zeros(lengths.size, dtype=np.uint64)
     order = np.lexsort((np.arange(lengths.size), lengths))
@@ -323,14 +324,14 @@ def _canonical_codes(lengths: np.ndarray) -> np.ndarray:
     return codes
 
 
-def _block_bits(sym_lengths: np.ndarray) -> np.ndarray:
+def huffman_block_lengths(sym_lengths: np.ndarray) -> np.ndarray:
     block = 1 << _BLOCK_LOG2
     if sym_lengths.size == 0:
         return np.zeros(0, dtype=np.int64)
     return np.add.reduceat(sym_lengths, np.arange(0, sym_lengths.size, block))
 
 
-def _table_bits(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def huffman_table_gaps(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     used = np.flatnonzero(lengths)
     gaps = np.diff(used, prepend=-1) - 1
     return used, gaps
@@ -341,15 +342,15 @@ def huffman_bits(symbols: np.ndarray, alphabet_size: int) -> int:
     symbols = np.asarray(symbols, dtype=np.int64)
     counts = np.bincount(symbols, minlength=alphabet_size)
     lengths = huffman_lengths(counts)
-    size = 2 * _COUNT_BITS
-    used, gaps = _table_bits(lengths)
+    size = 2 * COUNT_BITS
+    used, gaps = huffman_table_gaps(lengths)
     n_used = int(np.count_nonzero(counts))
     if n_used <= 1:
-        return size + (_COUNT_BITS if n_used == 1 else 0)
+        return size + (COUNT_BITS if n_used == 1 else 0)
     b = rice_parameter(gaps)
-    size += _RICE_B_BITS + rice_bits(gaps, b) + 4 * used.size
-    blocks = _block_bits(lengths[symbols])
-    size += _RICE_B_BITS + rice_bits(blocks, rice_parameter(blocks))
+    size += RICE_B_BITS + rice_bits(gaps, b) + 4 * used.size
+    blocks = huffman_block_lengths(lengths[symbols])
+    size += RICE_B_BITS + rice_bits(blocks, rice_parameter(blocks))
     return size + int(blocks.sum())
 
 
@@ -366,11 +367,11 @@ def write_table_head(writer: Any, counts: np.ndarray) -> int:
     """The head of a Huffman stream for the histogram ``counts`` (``writer``: anything with ``uint``): alphabet
     size, used-symbol count and, when one symbol is used, that symbol. Returns the used-symbol count: a table and
     code bits follow only when it is above 1."""
-    writer.uint(counts.size, _COUNT_BITS)
+    writer.uint(counts.size, COUNT_BITS)
     n_used = int(np.count_nonzero(counts))
-    writer.uint(n_used, _COUNT_BITS)
+    writer.uint(n_used, COUNT_BITS)
     if n_used == 1:
-        writer.uint(int(np.flatnonzero(counts)[0]), _COUNT_BITS)
+        writer.uint(int(np.flatnonzero(counts)[0]), COUNT_BITS)
     return n_used
 
 
@@ -398,12 +399,12 @@ def huffman_encode_counted(writer: BitWriter, symbols: np.ndarray, counts: np.nd
     symbols = np.asarray(symbols)
     counts = np.asarray(counts, dtype=np.int64)
     lengths = huffman_lengths(counts) if lengths is None else np.asarray(lengths, dtype=np.int64)
-    used, gaps = _table_bits(lengths)
+    used, gaps = huffman_table_gaps(lengths)
     if write_table_head(writer, counts) < 2:
         return
     rice_encode(writer, gaps)
     writer.bits(pack_codes(lengths[used] - 1, np.full(used.size, 4)))
-    bits, block_bits = _pack_symbols(symbols, _canonical_codes(lengths).astype(np.uint32), lengths.astype(np.uint8))
+    bits, block_bits = _pack_symbols(symbols, canonical_codes(lengths).astype(np.uint32), lengths.astype(np.uint8))
     rice_encode(writer, block_bits)
     writer.bits(bits)
 
@@ -445,10 +446,10 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     """:func:`huffman_decode` with fewer array operations per step: the stream is padded so that a block that
     ends early reads zeros instead of being clamped, each step keeps the code window it read (its symbol is
     looked up once for all steps at the end), and a block's window comes from the 32-bit word at its byte."""
-    alphabet_size = reader.uint(_COUNT_BITS)
-    n_used = reader.uint(_COUNT_BITS)
+    alphabet_size = reader.uint(COUNT_BITS)
+    n_used = reader.uint(COUNT_BITS)
     if n_used == 1:
-        return np.full(n, reader.uint(_COUNT_BITS), dtype=np.int64)
+        return np.full(n, reader.uint(COUNT_BITS), dtype=np.int64)
     if n_used == 0:
         if n:
             raise CodingError(f"Huffman stream holds no symbols, {n} expected")
@@ -465,7 +466,7 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     payload = reader.take(total)
     reader_end = reader.pos
     width = int(lengths.max())
-    codes = _canonical_codes(lengths)
+    codes = canonical_codes(lengths)
     table_sym = np.zeros(1 << width, dtype=np.int64)
     table_len = np.zeros(1 << width, dtype=np.int64)
     for s in used:

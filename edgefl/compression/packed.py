@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from edgefl.compression.coding import (
-    _COUNT_BITS,
-    _RICE_B_BITS,
+    COUNT_BITS,
+    RICE_B_BITS,
     BitReader,
     CodingError,
-    _block_bits,
-    _canonical_codes,
-    _table_bits,
+    huffman_block_lengths,
+    canonical_codes,
+    huffman_table_gaps,
     huffman_decode_fast,
     huffman_lengths,
     huffman_symbols,
@@ -130,14 +130,14 @@ class CodeWriter:
         """:func:`huffman_encode`'s table, block lengths and code bits."""
         symbols, counts = huffman_symbols(symbols, alphabet_size)
         lengths = huffman_lengths(counts)
-        used, gaps = _table_bits(lengths)
+        used, gaps = huffman_table_gaps(lengths)
         if write_table_head(self, counts) < 2:
             return
         self.rice(gaps)
         self.codes(lengths[used] - 1, 4)
         sym_lengths = lengths[symbols]
-        self.rice(_block_bits(sym_lengths))
-        self.codes(_canonical_codes(lengths)[symbols], sym_lengths)
+        self.rice(huffman_block_lengths(sym_lengths))
+        self.codes(canonical_codes(lengths)[symbols], sym_lengths)
 
     def to_bytes(self) -> bytes:
         if not self._codes:
@@ -167,7 +167,7 @@ def read_rice(reader: BitReader, n: int) -> np.ndarray:
     """Read ``n`` Rice-coded values written by :func:`~.coding.rice_encode` (or :meth:`CodeWriter.rice`): the
     terminating zeros of the unary quotients are searched in a window that doubles until it holds ``n`` of
     them, not in the whole rest of the stream."""
-    b = reader.uint(_RICE_B_BITS)
+    b = reader.uint(RICE_B_BITS)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     bits, at = reader.bits_array, reader.pos
@@ -192,13 +192,13 @@ def huffman_bits_of(counts: np.ndarray, lengths: np.ndarray, block_bits: np.ndar
     """Exact size [bits] :func:`~.coding.huffman_encode` writes for symbols of histogram ``counts`` whose code
     lengths are ``lengths`` (``huffman_lengths(counts)``) and whose blocks of 512 symbols hold ``block_bits`` code
     bits each: :func:`~.coding.huffman_bits` without the symbols themselves."""
-    size = 2 * _COUNT_BITS
+    size = 2 * COUNT_BITS
     n_used = int(np.count_nonzero(counts))
     if n_used <= 1:
-        return size + (_COUNT_BITS if n_used == 1 else 0)
-    used, gaps = _table_bits(lengths)
-    size += _RICE_B_BITS + rice_bits(gaps, rice_parameter(gaps)) + 4 * used.size
-    size += _RICE_B_BITS + rice_bits(block_bits, rice_parameter(block_bits))
+        return size + (COUNT_BITS if n_used == 1 else 0)
+    used, gaps = huffman_table_gaps(lengths)
+    size += RICE_B_BITS + rice_bits(gaps, rice_parameter(gaps)) + 4 * used.size
+    size += RICE_B_BITS + rice_bits(block_bits, rice_parameter(block_bits))
     return size + int(block_bits.sum())
 
 
