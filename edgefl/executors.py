@@ -187,9 +187,3 @@ class RayExecutor:
         if self._started_cluster:
             ray.shutdown()
             self._started_cluster = False
-
-
-def default_workers() -> int:
-    """``train.workers`` when not given: the usable cores."""
-    return usable_cores()
-
