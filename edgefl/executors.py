@@ -13,11 +13,12 @@ compression and its budget search) runs where the executor puts it:
 
 A worker (a process or an actor) builds its own copy of the run's device side once, when it starts: the trainer
 with its data and the method as built (its settings and per-device constants), from the scenario, with
-``train.threads`` torch threads; jobs then reach it as values. A round's jobs are cut into one contiguous chunk per
-worker, so a model that many jobs download travels once per worker and round. Each worker runs its chunk one job
-after another, so every executor and worker count gives the same updates, bit for bit, at a fixed thread count:
-a job draws only from its own streams (:meth:`~edgefl.algorithms.base.TrainJob.rng`, the trainer's batches keyed
-by round and device).
+``train.threads`` torch threads; jobs then reach it as values. The pool deals a round's jobs into
+:data:`PARTS_PER_WORKER` parts per worker, handed out as workers free up (a model that a part's jobs download
+travels once per part); each Ray actor takes one contiguous chunk. A worker runs its jobs one after another,
+so every executor and worker count gives the same updates, bit for bit, at a fixed thread count: a job draws
+only from its own streams (:meth:`~edgefl.algorithms.base.TrainJob.rng`, the trainer's batches keyed by round
+and device).
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ if TYPE_CHECKING:
     from edgefl.algorithms.base import ClientUpdate, Method, TrainJob
     from edgefl.learning.protocol import Training
 
-__all__ = ["DeviceSide", "ProcessExecutor", "RayExecutor", "chunks", "usable_cores"]
+__all__ = ["DeviceSide", "ProcessExecutor", "RayExecutor", "chunks", "dealt", "usable_cores"]
+
+PARTS_PER_WORKER = 4
+"""A pool's round is cut into this many parts per worker, handed out as workers free up: a worker whose part
+was quick takes the next, so one slow part (wide models, long searches) no longer idles the other workers."""
 
 DeviceSide = Callable[[], "tuple[Method, Training]"]
 """Builds a worker's copy of a run's device side: (the method as built, the trainer with the devices' data).
@@ -58,6 +63,14 @@ def chunks(n_jobs: int, n_workers: int) -> list[range]:
         out.append(range(start, stop))
         start = stop
     return [c for c in out if len(c)]
+
+
+def dealt(n_jobs: int, n_parts: int) -> list[list[int]]:
+    """Jobs ``0..n_jobs-1`` dealt round-robin into at most ``n_parts`` parts (job i to part i mod k), none empty:
+    each part holds jobs from the whole round, so the parts cost about the same when the round's jobs are ordered
+    by anything that tracks their cost (device index, width)."""
+    k = max(1, min(n_parts, n_jobs))
+    return [list(range(i, n_jobs, k)) for i in range(k)] if n_jobs else []
 
 
 def run_jobs(method: Method, trainer: Training, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
@@ -113,8 +126,12 @@ class ProcessExecutor:
         if not jobs:
             return []
         pool = self._started()
-        parts = [[jobs[i] for i in c] for c in chunks(len(jobs), self.workers)]
-        return [u for part in pool.map(_run_chunk, parts) for u in part]
+        parts = dealt(len(jobs), PARTS_PER_WORKER * self.workers)
+        out: list[Any] = [None] * len(jobs)
+        for part, updates in zip(parts, pool.map(_run_chunk, [[jobs[i] for i in p] for p in parts])):
+            for i, u in zip(part, updates):
+                out[i] = u
+        return out
 
     def close(self) -> None:
         if self._pool is not None:

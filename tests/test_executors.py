@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from edgefl.errors import ScenarioError
-from edgefl.executors import chunks
+from edgefl.executors import chunks, dealt
 from edgefl.runner import run_scenario
 from edgefl.scenario import load_scenario
 
@@ -37,6 +37,13 @@ def test_chunks_are_contiguous_near_equal_and_cover_every_job(n_jobs, n_workers,
     parts = chunks(n_jobs, n_workers)
     assert [len(c) for c in parts] == sizes
     assert [i for c in parts for i in c] == list(range(n_jobs))
+
+
+@pytest.mark.parametrize(("n_jobs", "n_parts", "expected"), [
+    (7, 3, [[0, 3, 6], [1, 4], [2, 5]]), (2, 8, [[0], [1]]), (1, 1, [[0]]), (0, 4, []),
+])  # fmt: skip
+def test_dealt_parts_take_every_kth_job_and_cover_each_once(n_jobs, n_parts, expected):
+    assert dealt(n_jobs, n_parts) == expected
 
 
 def test_two_processes_give_the_inline_tables_with_memory_carried_by_the_jobs():

@@ -90,7 +90,7 @@ def test_seeded_init_and_training_are_reproducible():
         stats = local_train(m, x, y, LocalTrainConfig(epochs=2, batch_size=16, lr=0.1), torch.Generator().manual_seed(9))
         return stats, torch.cat([p.flatten() for p in m.parameters()])
 
-    (s1, w1), (s2, w2) = once(), once()
+    (s1, w1), (_, w2) = once(), once()
     assert torch.equal(w1, w2)
     assert (s1.steps, s1.samples) == (2 * 3, 2 * 40)  # 3 batches per epoch (16, 16, 8), 2 epochs
     s3 = local_train(build_model("logreg", in_features=64, n_classes=10), torch.zeros(40, 64), torch.zeros(40, dtype=torch.long),
