@@ -38,7 +38,24 @@ run. Earlier (100 images, 30 rounds, before the codec
 speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
 
     .venv/bin/python examples/reproduce_anycostfl.py [--out runs/anycostfl] [--rounds 30] [--seeds 2] \\
-        [--samples-per-device 100] [--jobs 2] [--methods AnycostFL,STC] [--partitions IID]
+        [--samples-per-device 100] [--jobs 2] [--methods AnycostFL,STC] [--partitions IID] [--set KEY=VALUE]
+
+At the paper's scale (1,000 images per device, 300 rounds, the whole test set) the study is ~1,000 TFLOPs of
+training, days on two cores. On a GPU, one run at a time (its codecs stay on the CPU: give the machine cores and
+the runs a process pool each, ``train.executor=processes``, untested together with ``cuda``):
+
+    .venv/bin/python examples/reproduce_anycostfl.py --out runs/anycostfl_paper --samples-per-device 1000 \\
+        --rounds 300 --test-samples 10000 --jobs 1 --set train.device=cuda
+
+On a Ray cluster (every node with edgefl installed and the Fashion-MNIST files), each run's 60 jobs a round
+spread over ``train.workers`` actors, two runs at a time:
+
+    .venv/bin/python examples/reproduce_anycostfl.py --out runs/anycostfl_paper --samples-per-device 1000 \\
+        --rounds 300 --test-samples 10000 --jobs 2 --set train.executor=ray --set train.address=HEAD:6379 \\
+        --set train.workers=30
+
+One H100 (benchmarks/gpu.py, 4 rounds timed) took 24.5 s a round of the AnycostFL run at this scale, its one CPU
+core busy with the 60 updates' codecs: about 2 hours for that run at that rate (extrapolated, not run).
 """
 
 from __future__ import annotations
@@ -84,7 +101,7 @@ def run_dir(out: Path, method: str, partition: str, seed: int) -> Path:
     return out / partition.lower().replace("-", "") / f"{slug}-seed{seed}"
 
 
-def one_run(job: tuple[str, str, int, int, int, int, str]) -> str:
+def one_run(job: tuple[str, str, int, int, int, int, str, tuple[str, ...]]) -> str:
     """Simulate one run and write its directory (tables only); return the directory."""
     import torch
 
@@ -93,8 +110,8 @@ def one_run(job: tuple[str, str, int, int, int, int, str]) -> str:
     from edgefl.runner import run_scenario
     from edgefl.scenario import load_scenario
 
-    method, partition, seed, rounds, per_device, test, out = job
-    sc = load_scenario(PRESET, overrides(method, partition, seed, rounds, per_device, test))
+    method, partition, seed, rounds, per_device, test, out, extra = job
+    sc = load_scenario(PRESET, [*overrides(method, partition, seed, rounds, per_device, test), *extra])
     return str(write_run(run_scenario(sc), run_dir(Path(out), method, partition, seed), report=False))
 
 
@@ -124,13 +141,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated labels (default: all nine)")
     ap.add_argument("--partitions", default=",".join(PARTITIONS))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run, e.g. train.device=cuda or train.executor=ray (repeatable)")
     a = ap.parse_args(argv)
     methods = [m for m in a.methods.split(",") if m]
     parts = [p for p in a.partitions.split(",") if p]
     for name, known in (*((m, METHODS) for m in methods), *((p, PARTITIONS) for p in parts)):
         if name not in known:
             raise SystemExit(f"unknown {name!r}: choose from {', '.join(known)}")
-    jobs = [(m, p, s, a.rounds, a.samples_per_device, a.test_samples, str(a.out))
+    jobs = [(m, p, s, a.rounds, a.samples_per_device, a.test_samples, str(a.out), tuple(a.set))
             for p in parts for m in methods for s in range(a.seeds)]  # fmt: skip
     todo = [j for j in jobs if not is_finished(run_dir(a.out, j[0], j[1], j[2]))]
     print(f"{PRESET}: {a.samples_per_device} images per device (FLOPs/cycle x {a.samples_per_device / 1000:g}), "
