@@ -57,6 +57,7 @@ class ModelEntry:
     takes_hidden: bool = False
     needs_image: bool = False
     head: tuple[str, str]
+    vectorise: bool = False
 
 
 def _mlp(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
@@ -122,11 +123,13 @@ _ENTRIES = (
         name="mlp", head=("net.2.weight", "net.2.bias"),
         input_shape=(64,), n_classes=10, factory=_mlp, hidden=(64,), takes_hidden=True,
         description="ReLU MLP, hidden sizes from the scenario (default 64); edgefl's generic model",
+        vectorise=True,
     ),
     ModelEntry(
         name="logreg", head=("linear.weight", "linear.bias"),
         input_shape=(1, 28, 28), n_classes=10, factory=_logreg,
         description="multinomial logistic regression on MNIST (Luo et al. INFOCOM'21 Sec. VI-A)",
+        vectorise=True,
     ),
     _conv_entry(
         "cnn_mcmahan", (1, 28, 28), _MCMAHAN, (512,),
