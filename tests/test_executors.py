@@ -106,3 +106,10 @@ def test_a_run_on_the_gpu_gives_the_same_tables_twice():
     sets = [*SMALL, *STC, "train.device=cuda"]
     (r0, d0), (r1, d1) = (tables(run_scenario(load_scenario("quickstart", sets))) for _ in range(2))
     assert r0.equals(r1) and d0.equals(d1)
+
+
+def test_vectorised_groups_give_the_same_tables_on_every_executor():
+    """``train.vectorise = "on"``: the groups are cut from the jobs before they reach the workers and never split,
+    so 2 processes give the inline tables bit for bit (a group's padding depends only on its jobs)."""
+    sets = [*SMALL, "train.vectorise=on", "method.clients_per_round=6"]
+    assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
