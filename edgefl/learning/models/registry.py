@@ -46,6 +46,15 @@ class ModelEntry:
     vectors); ``hidden`` is the default hidden sizes for the models that take them (``takes_hidden``), else ``()``.
     ``head`` names the output layer's ``(weight, bias)`` parameters in the default architecture (rows = classes);
     :func:`output_layer` resolves them for other hidden sizes (the MLP's layer index depends on its depth).
+
+    ``vectorise``: ``train.vectorise = "auto"`` trains FedAvg's fixed-step jobs of a round together
+    (``torch.func.vmap``) on this model, because that was measured faster than one by one
+    (``benchmarks/vectorised_training.py``: one round of 60 devices x 100 samples, one epoch of batch 32, one
+    thread, median of 3 paired runs on the project's shared 2-core CPU under load, one-by-one / vectorised wall
+    time; a second run in brackets): ``mlp`` (64 hidden units) 3.76x and ``logreg`` 2.73x, so True;
+    ``ccfedavg_mlp`` 0.53x (0.41x), ``cnn_mcmahan`` 0.36x, ``vgg9`` 0.44x, ``ccfedavg_cnn`` 0.49x (0.37x) and
+    ``lenet5`` 0.68x (0.43x) are slower vectorised on a CPU, so False. The batch-norm models (``heterofl_conv``,
+    ``preresnet18``, ``heterofl_mcmahan``) cannot be vectorised.
     """
 
     name: str
