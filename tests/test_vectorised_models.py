@@ -30,6 +30,7 @@ from torch import nn
 
 from edgefl.errors import ScenarioError
 from edgefl.executors import group_chunks
+from edgefl.learner import training_groups
 from edgefl.learning.config import LocalTrainConfig
 from edgefl.learning.models import MODEL_NAMES, MODELS, build_model, init_parameters
 from edgefl.learning.train import local_train, local_train_many, trains_together
@@ -205,3 +206,30 @@ def test_groups_are_whole_on_every_worker_count():
         for g in groups:
             assert any(set(g) <= set(p) for p in parts)  # never cut
     assert group_chunks([[0], [1], [2]], 2) == [[0, 1], [2]]  # singletons: the contiguous chunks of before
+
+
+def test_a_subclass_that_replaces_client_update_trains_one_by_one():
+    """A method's local_training/finish_update describe its client_update only where it defines them at or below
+    the class that defines client_update (a custom FedAvg with its own client_update is not vectorised)."""
+    from edgefl.algorithms import FedAvg
+    from edgefl.algorithms.base import vectorisable
+
+    class Custom(FedAvg):
+        name = "custom_test"
+
+        def client_update(self, job, *, trainer):
+            return super().client_update(job, trainer=trainer)
+
+    sim = _sim("quickstart", ["fleet.n_devices=6", "method.clients_per_round=4", "train.local_steps=2"], "on")
+    assert vectorisable(sim.method)
+    custom = Custom(settings=sim.method.settings, setup=sim.method.setup)
+    assert not vectorisable(custom)
+    jobs = [custom.train_job(j, state=sim.state.model, round_index=1) for j in _jobs(4)]
+    assert training_groups(custom, sim.workload, jobs) == [[0], [1], [2], [3]]
+    assert training_groups(sim.method, sim.workload, jobs) == [[0, 1, 2, 3]]
+
+
+def _jobs(n: int):
+    from edgefl.algorithms.base import JobTable
+
+    return JobTable.build(np.arange(n), cpu_hz=1e9)
