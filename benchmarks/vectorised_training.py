@@ -1,12 +1,18 @@
-"""Speed-up of FedAvg's vectorised local training (all of a round's devices at once, ``torch.func.vmap``) over
-training the devices one by one, in one process, on Luo et al.'s Setup 3 (``luo_setup3``: multinomial
-logistic regression on Synthetic(1,1), batch 64, global training loss every round).
+"""Speed-up of vectorised local training (a round's devices at once, ``torch.func.vmap``,
+:func:`~edgefl.learning.train.local_train_many`) over training the devices one by one
+(:func:`~edgefl.learning.train.local_train` per device, as :meth:`edgefl.learning.workload.Workload.train` does),
+per model of the registry, in one process at one thread.
 
-Each repetition runs the same rounds both ways back to back (alternating which goes first) at one thread;
-the headline per (K, E) is the median over repetitions of the paired wall-time ratio one-by-one/vectorised
-(> 1: vectorised is faster). Both ways give the same model up to float rounding (tests/test_train_many.py).
+One round's local training: 60 devices x 100 samples each, one epoch of batch 32 at lr 0.05 (anycostfl_fmnist's
+setup: its McMahan CNN on 1x28x28 images; every other model on its registry input shape), samples drawn at random
+(the data's values do not change the work). Each repetition times both ways back to back, alternating which goes
+first; the headline per model is the median over repetitions of the paired ratio one-by-one / vectorised wall time
+(> 1: vectorised is faster). Models with batch norm or buffers cannot be vectorised
+(:func:`~edgefl.learning.train.trains_together`) and are listed as excepted. Both ways end at the same parameters up
+to float rounding (tests/test_train_many.py).
 
-    .venv/bin/python benchmarks/vectorised_training.py [--reps 3] [--rounds 20]
+    OMP_NUM_THREADS=1 python benchmarks/vectorised_training.py [--reps 3] [--devices 60] [--samples 100]
+        [--models cnn_mcmahan,mlp]
 """
 
 from __future__ import annotations
@@ -17,40 +23,67 @@ import time
 
 import torch
 
-from edgefl.runner import Simulation
-from edgefl.scenario import load_scenario
+from edgefl.learning.config import LocalTrainConfig
+from edgefl.learning.models import MODEL_NAMES, MODELS, build_model, init_parameters
+from edgefl.learning.train import local_train, local_train_many, trains_together
 
-DESIGNS = [(10, 20), (100, 20), (30, 80)]  # (K clients per round, E local steps)
+
+def _setup(name: str, devices: int, samples: int):
+    entry = MODELS[name]
+    model = init_parameters(build_model(name), torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(1)
+    n = devices * samples
+    x = torch.randn(n, *entry.input_shape, generator=gen)
+    y = torch.randint(0, entry.n_classes, (n,), generator=gen)
+    owned = [torch.arange(d * samples, (d + 1) * samples) for d in range(devices)]
+    start = {k: v.detach().clone() for k, v in model.named_parameters()}
+    return model, start, x, y, owned
 
 
-def _wall(k: int, e: int, rounds: int, *, vectorised: bool) -> float:
-    sc = load_scenario("luo_setup3", [f"method.clients_per_round={k}", f"train.local_steps={e}", f"rounds={rounds}"])
-    sim = Simulation(sc)
-    if not vectorised:
-        sim.method.client_updates = lambda jobs, state, r: None  # the simulator's per-device path
+def _one_by_one(model, start, x, y, owned, cfg) -> float:
     t0 = time.perf_counter()
-    for r in range(1, rounds + 1):
-        sim.step(r)
+    for d, rows in enumerate(owned):
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                p.copy_(start[k])
+        local_train(model, x[rows], y[rows], cfg, torch.Generator().manual_seed(d))
+    return time.perf_counter() - t0
+
+
+def _vectorised(model, start, x, y, owned, cfg) -> float:
+    t0 = time.perf_counter()
+    gens = [torch.Generator().manual_seed(d) for d in range(len(owned))]
+    local_train_many(model, start, x, y, owned, cfg, gens)
     return time.perf_counter() - t0
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--devices", type=int, default=60)
+    ap.add_argument("--samples", type=int, default=100, help="training samples per device")
+    ap.add_argument("--models", default=",".join(MODEL_NAMES), help="comma-separated registry names")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    _wall(2, 2, 2, vectorised=True)  # warm-up: imports, FLOP count
-    print(f"luo_setup3, {args.rounds} rounds per run, {args.reps} paired repetitions, 1 thread")
-    print(f"{'K':>4} {'E':>4} {'one-by-one s':>13} {'vectorised s':>13} {'ratio (median)':>15}")
-    for k, e in DESIGNS:
+    cfg = LocalTrainConfig(epochs=1, batch_size=32, lr=0.05)
+    print(f"{args.devices} devices x {args.samples} samples, 1 epoch of batch 32, {args.reps} paired repetitions, "
+          f"{torch.get_num_threads()} thread")  # fmt: skip
+    print(f"{'model':>16} {'one-by-one s':>13} {'vectorised s':>13} {'ratio (median)':>15}  ratios")
+    for name in args.models.split(","):
+        model, start, x, y, owned = _setup(name, args.devices, args.samples)
+        if not trains_together(model, cfg):
+            print(f"{name:>16} {'excepted: batch norm / buffers':>43}", flush=True)
+            continue
+        _vectorised(model, start, x, y, owned[:2], cfg)  # warm-up: vmap's first trace
         slow, fast, ratios = [], [], []
         for rep in range(args.reps):
-            order = (False, True) if rep % 2 == 0 else (True, False)
-            walls = {v: _wall(k, e, args.rounds, vectorised=v) for v in order}
-            slow.append(walls[False]); fast.append(walls[True]); ratios.append(walls[False] / walls[True])  # fmt: skip
-        print(f"{k:4d} {e:4d} {statistics.median(slow):13.2f} {statistics.median(fast):13.2f} "
-              f"{statistics.median(ratios):15.2f}")  # fmt: skip
+            order = (_one_by_one, _vectorised) if rep % 2 == 0 else (_vectorised, _one_by_one)
+            walls = {f: f(model, start, x, y, owned, cfg) for f in order}
+            slow.append(walls[_one_by_one])
+            fast.append(walls[_vectorised])
+            ratios.append(walls[_one_by_one] / walls[_vectorised])
+        print(f"{name:>16} {statistics.median(slow):13.2f} {statistics.median(fast):13.2f} "
+              f"{statistics.median(ratios):15.2f}  {' '.join(f'{r:.2f}' for r in ratios)}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -13,12 +13,15 @@ compression and its budget search) runs where the executor puts it:
 
 A worker (a process or an actor) builds its own copy of the run's device side once, when it starts: the trainer
 with its data and the method as built (its settings and per-device constants), from the scenario, with
-``train.threads`` torch threads; jobs then reach it as values. The pool deals a round's jobs into
-:data:`PARTS_PER_WORKER` parts per worker, handed out as workers free up (a model that a part's jobs download
-travels once per part); each Ray actor takes one contiguous chunk. A worker runs its jobs one after another,
-so every executor and worker count gives the same updates, bit for bit, at a fixed thread count: a job draws
-only from its own streams (:meth:`~edgefl.algorithms.base.TrainJob.rng`, the trainer's batches keyed by round
-and device).
+``train.threads`` torch threads; jobs then reach it as values. The jobs that train together
+(:func:`edgefl.learner.training_groups`, ``train.vectorise``) are grouped from the jobs alone, and a group is
+never split: a worker runs each of its groups together and its other jobs one after another
+(:func:`edgefl.learner.run_groups`). The pool deals a round's groups round-robin into :data:`PARTS_PER_WORKER`
+parts per worker, handed out as workers free up (a model that a part's jobs download travels once per part);
+each Ray actor takes one contiguous chunk of whole groups. So every executor and worker count gives the same
+updates, bit for bit, at a fixed thread count: a job draws only from its own streams
+(:meth:`~edgefl.algorithms.base.TrainJob.rng`, the trainer's batches keyed by round and device), and a group's
+padding depends only on its jobs.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
     from edgefl.algorithms.base import ClientUpdate, Method, TrainJob
     from edgefl.learning.protocol import Training
 
-__all__ = ["DeviceSide", "ProcessExecutor", "RayExecutor", "chunks", "dealt", "usable_cores"]
+__all__ = [
+    "DeviceSide", "Grouping", "ProcessExecutor", "RayExecutor", "chunks", "dealt", "group_chunks", "usable_cores",
+]  # fmt: skip
 
 PARTS_PER_WORKER = 4
 """A pool's round is cut into this many parts per worker, handed out as workers free up: a worker whose part
@@ -65,17 +70,71 @@ def chunks(n_jobs: int, n_workers: int) -> list[range]:
     return [c for c in out if len(c)]
 
 
-def dealt(n_jobs: int, n_parts: int) -> list[list[int]]:
-    """Jobs ``0..n_jobs-1`` dealt round-robin into at most ``n_parts`` parts (job i to part i mod k), none empty:
-    each part holds jobs from the whole round, so the parts cost about the same when the round's jobs are ordered
-    by anything that tracks their cost (device index, width)."""
-    k = max(1, min(n_parts, n_jobs))
-    return [list(range(i, n_jobs, k)) for i in range(k)] if n_jobs else []
+def dealt(groups: Sequence[Sequence[int]], n_parts: int) -> list[list[int]]:
+    """``groups`` (job indices) dealt round-robin into at most ``n_parts`` parts (group i to part i mod k), none
+    empty, each part the concatenation of its groups: each part holds jobs from the whole round, so the parts cost
+    about the same when the round's jobs are ordered by anything that tracks their cost (device index, width)."""
+    k = max(1, min(n_parts, len(groups)))
+    return [[j for g in groups[i::k] for j in g] for i in range(k)] if groups else []
+
+Grouping = Callable[["Sequence[TrainJob]"], "list[list[int]]"]
+"""A round's jobs -> the groups that train together (indices into the jobs), :func:`edgefl.learner.training_groups`
+bound to the run's method and trainer; None in an executor: every job alone."""
 
 
-def run_jobs(method: Method, trainer: Training, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
-    """Every job's client update, one after another, on ``trainer``: what each worker does with its chunk."""
-    return [method.client_update(job, trainer=trainer) for job in jobs]
+def group_chunks(groups: Sequence[Sequence[int]], n_workers: int) -> list[list[int]]:
+    """``groups`` (job indices) cut into at most ``n_workers`` chunks of whole groups, in order, each chunk the
+    concatenation of its groups; with singleton groups, :func:`chunks` of the jobs. A chunk closes once it holds
+    its share of the jobs, ``ceil`` of the jobs left over the workers left."""
+    n_jobs = sum(len(g) for g in groups)
+    if all(len(g) == 1 for g in groups):
+        order = [g[0] for g in groups]
+        return [[order[i] for i in c] for c in chunks(n_jobs, n_workers)]
+    out: list[list[int]] = []
+    left, workers_left, current = n_jobs, max(1, n_workers), []
+    for g in groups:
+        current.extend(g)
+        if len(current) >= -(-left // workers_left) and workers_left > 1:
+            out.append(current)
+            left -= len(current)
+            workers_left -= 1
+            current = []
+    if current:
+        out.append(current)
+    return out
+
+
+def _local_groups(chunk: Sequence[int], groups: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The groups inside ``chunk`` as positions in it."""
+    where = {j: i for i, j in enumerate(chunk)}
+    return [[where[j] for j in g] for g in groups if g and g[0] in where]
+
+
+def run_jobs(
+    method: Method, trainer: Training, jobs: Sequence[TrainJob], groups: Sequence[Sequence[int]] | None = None
+) -> list[ClientUpdate]:
+    """Every job's client update on ``trainer``, in job order: each of ``groups`` (positions in ``jobs``; None:
+    every job alone) trained together, the rest one after another; what each worker does with its chunk."""
+    from edgefl.learner import run_groups
+
+    return run_groups(method, trainer, jobs, [[i] for i in range(len(jobs))] if groups is None else groups)
+
+
+def _parts(
+    jobs: Sequence[TrainJob], grouping: Grouping | None, cut: Callable[[list[list[int]]], list[list[int]]]
+) -> list[tuple[list[int], list]]:
+    """The round's parts as ``cut`` makes them from its groups: (job indices, (its jobs, its groups as positions
+    in the part))."""
+    groups = [[i] for i in range(len(jobs))] if grouping is None else grouping(jobs)
+    return [(c, ([jobs[i] for i in c], _local_groups(c, groups))) for c in cut(groups)]
+
+
+def _in_order(n: int, parts: Sequence[tuple[list[int], Any]], results: Sequence[Sequence[ClientUpdate]]) -> list:
+    out: list[Any] = [None] * n
+    for (c, _), res in zip(parts, results):
+        for i, u in zip(c, res):
+            out[i] = u
+    return out
 
 
 # ------------------------------------------------------------------------------------------- processes
@@ -94,9 +153,10 @@ def _start_worker(build: DeviceSide, threads: int) -> None:
     _WORKER = build()
 
 
-def _run_chunk(jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
+def _run_chunk(part: tuple[Sequence[TrainJob], Sequence[Sequence[int]]]) -> list[ClientUpdate]:
     method, trainer = _WORKER
-    return run_jobs(method, trainer, jobs)
+    jobs, groups = part
+    return run_jobs(method, trainer, jobs, groups)
 
 
 class ProcessExecutor:
@@ -104,8 +164,9 @@ class ProcessExecutor:
     with its own device side from ``build`` and ``threads`` torch threads. The pool starts with the first round
     that has jobs and stops with :meth:`close` (or when this process exits)."""
 
-    def __init__(self, *, build: DeviceSide, workers: int, threads: int = 1) -> None:
-        self.build, self.workers, self.threads = build, int(workers), int(threads)
+    def __init__(self, *, build: DeviceSide, workers: int, threads: int = 1, grouping: Grouping | None = None) -> None:
+        """``grouping``: which jobs train together (None: every job alone)."""
+        self.build, self.workers, self.threads, self.grouping = build, int(workers), int(threads), grouping
         self._pool: ProcessPoolExecutor | None = None
 
     def start(self) -> None:
@@ -126,12 +187,8 @@ class ProcessExecutor:
         if not jobs:
             return []
         pool = self._started()
-        parts = dealt(len(jobs), PARTS_PER_WORKER * self.workers)
-        out: list[Any] = [None] * len(jobs)
-        for part, updates in zip(parts, pool.map(_run_chunk, [[jobs[i] for i in p] for p in parts])):
-            for i, u in zip(part, updates):
-                out[i] = u
-        return out
+        parts = _parts(jobs, self.grouping, lambda groups: dealt(groups, PARTS_PER_WORKER * self.workers))
+        return _in_order(len(jobs), parts, list(pool.map(_run_chunk, [p for _, p in parts])))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -156,8 +213,8 @@ class _Actor:
     def __init__(self, build: DeviceSide, threads: int) -> None:
         _start_worker(build, threads)
 
-    def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
-        return _run_chunk(jobs)
+    def run(self, part: tuple[Sequence[TrainJob], Sequence[Sequence[int]]]) -> list[ClientUpdate]:
+        return _run_chunk(part)
 
 
 class RayExecutor:
@@ -166,17 +223,22 @@ class RayExecutor:
     must have edgefl installed); None: join the cluster this process is connected to, else start a local one
     bound to 127.0.0.1 with ``workers`` CPUs, shut down by :meth:`close`."""
 
-    def __init__(self, *, build: DeviceSide, workers: int, threads: int = 1, address: str | None = None) -> None:
+    def __init__(
+        self, *, build: DeviceSide, workers: int, threads: int = 1, address: str | None = None,
+        grouping: Grouping | None = None,
+    ) -> None:  # fmt: skip
+        """``grouping``: which jobs train together (None: every job alone)."""
         from edgefl.ray_cluster import import_ray
 
         self.build, self.workers, self.threads, self.address = build, int(workers), int(threads), address
+        self.grouping = grouping
         self._ray = import_ray()
         self._actors: list[Any] = []
         self._started_cluster = False
 
     def start(self) -> None:
         """Start every actor now (each builds its device side), not with the first round's jobs."""
-        self._ray.get([a.run.remote([]) for a in self._started()])
+        self._ray.get([a.run.remote(([], [])) for a in self._started()])
 
     def _started(self) -> list[Any]:
         if not self._actors:
@@ -192,9 +254,9 @@ class RayExecutor:
         if not jobs:
             return []
         actors = self._started()
-        parts = chunks(len(jobs), len(actors))
-        refs = [a.run.remote([jobs[i] for i in c]) for a, c in zip(actors, parts)]
-        return [u for part in self._ray.get(refs) for u in part]
+        parts = _parts(jobs, self.grouping, lambda groups: group_chunks(groups, len(actors)))
+        refs = [a.run.remote(p) for a, (_, p) in zip(actors, parts)]
+        return _in_order(len(jobs), parts, self._ray.get(refs))
 
     def close(self) -> None:
         ray = self._ray

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from edgefl.algorithms.base import ClientUpdate, JobTable, Method, TrainJob
     from edgefl.learning.protocol import Learning, Training
 
-__all__ = ["BoundLearner", "Executor", "InlineExecutor", "Learner", "TrainingLearner", "make_learner"]
+__all__ = [
+    "BoundLearner", "Executor", "InlineExecutor", "Learner", "TrainingLearner", "make_learner", "run_groups",
+    "training_groups",
+]  # fmt: skip
 
 
 class Executor(Protocol):
@@ -45,19 +48,53 @@ class Executor(Protocol):
         ...
 
 
+def training_groups(method: Method, trainer: Training, jobs: Sequence[TrainJob]) -> list[list[int]]:
+    """A round's jobs (indices into ``jobs``) cut into the groups that train together: the jobs whose
+    :meth:`~edgefl.algorithms.base.Method.local_training` has the same shape (round, width, step count, masked or
+    not) when ``trainer.vectorises`` it (``train.vectorise``), in order of their first job; every other job alone.
+
+    It depends only on the jobs, the method and the scenario, never on the executor or its worker count, and every
+    executor runs each group whole (:func:`run_groups`), so that the tables are the same whichever runs them:
+    a job's vectorised result may differ from its one-by-one result in the last float bits, and its padding
+    depends on the other jobs of its group.
+    """
+    from edgefl.algorithms.base import vectorisable
+
+    if len(jobs) < 2 or not vectorisable(method):
+        return [[i] for i in range(len(jobs))]
+    groups: dict[Any, list[int]] = {}
+    for i, job in enumerate(jobs):
+        req = method.local_training(job, trainer=trainer)
+        ok = req is not None and trainer.vectorises(req.width, req.steps, auto=req.auto)
+        groups.setdefault(req.key(job) if ok else ("alone", i), []).append(i)
+    return list(groups.values())
+
+
+def run_groups(method: Method, trainer: Training, jobs: Sequence[TrainJob], groups: Sequence[Sequence[int]]) -> list[ClientUpdate]:
+    """Every job's client update on ``trainer``, in job order: each group of two or more jobs (indices into
+    ``jobs``, :func:`training_groups`) trained together (:meth:`~edgefl.algorithms.base.Method.client_updates`),
+    the others (and a group the method declines) one by one."""
+    out: list[Any] = [None] * len(jobs)
+    for group in groups:
+        part = [jobs[i] for i in group]
+        updates = method.client_updates(part, trainer=trainer) if len(part) > 1 else None
+        if updates is None:
+            updates = [method.client_update(job, trainer=trainer) for job in part]
+        for i, u in zip(group, updates):
+            out[i] = u
+    return out
+
+
 class InlineExecutor:
-    """The jobs' client updates in this process, on the run's ``trainer``: all together when the method
-    vectorises them (:meth:`~edgefl.algorithms.base.Method.client_updates`), else one by one in job order."""
+    """The jobs' client updates in this process, on the run's ``trainer``: the jobs of each of
+    :func:`training_groups` together, the others one by one (:func:`run_groups`)."""
 
     def __init__(self, *, method: Method, trainer: Training) -> None:
         self.method, self.trainer = method, trainer
 
     def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
         method, trainer = self.method, self.trainer
-        updates = method.client_updates(jobs, trainer=trainer)
-        if updates is None:
-            updates = [method.client_update(job, trainer=trainer) for job in jobs]
-        return updates
+        return run_groups(method, trainer, jobs, training_groups(method, trainer, jobs))
 
     def start(self) -> None:
         return None

@@ -28,7 +28,7 @@ from edgefl.driver import Driver, RoundRules, Run
 from edgefl.fleet_mix import FleetBuild, build_fleet, placed_positions
 from edgefl.fleet_table import data_sizes_of
 from edgefl.executors import ProcessExecutor, RayExecutor, usable_cores
-from edgefl.learner import Executor, InlineExecutor, make_learner
+from edgefl.learner import Executor, InlineExecutor, make_learner, training_groups
 from edgefl.mechanics import select_devices
 from edgefl.radio import Radio
 from edgefl.record import Records
@@ -127,9 +127,10 @@ def make_executor(scenario: Scenario, method: Method, workload: Learning) -> Exe
         return InlineExecutor(method=method, trainer=workload)
     build = functools.partial(device_side, scenario)
     workers = trainer_info(scenario)["workers"]
+    grouping = functools.partial(training_groups, method, workload)  # the same groups as the inline executor's
     if train.executor == "processes":
-        return ProcessExecutor(build=build, workers=workers, threads=train.threads)
-    return RayExecutor(build=build, workers=workers, threads=train.threads, address=train.address)
+        return ProcessExecutor(build=build, workers=workers, threads=train.threads, grouping=grouping)
+    return RayExecutor(build=build, workers=workers, threads=train.threads, address=train.address, grouping=grouping)
 
 
 def build_run(scenario: Scenario) -> Run:

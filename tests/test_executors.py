@@ -39,11 +39,13 @@ def test_chunks_are_contiguous_near_equal_and_cover_every_job(n_jobs, n_workers,
     assert [i for c in parts for i in c] == list(range(n_jobs))
 
 
-@pytest.mark.parametrize(("n_jobs", "n_parts", "expected"), [
-    (7, 3, [[0, 3, 6], [1, 4], [2, 5]]), (2, 8, [[0], [1]]), (1, 1, [[0]]), (0, 4, []),
+@pytest.mark.parametrize(("groups", "n_parts", "expected"), [
+    ([[0], [1], [2], [3], [4], [5], [6]], 3, [[0, 3, 6], [1, 4], [2, 5]]),
+    ([[0, 1], [2], [3, 4, 5], [6]], 2, [[0, 1, 3, 4, 5], [2, 6]]),
+    ([[0], [1]], 8, [[0], [1]]), ([[0]], 1, [[0]]), ([], 4, []),
 ])  # fmt: skip
-def test_dealt_parts_take_every_kth_job_and_cover_each_once(n_jobs, n_parts, expected):
-    assert dealt(n_jobs, n_parts) == expected
+def test_dealt_parts_take_every_kth_group_whole_and_cover_each_job_once(groups, n_parts, expected):
+    assert dealt(groups, n_parts) == expected
 
 
 def test_two_processes_give_the_inline_tables_with_memory_carried_by_the_jobs():
@@ -113,3 +115,10 @@ def test_a_run_on_the_gpu_gives_the_same_tables_twice():
     sets = [*SMALL, *STC, "train.device=cuda"]
     (r0, d0), (r1, d1) = (tables(run_scenario(load_scenario("quickstart", sets))) for _ in range(2))
     assert r0.equals(r1) and d0.equals(d1)
+
+
+def test_vectorised_groups_give_the_same_tables_on_every_executor():
+    """``train.vectorise = "on"``: the groups are cut from the jobs before they reach the workers and never split,
+    so 2 processes give the inline tables bit for bit (a group's padding depends only on its jobs)."""
+    sets = [*SMALL, "train.vectorise=on", "method.clients_per_round=6"]
+    assert_same_run(sets, ["train.executor=processes", "train.workers=2"])

@@ -57,13 +57,14 @@ def test_mlp_with_momentum_and_weight_decay_matches_one_by_one():
 def test_settings_that_cannot_be_vectorised_train_one_by_one():
     logreg = build_model("logreg", input_shape=(60,), n_classes=10, hidden=None, width=1.0)
     assert trains_together(logreg, LocalTrainConfig(steps=3))
-    assert not trains_together(logreg, LocalTrainConfig(epochs=1))  # a step count per device
+    assert trains_together(logreg, LocalTrainConfig(epochs=1))  # a step count per device: masked steps
     assert not trains_together(logreg, LocalTrainConfig(steps=3, grad_clip=1.0))  # a norm per device
     bn = build_model("heterofl_conv", input_shape=(1, 28, 28), n_classes=10, hidden=None, width=1.0)
     assert not trains_together(bn, LocalTrainConfig(steps=3))  # batch-norm buffers
     sc = load_scenario("quickstart", ["fleet.n_devices=6", "train.local_epochs=1", "train.local_steps=0"])
     wl = make_workload(sc, Streams(sc.seed))
-    assert wl.train_many(np.array([0, 1]), wl.initial_state(), round_index=1) is None
+    assert not wl.vectorises(auto=True)  # epochs: vectorised only under train.vectorise = "on"
+    assert wl.train_many(np.array([0]), wl.initial_state(), round_index=1) is None  # one device: alone
 
 
 def test_a_fedavg_run_is_the_same_vectorised_or_one_by_one():

@@ -23,14 +23,14 @@ import numpy as np
 from pydantic import Field
 
 from edgefl.algorithms.base import (
-    ClientUpdate, DeviceJob, JobTable, Method, Needs, RoundContext, RoundPlan, TrainJob,
+    ClientUpdate, DeviceJob, JobTable, LocalTraining, Method, Needs, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import BITS_PER_PARAMETER, steps_per_round
 from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Training
-    from edgefl.learning.workload import State
+    from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["AnycostFL", "AnycostFLSettings", "SparseUpdate", "all_in_one", "plain_average"]
 
@@ -239,9 +239,17 @@ class AnycostFL(Method):
         return slice_state(self._sorted(state), self.workload.submodel_shapes(job.width))
 
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        return self.trained_update(job, trainer=trainer)
+
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
+        """The downloaded submodel trained at the job's width (jobs of one width may train together)."""
+        return LocalTraining(start=job.start, width=job.job.width)
+
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        """Fine-grained compression of the trained update to the planned bits (Sec. IV-B), or, ablation
+        ``no_fgc``, the uncompressed update."""
         from edgefl.compression import BudgetError, compress, encode_fixed
 
-        res = trainer.train(job.device, job.start, round_index=job.round_index, width=job.job.width)
         plan = job.job
         if self.settings.ablation == "no_fgc":  # w/o FGC: the uncompressed float32 update, every element sent
             import torch

@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 
     from edgefl.costs import CostModel
     from edgefl.learning.protocol import Learning, State, Training
+    from edgefl.learning.workload import TrainResult
     from edgefl.seeding import LazyGenerator, Streams
     from edgefl.system import Fleet
 
 __all__ = [
     "Needs", "MethodSetup", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "TrainJob", "ClientUpdate",
-    "DenseUpdate", "NoSettings", "Method",
+    "DenseUpdate", "LocalTraining", "NoSettings", "Method", "vectorisable",
 ]  # fmt: skip
 
 
@@ -265,6 +266,44 @@ class ClientUpdate:
     memory: Any = None
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LocalTraining:
+    """One job's local training as a value (:meth:`Method.local_training`): the arguments of its
+    :meth:`~edgefl.learning.workload.Workload.train` call.
+
+    ``start``: the state it trains from (the job's download); ``width``: the (sub)model's width multiplier (None:
+    the model config's); ``steps``: that many SGD steps instead of the scenario's epochs/steps (None: the
+    scenario's); ``class_mask``: bool, shape (n_classes,), masked cross-entropy (None: plain); ``auto``: whether
+    ``train.vectorise = "auto"`` may train it with others (FedAvg's own device side, vectorised by default since it
+    could be; every other training is vectorised only under ``"on"``, see :func:`edgefl.learner.training_groups`).
+    """
+
+    start: Any
+    width: float | None = None
+    steps: int | None = None
+    class_mask: Any = None
+    auto: bool = False
+
+    def key(self, job: TrainJob) -> tuple:
+        """What trainings must share to run together: round, width, step count, masked or not, ``auto``."""
+        return (job.round_index, self.width, self.steps, self.class_mask is None, self.auto)
+
+
+def vectorisable(method: Method) -> bool:
+    """Whether ``method``'s :meth:`~Method.local_training` and :meth:`~Method.finish_update` describe its
+    :meth:`~Method.client_update`: the more derived of the classes that define those two is the class that defines
+    ``client_update`` or a subclass of it (a subclass that replaces ``client_update`` but inherits the other two
+    trains its jobs one by one)."""
+
+    def owner(name: str) -> type:
+        return next(c for c in type(method).__mro__ if name in c.__dict__)
+
+    train, finish = owner("local_training"), owner("finish_update")
+    if train is Method or finish is Method:
+        return False
+    return issubclass(train if issubclass(train, finish) else finish, owner("client_update"))
+
+
 class NoSettings(Strict):
     """A method without settings of its own: its ``[method.<name>]`` table must be empty."""
 
@@ -337,12 +376,54 @@ class Method(ABC):
         training) and build its payload. It reads nothing but ``job``, ``trainer`` and what the method fixed when
         it was built (settings, per-device constants), so any executor can run it."""
 
-    def client_updates(self, jobs: Sequence[TrainJob], *, trainer: Training) -> list[ClientUpdate] | None:
-        """Every job's :meth:`client_update` of a round computed together (vectorised), in job order, or None
-        (the default): the run's executor (:class:`edgefl.learner.InlineExecutor`) then calls
-        :meth:`client_update` job by job. Only for a method whose devices' local work depends on nothing but the
-        global state, the job and the round."""
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining | None:
+        """``job``'s local training as a value when its device side is one :meth:`Training.train` call followed by
+        per-job work on the result (:meth:`finish_update`), so that an executor may train a group of such jobs
+        together (:meth:`client_updates`); None (the default) when it is not (the job then runs
+        :meth:`client_update` alone). A method that returns a value implements :meth:`finish_update`, and its
+        :meth:`client_update` is :meth:`trained_update`."""
         return None
+
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        """The device side after ``job``'s local training ``res`` (:meth:`local_training`): compression, its
+        bit-budget search, the device's memory; per job, whether the training ran alone or in a group."""
+        raise NotImplementedError(f"method {self.name!r}: local_training without finish_update")
+
+    def trained_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        """:meth:`client_update` of a job with a :meth:`local_training`: that training alone on ``trainer``, then
+        :meth:`finish_update`."""
+        req = self.local_training(job, trainer=trainer)
+        res = trainer.train(
+            job.device, req.start, round_index=job.round_index, width=req.width, class_mask=req.class_mask,
+            steps=req.steps,
+        )  # fmt: skip
+        return self.finish_update(job, res, trainer=trainer)
+
+    def client_updates(self, jobs: Sequence[TrainJob], *, trainer: Training) -> list[ClientUpdate] | None:
+        """Every job's :meth:`client_update` with their local trainings done together (vectorised over jobs,
+        :meth:`~edgefl.learning.workload.Workload.train_many`), then each job's :meth:`finish_update`, in job order;
+        or None when they cannot be: a job without :meth:`local_training`, trainings of different shapes (width,
+        step count, round, masked or not), fewer than two jobs, or a model or settings the trainer cannot
+        vectorise. Which jobs are offered together is decided by :func:`edgefl.learner.training_groups`."""
+        reqs = [self.local_training(job, trainer=trainer) for job in jobs]
+        if len(jobs) < 2 or not vectorisable(self) or any(r is None for r in reqs):
+            return None
+        first = reqs[0]
+        if any(r.key(job) != first.key(jobs[0]) for r, job in zip(reqs, jobs)):
+            return None
+        starts = first.start if all(r.start is first.start for r in reqs) else [r.start for r in reqs]
+        masks = None
+        if first.class_mask is not None:
+            import torch
+
+            masks = torch.stack([r.class_mask for r in reqs])
+        devices = np.array([job.device for job in jobs], dtype=np.int64)
+        results = trainer.train_many(
+            devices, starts, round_index=jobs[0].round_index, width=first.width, steps=first.steps, class_masks=masks,
+        )  # fmt: skip
+        if results is None:
+            return None
+        return [self.finish_update(job, res, trainer=trainer) for job, res in zip(jobs, results)]
 
     @abstractmethod
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:

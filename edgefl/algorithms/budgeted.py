@@ -39,12 +39,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, JobTable, Method, Needs, RoundContext, RoundPlan, TrainJob
+from edgefl.algorithms.base import (
+    ClientUpdate, JobTable, LocalTraining, Method, Needs, RoundContext, RoundPlan, TrainJob,
+)  # fmt: skip
 from edgefl.learning.config import steps_per_round
 from edgefl.method_settings import Strict
 
 if TYPE_CHECKING:
     from edgefl.compression.codec import Compressed
+    from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate"]
@@ -100,6 +103,14 @@ class BudgetedMethod(Method):
         """``payload_kept`` per job (:meth:`payload_kept`; NaN under surrogate learning)."""
         kept = [math.nan if u is None else float(self.payload_kept(u.payload)) for u in updates]
         return {"payload_kept": np.asarray(kept, dtype=float)}
+
+    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+        return self.trained_update(job, trainer=trainer)
+
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
+        """The full model trained with the scenario's epochs/steps; the subclass's :meth:`finish_update` then
+        compresses the update to the job's bit budget, per job."""
+        return LocalTraining(start=job.start)
 
     def packed_update(self, job: TrainJob, res: TrainResult, packed: Compressed, *, memory: Any = None) -> ClientUpdate:
         """A compressed full-model update: the decoded update the server applies (``packed.update``) and the

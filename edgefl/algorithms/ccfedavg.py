@@ -29,13 +29,15 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms.base import ClientUpdate, DenseUpdate, JobTable, RoundContext, RoundPlan, TrainJob
+from edgefl.algorithms.base import (
+    ClientUpdate, DenseUpdate, JobTable, LocalTraining, RoundContext, RoundPlan, TrainJob,
+)  # fmt: skip
 from edgefl.algorithms.ccfedavg_schedule import ProbabilityMethod, SkipPlanner, TrainingProbabilitySettings
 
 if TYPE_CHECKING:
     from edgefl.algorithms.base import MethodSetup
     from edgefl.learning.protocol import Training
-    from edgefl.learning.workload import State
+    from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["CCFedAvg", "CCFedAvgSettings", "SkipSignal", "SKIP_SIGNAL_BITS"]
 
@@ -171,14 +173,23 @@ class CCFedAvg(ProbabilityMethod):
             if u.memory is not None:
                 self.client_store[u.device] = u.memory
 
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining | None:
+        """A device that trains this round (``local_steps > 0``): FedAvg's training of its download; None for one
+        that estimates its update instead. Trained together only under ``train.vectorise = "on"``."""
+        return LocalTraining(start=job.start, width=job.job.width) if job.job.local_steps > 0 else None
+
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        """FedAvg's dense update, with the device's history when it keeps its own (client backup)."""
+        upd = super().finish_update(job, res, trainer=trainer)
+        if not self.server_backup[job.device]:  # the device keeps its own history
+            upd = dataclasses.replace(upd, memory=self._history(job.start, upd.payload.update))
+        return upd
+
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         d = job.device
         weight = float(trainer.n_samples[d])
         if job.job.local_steps > 0:  # local training (Algorithm 1 lines 8-12)
-            upd = super().client_update(job, trainer=trainer)
-            if not self.server_backup[d]:  # the device keeps its own history
-                upd = dataclasses.replace(upd, memory=self._history(job.start, upd.payload.update))
-            return upd
+            return self.trained_update(job, trainer=trainer)
         if self.server_backup[d]:  # Algorithm 2 line 16: a skip signal; the server estimates in aggregate()
             payload: SkipSignal | DenseUpdate = SkipSignal()
             bits = SKIP_SIGNAL_BITS

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from edgefl.algorithms.base import (
-    ClientUpdate, DenseUpdate, JobTable, Method, Needs, RoundContext, RoundPlan, TrainJob,
+    ClientUpdate, DenseUpdate, JobTable, LocalTraining, Method, Needs, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import steps_per_round
 from edgefl.method_settings import Strict
@@ -85,20 +85,13 @@ class FedAvg(Method):
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         return self.train_update(job, trainer=trainer)
 
-    def client_updates(self, jobs: Sequence[TrainJob], *, trainer: Training) -> list[ClientUpdate] | None:
-        """All jobs trained at once when the trainer can vectorise them (full width, fixed SGD steps, one start
-        state; see :meth:`~edgefl.learning.workload.Workload.train_many`). Subclasses that change the local work
-        (their own :meth:`client_update`) train one by one."""
-        if type(self).client_update is not FedAvg.client_update or not jobs:
-            return None
-        start = jobs[0].start
-        if any(j.job.width != self.setup.width or j.start is not start for j in jobs):
-            return None
-        devices = np.array([j.device for j in jobs], dtype=np.int64)
-        results = trainer.train_many(devices, start, round_index=jobs[0].round_index)
-        if results is None:
-            return None
-        return [dense_update(int(d), res) for d, res in zip(devices, results)]
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
+        """The job's download trained at its width with the scenario's epochs/steps; ``auto`` (vectorised by
+        ``train.vectorise = "auto"`` where the model allows) only for FedAvg's own device side."""
+        return LocalTraining(start=job.start, width=job.job.width, auto=type(self).client_update is FedAvg.client_update)
+
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        return dense_update(job.device, res)
 
     def train_update(self, job: TrainJob, *, trainer: Training, steps: int | None = None) -> ClientUpdate:
         """Train the job for real (``steps`` SGD steps if given, else the scenario's epochs/steps)."""

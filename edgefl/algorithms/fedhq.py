@@ -33,6 +33,7 @@ from edgefl.algorithms.budgeted import BudgetedMethod
 from edgefl.learning.config import BITS_PER_PARAMETER
 
 if TYPE_CHECKING:
+    from edgefl.learning.workload import TrainResult
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
@@ -112,11 +113,10 @@ class FedHQ(BudgetedMethod):
             shapes = {"update": (int(self.workload.update_bits // BITS_PER_PARAMETER),)}
         return float(smallest_full_payload_bits(shapes))
 
-    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import MAX_LEVELS
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
-        res = trainer.train(job.device, job.start, round_index=job.round_index)
         sizer = TopkQuantSizer(res.update, job.rng("quantization"))
         n = sizer.n
         levels = largest_fitting(lambda L: sizer.bits(n, L), 1, MAX_LEVELS, job.job.bits_planned)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgefl.algorithms.base import ClientUpdate, RoundContext, RoundPlan, TrainJob
+from edgefl.algorithms.base import ClientUpdate, LocalTraining, RoundContext, RoundPlan, TrainJob
 from edgefl.algorithms.ccfedavg_schedule import ProbabilityMethod
 from edgefl.learning.config import samples_per_round, steps_per_round
 
@@ -93,6 +93,13 @@ class FedNova(ProbabilityMethod):
         if steps >= self.full_steps[job.device]:
             return super().client_update(job, trainer=trainer)  # a full FedAvg round, p_i = 1
         return self.train_update(job, trainer=trainer, steps=steps)  # tau_i steps
+
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
+        """A full FedAvg round, or tau_i SGD steps (:meth:`client_update`); trained together only under
+        ``train.vectorise = "on"``."""
+        steps = int(job.job.local_steps)
+        full = steps >= self.full_steps[job.device]
+        return LocalTraining(start=job.start, width=job.job.width, steps=None if full else steps)
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.algorithms.aggregate import apply_update

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from edgefl.algorithms.base import ClientUpdate, DeviceJob, JobTable, Method, RoundContext, RoundPlan, TrainJob
+from edgefl.algorithms.base import (
+    ClientUpdate, DeviceJob, JobTable, LocalTraining, Method, RoundContext, RoundPlan, TrainJob,
+)  # fmt: skip
 from edgefl.learning.config import steps_per_round
 from edgefl.method_settings import Strict
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     import torch
 
     from edgefl.learning.protocol import Training
-    from edgefl.learning.workload import State
+    from edgefl.learning.workload import State, TrainResult
 
 __all__ = ["HeteroFL", "HeteroFLSettings", "NestedPayload", "LEVEL_WIDTHS"]
 
@@ -183,16 +185,26 @@ class HeteroFL(Method):
         return slice_state(state, self._shapes(job.width))
 
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
-        from edgefl.learning.losses import label_mask
-        from edgefl.learning.workload import state_bits
+        return self.trained_update(job, trainer=trainer)
 
-        width = job.job.width
-        shapes = self._shapes(width)
-        sub = job.start
+    def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
+        """The rate-``width`` submodel trained, with the masked cross-entropy of the device's classes when
+        ``masked`` (jobs of one level may train together, on a model without batch norm)."""
+        from edgefl.learning.losses import label_mask
+
         mask: torch.Tensor | None = None
         if self.masked:
             mask = label_mask(trainer.device_labels(job.device), trainer.dataset.n_classes)
-        res = trainer.train(job.device, sub, round_index=job.round_index, width=width, class_mask=mask)
+        return LocalTraining(start=job.start, width=job.job.width, class_mask=mask)
+
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        """The trained submodel's parameters, sent whole (with the label mask of its output rows)."""
+        from edgefl.learning.losses import label_mask
+        from edgefl.learning.workload import state_bits
+
+        shapes = self._shapes(job.job.width)
+        sub = job.start
+        mask = label_mask(trainer.device_labels(job.device), trainer.dataset.n_classes) if self.masked else None
         params = {k: sub[k] + res.update[k] for k in sub}
         return ClientUpdate(
             device=job.device,

@@ -17,6 +17,7 @@ from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod
 
 if TYPE_CHECKING:
+    from edgefl.learning.workload import TrainResult
     from edgefl.learning.protocol import Training
 
 __all__ = ["QSGD", "LEVELS"]
@@ -41,10 +42,9 @@ class QSGD(BudgetedMethod):
         ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
         return float(TopkQuantSizer(ones, np.random.default_rng(0)).bits(1, self.levels))
 
-    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression.search import TopkQuantSizer, largest_fitting
 
-        res = trainer.train(job.device, job.start, round_index=job.round_index)
         sizer = TopkQuantSizer(res.update, job.rng("quantization"))
         k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.job.bits_planned)
         packed = sizer.encode(0 if k is None else k, self.levels)

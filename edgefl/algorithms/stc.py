@@ -17,6 +17,7 @@ from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod
 
 if TYPE_CHECKING:
+    from edgefl.learning.workload import TrainResult
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State
 
@@ -65,13 +66,12 @@ class STC(BudgetedMethod):
         for u in updates:
             self.residual[u.device] = u.memory
 
-    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         import torch
 
         from edgefl.compression.search import largest_fitting
         from edgefl.compression.stc import TernarySizer
 
-        res = trainer.train(job.device, job.start, round_index=job.round_index)
         acc = self.accumulate(res.update, job.memory)
         sizer = TernarySizer(acc)
         k = largest_fitting(sizer.bits, 0, sizer.n, job.job.bits_planned)

@@ -23,6 +23,7 @@ from edgefl.algorithms.base import ClientUpdate, TrainJob
 from edgefl.algorithms.budgeted import BudgetedMethod, BudgetedSettings
 
 if TYPE_CHECKING:
+    from edgefl.learning.workload import TrainResult
     import numpy as np
 
     from edgefl.learning.protocol import Training
@@ -71,11 +72,10 @@ class UVeQFed(BudgetedMethod):
         ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
         return float(LatticeSizer(ones, np.random.default_rng(0), step=self.settings.step).bits(1))
 
-    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
+    def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression.search import largest_fitting
         from edgefl.compression.uveqfed import LatticeSizer
 
-        res = trainer.train(job.device, job.start, round_index=job.round_index)
         sizer = LatticeSizer(res.update, job.rng(STREAM), step=self.settings.step)
         k = largest_fitting(sizer.bits, 0, sizer.m, job.job.bits_planned)
         coded = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget

@@ -99,8 +99,12 @@ class Training(Learning, Protocol):
         penalty: Callable[[nn.Module], torch.Tensor] | None = None,
     ) -> TrainResult: ...  # fmt: skip
 
-    def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
-        ...
+    def train_many(
+        self, devices: np.ndarray, start: State | Sequence[State], *, round_index: int, width: float | None = None,
+        steps: int | None = None, class_masks: torch.Tensor | None = None,
+    ) -> list[TrainResult] | None: ...  # fmt: skip
+
+    def vectorises(self, width: float | None = None, steps: int | None = None, *, auto: bool = False) -> bool: ...
 
     def global_train_loss(self, state: State) -> float: ...
 

@@ -6,7 +6,7 @@ state and get back the update ``u = w_after - w_before`` plus what was computed 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -241,28 +241,67 @@ class Workload:
         """``cfg`` with round ``round_index``'s learning rate (``train.lr_schedule``); rounds are 1-based."""
         return replace(cfg, lr=scheduled_lr(self.train_schedule, cfg.lr, round_index))
 
-    def train_many(self, devices: np.ndarray, global_state: State, *, round_index: int) -> list[TrainResult] | None:
-        """:meth:`train` for several devices at once (full width, the scenario's SGD settings), vectorised over
-        devices; each device draws its batches from its own (torch_batches, round, device) stream as in
-        :meth:`train`, so it ends where :meth:`train` would, up to float rounding. None when the model or the
+    def train_many(
+        self,
+        devices: np.ndarray,
+        start: State | Sequence[State],
+        *,
+        round_index: int,
+        width: float | None = None,
+        steps: int | None = None,
+        class_masks: torch.Tensor | None = None,
+    ) -> list[TrainResult] | None:
+        """:meth:`train` for several devices at once, vectorised over devices
+        (:func:`~edgefl.learning.train.local_train_many`): each device trains from ``start`` (one state, or one
+        per device) at ``width`` with ``steps`` and its row of ``class_masks`` (bool, shape (D, n_classes)) as
+        :meth:`train` takes them, drawing its batches from its own (torch_batches, round, device) stream, so it
+        ends where :meth:`train` would, up to float rounding. None when fewer than two devices or the model or the
         settings do not allow it (:func:`~edgefl.learning.train.trains_together`): train one by one then."""
-        width = self.model.width
+        width = self.model.width if width is None else width
         model = self._model(width)
-        cfg = self._scheduled(self.train_config, round_index)
+        cfg = self._config(steps, round_index)
         if len(devices) < 2 or not trains_together(model, cfg):
             return None
         owned = [torch.from_numpy(self.partitions[int(d)]) for d in devices]
         gens = [self.streams.torch("torch_batches", round_index, int(d)) for d in devices]
-        final, stats = local_train_many(model, global_state, self.x_train, self.y_train, owned, cfg, gens)
+        final, stats = local_train_many(
+            model, start, self.x_train, self.y_train, owned, cfg, gens, class_masks=class_masks
+        )  # fmt: skip
+        starts = [start] * len(owned) if isinstance(start, dict) else list(start)
         flops = self.flops_per_sample(width)
         return [
             TrainResult(
-                update={name: final[name][i].cpu() - global_state[name] for name in global_state},
+                update={name: final[name][i].cpu() - starts[i][name] for name in starts[i]},
                 n_samples=int(owned[i].numel()), steps=st.steps, samples_processed=st.samples,
                 flops=flops * st.samples, train_loss=st.mean_loss,
             )  # fmt: skip
             for i, st in enumerate(stats)
         ]
+
+    def vectorises(self, width: float | None = None, steps: int | None = None, *, auto: bool = False) -> bool:
+        """Whether jobs training at ``width`` with ``steps`` (as :meth:`train` takes them) are trained together
+        (:meth:`train_many`), by ``train.vectorise``: ``"off"`` never; ``"on"`` whenever the model and the SGD
+        settings allow it (:func:`~edgefl.learning.train.trains_together`); ``"auto"`` (the default) only for a
+        training marked ``auto`` (FedAvg's own device side) with a fixed step count (``train.local_steps``) on a
+        model whose registry entry says vectorised training was measured faster
+        (:attr:`~edgefl.learning.models.ModelEntry.vectorise`)."""
+        mode = self.train_schedule.vectorise
+        if mode == "off":
+            return False
+        width = self.model.width if width is None else width
+        cfg = self._config(steps, 1)
+        if not trains_together(self._model(width), cfg):
+            return False
+        if mode == "on":
+            return True
+        from edgefl.learning.models import MODELS
+
+        return auto and steps is None and cfg.steps > 0 and MODELS[self.model.name].vectorise
+
+    def _config(self, steps: int | None, round_index: int) -> LocalTrainConfig:
+        """The local SGD settings of round ``round_index`` (``steps``: that many steps, else the scenario's)."""
+        cfg = self.train_config if steps is None else replace(self.train_config, steps=int(steps), epochs=1)
+        return self._scheduled(cfg, round_index)
 
     def global_train_loss(self, state: State) -> float:
         """F(w): mean cross-entropy of a full-width global state over every device's training data."""

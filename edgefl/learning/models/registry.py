@@ -46,6 +46,15 @@ class ModelEntry:
     vectors); ``hidden`` is the default hidden sizes for the models that take them (``takes_hidden``), else ``()``.
     ``head`` names the output layer's ``(weight, bias)`` parameters in the default architecture (rows = classes);
     :func:`output_layer` resolves them for other hidden sizes (the MLP's layer index depends on its depth).
+
+    ``vectorise``: ``train.vectorise = "auto"`` trains FedAvg's fixed-step jobs of a round together
+    (``torch.func.vmap``) on this model, because that was measured faster than one by one
+    (``benchmarks/vectorised_training.py``: one round of 60 devices x 100 samples, one epoch of batch 32, one
+    thread, median of 3 paired runs on the project's shared 2-core CPU under load, one-by-one / vectorised wall
+    time; a second run in brackets): ``mlp`` (64 hidden units) 3.76x and ``logreg`` 2.73x, so True;
+    ``ccfedavg_mlp`` 0.53x (0.41x), ``cnn_mcmahan`` 0.36x, ``vgg9`` 0.44x, ``ccfedavg_cnn`` 0.49x (0.37x) and
+    ``lenet5`` 0.68x (0.43x) are slower vectorised on a CPU, so False. The batch-norm models (``heterofl_conv``,
+    ``preresnet18``, ``heterofl_mcmahan``) cannot be vectorised.
     """
 
     name: str
@@ -57,6 +66,7 @@ class ModelEntry:
     takes_hidden: bool = False
     needs_image: bool = False
     head: tuple[str, str]
+    vectorise: bool = False
 
 
 def _mlp(shape: tuple[int, ...], n_classes: int, hidden: tuple[int, ...], width: float) -> nn.Module:
@@ -122,11 +132,13 @@ _ENTRIES = (
         name="mlp", head=("net.2.weight", "net.2.bias"),
         input_shape=(64,), n_classes=10, factory=_mlp, hidden=(64,), takes_hidden=True,
         description="ReLU MLP, hidden sizes from the scenario (default 64); edgefl's generic model",
+        vectorise=True,
     ),
     ModelEntry(
         name="logreg", head=("linear.weight", "linear.bias"),
         input_shape=(1, 28, 28), n_classes=10, factory=_logreg,
         description="multinomial logistic regression on MNIST (Luo et al. INFOCOM'21 Sec. VI-A)",
+        vectorise=True,
     ),
     _conv_entry(
         "cnn_mcmahan", (1, 28, 28), _MCMAHAN, (512,),
