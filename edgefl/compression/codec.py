@@ -143,18 +143,25 @@ def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, lev
     return _quantised(kept, elements, mags, uniforms[elements], levels)
 
 
-def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huffman_bits: int | None = None) -> int:
-    """Exact payload size [bits] of ``plan``; ``huffman_bits``, when given, is the size of its level indices'
-    Huffman stream (then ``plan.indices`` is not read)."""
+def _bits_before_huffman(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
+    """Size [bits] of ``plan``'s payload up to its Huffman stream (header, mask, range, L, group, signs), not
+    rounded to a whole byte."""
     bits = header_bits(shapes)
     if plan.kept.size:
         _, gaps = _mask_gaps(plan.kept, n_kernels)
         bits += 1 + 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 64 + 16 + 4 + plan.elements.size
-        if plan.u_max > plan.u_min:
-            if huffman_bits is None:
-                symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
-                huffman_bits = coding.huffman_bits(symbols, alphabet)
-            bits += huffman_bits
+    return bits
+
+
+def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huffman_bits: int | None = None) -> int:
+    """Exact payload size [bits] of ``plan``; ``huffman_bits``, when given, is the size of its level indices'
+    Huffman stream (then ``plan.indices`` is not read)."""
+    bits = _bits_before_huffman(plan, shapes, n_kernels)
+    if plan.kept.size and plan.u_max > plan.u_min:
+        if huffman_bits is None:
+            symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
+            huffman_bits = coding.huffman_bits(symbols, alphabet)
+        bits += huffman_bits
     return 8 * math.ceil(bits / 8)
 
 
@@ -575,6 +582,35 @@ class _SortedLevels:
         level += up
         return level, per, up_per
 
+    def _starts(self, levels: int, u_min: float, u_max: float) -> tuple[np.ndarray, np.ndarray]:
+        """(points Q_0..Q_L as float64, first sorted position of each of the L intervals and n at the end)."""
+        points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
+        inner = np.searchsorted(self.mags, points[1:levels], side="left")
+        return points, np.concatenate([[0], inner, [self.mags.size]])
+
+    def interval_entropy_bits(self, levels: int, u_min: float, u_max: float) -> float:
+        """n H(I) [bits]: the empirical entropy of the interval each magnitude lies in, times n (no rounding
+        drawn: one binary search per point)."""
+        return coding.entropy_bits(np.diff(self._starts(levels, u_min, u_max)[1]))
+
+    def histogram(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
+        """``np.bincount`` of the level indices over 0..L: per interval, its elements (a slice of the sorted
+        magnitudes) and how many of them round up, compared interval by interval with that interval's point and
+        width as scalars (the floats :meth:`_levels` computes element by element)."""
+        points, starts = self._starts(levels, u_min, u_max)
+        width = np.diff(points)
+        per = np.diff(starts)
+        up_per = np.zeros(levels, dtype=np.int64)
+        for at in np.flatnonzero(per).tolist():
+            a, b = int(starts[at]), int(starts[at + 1])
+            above = self.mags[a:b] - points[at]
+            above /= width[at]
+            up_per[at] = np.count_nonzero(self.uniforms[a:b] < above)
+        counts = np.zeros(levels + 1, dtype=np.int64)
+        counts[:levels] = per - up_per
+        counts[1:] += up_per
+        return counts
+
     def indices(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
         """Level index of every element, in element order (``rounded_levels`` of all the magnitudes)."""
         out = np.empty(self.mags.size, dtype=np.int64)
@@ -591,6 +627,25 @@ class _SortedLevels:
         code_bits = lengths.astype(np.float64)[level]
         blocks = np.bincount(self.block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
         return packed.huffman_bits_of(counts, lengths, blocks)
+
+
+def _huffman_bounds(counts: np.ndarray, n_blocks: int) -> tuple[int, int]:
+    """(least, largest) size [bits] ``coding.huffman_bits`` can give for symbols of histogram ``counts`` cut into
+    ``n_blocks`` blocks whatever their order: all of it is exact but the Rice size of the blocks' bit lengths x_i,
+    ``min_b sum floor(x_i / 2^b) + m (b + 1)`` over m blocks, whose sum of floors lies in
+    ``[ceil((S - m (2^b - 1)) / 2^b), floor(S / 2^b)]`` for S = sum x_i (the code bits, exact)."""
+    lengths = coding.huffman_lengths(counts)
+    n_used = int(np.count_nonzero(counts))
+    if n_used <= 1:
+        exact = 2 * coding.COUNT_BITS + (coding.COUNT_BITS if n_used == 1 else 0)
+        return exact, exact
+    used, gaps = coding.huffman_table_gaps(lengths)
+    code = int(counts @ lengths)
+    table = 2 * coding.COUNT_BITS + 2 * coding.RICE_B_BITS + coding.rice_bits(gaps, coding.rice_parameter(gaps))
+    table += 4 * used.size + code
+    low = min(max(0, -((n_blocks * ((1 << b) - 1) - code) // (1 << b))) + n_blocks * (b + 1) for b in range(63))
+    high = min((code >> b) + n_blocks * (b + 1) for b in range(63))
+    return table + low, table + high
 
 
 class TopkQuantSizer:
@@ -665,6 +720,43 @@ class TopkQuantSizer:
                 huffman = self._sorted.huffman_bits(levels, lo, hi)
                 return _plan_bits(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n, huffman)
         return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
+
+    #: Largest L whose histogram :meth:`fits` counts interval by interval (one slice per interval).
+    _HISTOGRAM_LEVELS = 512
+
+    def fits(self, k: int, levels: int, budget_bits: float) -> bool:
+        """``bits(k, levels) <= budget_bits``, exactly. Keeping every element at an L of one index per symbol
+        (FedHQ's search), it is settled from bounds where they suffice, sizing exactly only near the budget:
+
+        - the intervals alone: any prefix code of the level indices takes at least n H(level) bits, and
+          ``H(level) >= H(I) - 1`` (an index is its interval I or the one above, so ``H(I) <= H(level, I) <=
+          H(level) + 1``), which rejects the large L of a bisection without drawing a rounding;
+        - the histogram (:meth:`_SortedLevels.histogram`): the Huffman table and the code bits are exact, and
+          only the Rice size of the 512-symbol blocks' bit lengths is bounded, ``sum floor(x / 2^b)`` lying in
+          ``[ceil((S - m (2^b - 1)) / 2^b), floor(S / 2^b)]`` for m blocks holding S bits in all (one bit per
+          block at most between the two);
+        - otherwise :meth:`bits`.
+        """
+        k, levels = self._checked(k, levels)
+        if k == self.n and k and (k, levels) not in self._plans and _group(levels) == 1:
+            kept, _, _, lo, hi = self._kept(k)
+            if _SortedLevels.applies(levels, lo, hi):
+                if self._sorted is None:
+                    self._sorted = _SortedLevels(self.flat, self.uniforms)
+                before = _bits_before_huffman(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n)
+                within = lambda huffman: 8 * math.ceil((before + huffman) / 8) <= budget_bits  # noqa: E731
+                n_blocks = self._sorted.n_blocks
+                excess = self._sorted.interval_entropy_bits(levels, lo, hi) - self.n  # n (H(I) - 1)
+                if excess > 0 and not within(2 * coding.COUNT_BITS + 2 * coding.RICE_B_BITS + n_blocks
+                                             + math.floor(excess * (1 - 1e-9)) - 1):  # fmt: skip
+                    return False
+                if levels <= self._HISTOGRAM_LEVELS:
+                    low, high = _huffman_bounds(self._sorted.histogram(levels, lo, hi), n_blocks)
+                    if not within(low):
+                        return False
+                    if within(high):
+                        return True
+        return self.bits(k, levels) <= budget_bits
 
     def encode(self, k: int, levels: int) -> Compressed:
         return _compressed(self._plan(k, levels), self.flat, self.names, self.shapes, self.layout, False)
