@@ -559,7 +559,6 @@ class _SortedLevels:
         self.element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
         self.mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
         self.uniforms = uniforms[self.element]
-        self.block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
         self.n_blocks = -(-n // (1 << coding._BLOCK_LOG2))
 
     @staticmethod
@@ -612,10 +611,28 @@ class _SortedLevels:
         return counts
 
     def indices(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
-        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes)."""
-        out = np.empty(self.mags.size, dtype=np.int64)
-        out[self.element] = self._levels(levels, u_min, u_max)[0]
-        return out
+        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes). Up to
+        ``TopkQuantSizer._HISTOGRAM_LEVELS`` the roundings are compared interval by interval (as
+        :meth:`histogram`) and the indices scattered as 8- or 16-bit integers (fewer bytes written at random)."""
+        if levels > TopkQuantSizer._HISTOGRAM_LEVELS:
+            out = np.empty(self.mags.size, dtype=np.int64)
+            out[self.element] = self._levels(levels, u_min, u_max)[0]
+            return out
+        points, starts = self._starts(levels, u_min, u_max)
+        width = np.diff(points)
+        per = np.diff(starts)
+        up = np.empty(self.mags.size, dtype=bool)
+        for at in np.flatnonzero(per).tolist():
+            a, b = int(starts[at]), int(starts[at + 1])
+            above = self.mags[a:b] - points[at]
+            above /= width[at]
+            np.less(self.uniforms[a:b], above, out=up[a:b])
+        small = np.uint8 if levels < 255 else np.uint16
+        level = np.repeat(np.arange(levels, dtype=small), per)
+        level += up
+        out = np.empty(self.mags.size, dtype=small)
+        out[self.element] = level
+        return out.astype(np.int64)
 
     def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
         """``coding.huffman_bits`` of the indices, for L with one index per symbol (``_group(L) == 1``)."""
@@ -625,7 +642,8 @@ class _SortedLevels:
         counts[1:] += up_per
         lengths = coding.huffman_lengths(counts)
         code_bits = lengths.astype(np.float64)[level]
-        blocks = np.bincount(self.block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
+        block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
+        blocks = np.bincount(block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
         return packed.huffman_bits_of(counts, lengths, blocks)
 
 
