@@ -756,11 +756,13 @@ class TopkQuantSizer:
         - otherwise :meth:`bits`.
         """
         k, levels = self._checked(k, levels)
+        if k == self.n and k and (k, levels) not in self._plans:
+            kept, _, _, lo, hi = self._kept(k)
+            if self._sorted is None and _SortedLevels.applies(levels, lo, hi):  # then bits() quantises from it too
+                self._sorted = _SortedLevels(self.flat, self.uniforms)
         if k == self.n and k and (k, levels) not in self._plans and _group(levels) == 1:
             kept, _, _, lo, hi = self._kept(k)
             if _SortedLevels.applies(levels, lo, hi):
-                if self._sorted is None:
-                    self._sorted = _SortedLevels(self.flat, self.uniforms)
                 before = _bits_before_huffman(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n)
                 within = lambda huffman: 8 * math.ceil((before + huffman) / 8) <= budget_bits  # noqa: E731
                 n_blocks = self._sorted.n_blocks
