@@ -114,6 +114,7 @@ class _Plan:
     u_min: float
     u_max: float
     levels: int
+    coded: packed.HuffmanCoded | None = None  # the grouped indices' Huffman parts, kept by the plan's sizing
 
 
 def _check_levels(levels: int) -> int:
@@ -159,10 +160,18 @@ def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huf
     bits = _bits_before_huffman(plan, shapes, n_kernels)
     if plan.kept.size and plan.u_max > plan.u_min:
         if huffman_bits is None:
-            symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
-            huffman_bits = coding.huffman_bits(symbols, alphabet)
+            huffman_bits = _coded(plan).bits()
         bits += huffman_bits
     return 8 * math.ceil(bits / 8)
+
+
+def _coded(plan: _Plan) -> packed.HuffmanCoded:
+    """The Huffman parts of ``plan``'s grouped level indices, computed on first use and kept by the plan (its
+    sizing and its writing share them)."""
+    if plan.coded is None:
+        symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
+        plan.coded = packed.HuffmanCoded.of(symbols, np.bincount(symbols, minlength=alphabet))
+    return plan.coded
 
 
 def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n_kernels: int,
@@ -180,8 +189,7 @@ def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n
         w.uint(j, 4)
         w.bits(negative)
         if plan.u_max > plan.u_min:
-            symbols, alphabet = _grouped(plan.indices, plan.levels, j)
-            w.huffman(symbols, alphabet)
+            w.huffman_coded(_coded(plan))
     return w.to_bytes()
 
 
