@@ -288,26 +288,32 @@ class _Ranked:
         if score not in ("rms", "l2"):
             raise sparsify.SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
         self.layout = layout
-        self.mags = np.abs(flat).astype(np.float64)
-        square = self.mags**2
+        self.mags = flat.astype(np.float64)
+        np.abs(self.mags, out=self.mags)  # |v| of the float32 value, widened exactly
         tensors = _tensor_kernels(layout)
         # per-kernel sums of squares (each as np.add.reduceat over the whole update gives it) and the scores of
-        # sparsify.kernel_scores, tensor by tensor: a one-element kernel's score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
-        energies, scores = [np.zeros(0)], [np.zeros(0)]
+        # sparsify.kernel_scores, tensor by tensor, written in place: a one-element kernel's sum is v^2 and its
+        # score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
+        energy, scores = np.empty(layout.n_kernels), np.empty(layout.n_kernels)
+        at = 0
         for a, n, size in tensors:
             if size == 1:
-                energies.append(square[a : a + n])
-                scores.append(self.mags[a : a + n])
+                np.square(self.mags[a : a + n], out=energy[at : at + n])
+                scores[at : at + n] = self.mags[a : a + n]
+                at += n
             elif n:
-                energies.append(np.add.reduceat(square[a : a + n], np.arange(0, n, size)))
-                scores.append(np.sqrt(energies[-1] / size if score == "rms" else energies[-1]))
-        energy, scores = np.concatenate(energies), np.concatenate(scores)
+                sums = np.add.reduceat(self.mags[a : a + n] ** 2, np.arange(0, n, size))
+                energy[at : at + sums.size] = sums
+                scores[at : at + sums.size] = np.sqrt(sums / size if score == "rms" else sums)
+                at += sums.size
         self.order = sparsify.rank_descending(scores)
         self.energy = np.empty(energy.size + 1)
         self.energy[0] = 0.0
         np.cumsum(energy[self.order], out=self.energy[1:])
-        self.rank = np.empty(self.order.size, dtype=np.int64)  # kernel -> its rank
-        self.rank[self.order] = np.arange(self.order.size, dtype=np.int64)
+        # kernel -> its rank, in 32 bits where they suffice (read whole by every kept(k))
+        small = np.int32 if self.order.size < 1 << 31 else np.int64
+        self.rank = np.empty(self.order.size, dtype=small)
+        self.rank[self.order] = np.arange(self.order.size, dtype=small)
         self._element_rank: np.ndarray | None = None
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if np.isnan(self.energy[-1]):  # a NaN (sums of squares are >= 0): ranked last, and it propagates through
@@ -318,7 +324,7 @@ class _Ranked:
         firsts = np.concatenate([f for f, _, _ in big]) if big else np.zeros(0, dtype=np.int64)
         kernels = np.searchsorted(layout.start, firsts)
         by_rank = np.argsort(self.rank[kernels])
-        self.big_rank = self.rank[kernels][by_rank]
+        self.big_rank = self.rank[kernels][by_rank].astype(np.int64)
         self.big_kernel = kernels[by_rank]
         self.big_size = layout.size[self.big_kernel]
         self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
