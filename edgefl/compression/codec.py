@@ -11,7 +11,11 @@ quantised sparse update. The pieces (:mod:`.sparsify`, :mod:`.quantize`, :mod:`.
 
 The budget searches size many (k, L) of one update exactly; what does not depend on the setting is computed once
 per update: the kernel ranking and its prefix quantities (:class:`_Ranked`), each element's level index while the
-range and L stay the same, and for every element kept the magnitudes sorted once (:class:`_SortedLevels`).
+range and L stay the same, and for every element kept the magnitudes sorted once (:class:`_SortedLevels`). FedHQ's
+search over L asks :meth:`TopkQuantSizer.fits` instead of sizing every probe: the intervals' entropy rejects the
+large L, a histogram counted interval by interval settles all but budgets within one bit per 512-symbol block of
+the size, and only those are sized exactly. A plan's Huffman parts (grouped symbols, histogram, code and block
+lengths, :class:`~.packed.HuffmanCoded`) are computed once, when it is sized, and writing it reuses them.
 
 Container (MSB first, padded to a whole byte): magic (8 bits), version (4), kernel-wise flag (1), tensor count (8),
 per tensor ndim (4) and dims (32 each), kept kernels k (32); if k > 0: mask mode (1: 0 = Rice gaps of the kept
