@@ -413,3 +413,30 @@ def test_fits_rejects_large_levels_from_the_intervals_alone(monkeypatch: pytest.
     monkeypatch.setattr(sizer, "bits", forbidden)
     monkeypatch.setattr(codec._SortedLevels, "histogram", forbidden)
     assert not sizer.fits(n, 4000, budget)
+
+
+def test_searched_intervals_equal_the_arithmetic_ones_at_every_point() -> None:
+    """The binary search gives the interval arithmetic's estimate and corrections give, for magnitudes on, just
+    below and just above every point, outside the range, zeros and repeats, over ranges down to the narrowest it
+    accepts (4 float32 spacings per interval); it declines narrower ranges, L above its bound and NaN."""
+    rng = np.random.default_rng(33)
+    used = 0
+    for trial in range(400):
+        levels = int(rng.integers(2, quantize._SEARCHED_LEVELS + 1))
+        lo = float(np.float32(abs(rng.normal()) * 10.0 ** rng.integers(-6, 2)))
+        width = levels * 4 * float(np.spacing(np.float32(lo + 1e-30))) * float(rng.choice([1.0, 1.5, 30.0, 1e5]))
+        hi = float(np.float32(lo + width))
+        points = quantize.quantization_points(levels, lo, hi).astype(np.float64)
+        near = np.concatenate([points, np.nextafter(points, 0), np.nextafter(points, np.inf),
+                               np.nextafter(points.astype(np.float32), np.float32(0)).astype(np.float64)])  # fmt: skip
+        mags = np.concatenate([near, rng.uniform(lo, hi, 200), [0.0, lo / 2, hi * 2, hi]])
+        got = quantize._interval_searched(mags, points, levels)
+        if got is None:
+            assert (points[-1] - points[0]) / levels < 4 * float(np.spacing(np.float32(points[-1])))
+            continue
+        used += 1
+        assert np.array_equal(got, quantize._interval_once(mags, points, levels)), trial
+    assert used > 300
+    points = quantize.quantization_points(7, 0.0, 1.0).astype(np.float64)
+    assert quantize._interval_searched(np.array([0.5, np.nan]), points, 7) is None
+    assert quantize._interval_searched(np.array([0.5]), quantize.quantization_points(16, 0.0, 1.0), 16) is None
