@@ -15,7 +15,7 @@ import torch
 
 from edgefl.compression import LEVEL_GRID, MAX_LEVELS, CodecError, compress, decode_with_mask, encode_fixed
 from edgefl.compression import codec, coding, packed, quantize, sparsify
-from edgefl.compression.search import TopkQuantSizer, largest_fitting
+from edgefl.compression.search import SizeFunction, TopkQuantSizer, largest_fitting
 
 SHAPES = {"conv1.weight": (6, 1, 5, 5), "conv1.bias": (6,), "conv2.weight": (8, 6, 3, 3), "fc.weight": (40, 72),
           "fc.bias": (40,)}  # fmt: skip
@@ -356,3 +356,87 @@ def test_ranked_prefix_answers_equal_arrays_over_the_ranked_elements() -> None:
             assert np.array_equal(kept, np.sort(order[:k])) and np.array_equal(elements, np.sort(rank_el[: n_el[k]]))
         positions = np.arange(0, n, max(1, n // 7))
         assert np.array_equal(ranked.elements_at(positions), rank_el[positions])
+
+
+# --- FedHQ's search from bounds -------------------------------------------------------------------------------
+
+
+def test_huffman_bounds_hold_the_real_size_and_are_one_bit_per_block_apart() -> None:
+    """For symbols in any order the bounds from their histogram hold coding.huffman_bits, and differ by at most
+    one bit per 512-symbol block (sorted and shuffled orders give different block lengths, the same bounds)."""
+    rng = np.random.default_rng(31)
+    for trial in range(60):
+        n = int(rng.integers(1, 20_000))
+        alphabet = int(rng.choice([2, 3, 17, 40, 300]))
+        symbols = np.minimum(rng.geometric(rng.uniform(0.05, 0.9), size=n) - 1, alphabet - 1)
+        if trial % 3 == 0:
+            symbols = np.sort(symbols)
+        blocks = -(-n // 512)
+        low, high = codec._huffman_bounds(np.bincount(symbols, minlength=alphabet), blocks)
+        real = coding.huffman_bits(symbols, alphabet)
+        assert low <= real <= high and high - low <= blocks, (trial, low, real, high)
+
+
+def test_fits_from_bounds_answers_as_the_exact_size() -> None:
+    """``TopkQuantSizer.fits`` (intervals' entropy, then the histogram, then the exact size) against
+    ``bits(n, L) <= budget`` for budgets at, around and far from the real sizes, for every L the bounds serve; a
+    bound that were a bit too tight would answer differently at a budget equal to a real size, and the same
+    bisection with both must land on the same L."""
+    rng = np.random.default_rng(32)
+    g = torch.Generator().manual_seed(3)
+    cases = [_update(7), {"w": torch.randn(300, 200, generator=g) * torch.rand(300, 200, generator=g) ** 4}]
+    for update in cases:
+        n = sum(v.numel() for v in update.values())
+        sizer = TopkQuantSizer(update, np.random.default_rng(4))
+        plain = TopkQuantSizer(update, np.random.default_rng(4))
+        for levels in (16, 17, 23, 40, 100, 511, 513, 2048):
+            real = plain.bits(n, levels)
+            for budget in {real, real - 1, real - 8, real + 8, real - 2000, real + 2000, real // 2, 2 * real,
+                           real - 8 * int(rng.integers(1, 400))}:  # fmt: skip
+                assert sizer.fits(n, levels, budget) == (real <= budget), (levels, budget, real)
+        for budget in (plain.bits(n, 17), plain.bits(n, 40) - 1, plain.bits(n, 16) + 3000):
+            size = SizeFunction(lambda L: sizer.bits(n, L), lambda L, b: sizer.fits(n, L, b))
+            assert largest_fitting(size, 1, MAX_LEVELS, budget) == largest_fitting(
+                lambda L: plain.bits(n, L), 1, MAX_LEVELS, budget)
+
+
+def test_fits_rejects_large_levels_from_the_intervals_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At an L far above what a budget allows, neither a histogram nor an exact size is computed."""
+    update = _update(8)
+    n = sum(v.numel() for v in update.values())
+    sizer = TopkQuantSizer(update, np.random.default_rng(5))
+    budget = sizer.bits(n, 16)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("sized exactly")
+
+    monkeypatch.setattr(sizer, "bits", forbidden)
+    monkeypatch.setattr(codec._SortedLevels, "histogram", forbidden)
+    assert not sizer.fits(n, 4000, budget)
+
+
+def test_searched_intervals_equal_the_arithmetic_ones_at_every_point() -> None:
+    """The binary search gives the interval arithmetic's estimate and corrections give, for magnitudes on, just
+    below and just above every point, outside the range, zeros and repeats, over ranges down to the narrowest it
+    accepts (4 float32 spacings per interval); it declines narrower ranges, L above its bound and NaN."""
+    rng = np.random.default_rng(33)
+    used = 0
+    for trial in range(400):
+        levels = int(rng.integers(2, quantize._SEARCHED_LEVELS + 1))
+        lo = float(np.float32(abs(rng.normal()) * 10.0 ** rng.integers(-6, 2)))
+        width = levels * 4 * float(np.spacing(np.float32(lo + 1e-30))) * float(rng.choice([1.0, 1.5, 30.0, 1e5]))
+        hi = float(np.float32(lo + width))
+        points = quantize.quantization_points(levels, lo, hi).astype(np.float64)
+        near = np.concatenate([points, np.nextafter(points, 0), np.nextafter(points, np.inf),
+                               np.nextafter(points.astype(np.float32), np.float32(0)).astype(np.float64)])  # fmt: skip
+        mags = np.concatenate([near, rng.uniform(lo, hi, 200), [0.0, lo / 2, hi * 2, hi]])
+        got = quantize._interval_searched(mags, points, levels)
+        if got is None:
+            assert (points[-1] - points[0]) / levels < 4 * float(np.spacing(np.float32(points[-1])))
+            continue
+        used += 1
+        assert np.array_equal(got, quantize._interval_once(mags, points, levels)), trial
+    assert used > 300
+    points = quantize.quantization_points(7, 0.0, 1.0).astype(np.float64)
+    assert quantize._interval_searched(np.array([0.5, np.nan]), points, 7) is None
+    assert quantize._interval_searched(np.array([0.5]), quantize.quantization_points(16, 0.0, 1.0), 16) is None

@@ -115,11 +115,12 @@ class FedHQ(BudgetedMethod):
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import MAX_LEVELS
-        from edgefl.compression.search import TopkQuantSizer, largest_fitting
+        from edgefl.compression.search import SizeFunction, TopkQuantSizer, largest_fitting
 
         sizer = TopkQuantSizer(res.update, job.rng("quantization"))
         n = sizer.n
-        levels = largest_fitting(lambda L: sizer.bits(n, L), 1, MAX_LEVELS, job.job.bits_planned)
+        size = SizeFunction(lambda L: sizer.bits(n, L), lambda L, budget: sizer.fits(n, L, budget))
+        levels = largest_fitting(size, 1, MAX_LEVELS, job.job.bits_planned)  # the same steps as over sizer.bits
         packed = sizer.encode(n, levels) if levels is not None else sizer.encode(0, 1)  # empty: nothing fits
         q = None
         if levels:

@@ -11,7 +11,11 @@ quantised sparse update. The pieces (:mod:`.sparsify`, :mod:`.quantize`, :mod:`.
 
 The budget searches size many (k, L) of one update exactly; what does not depend on the setting is computed once
 per update: the kernel ranking and its prefix quantities (:class:`_Ranked`), each element's level index while the
-range and L stay the same, and for every element kept the magnitudes sorted once (:class:`_SortedLevels`).
+range and L stay the same, and for every element kept the magnitudes sorted once (:class:`_SortedLevels`). FedHQ's
+search over L asks :meth:`TopkQuantSizer.fits` instead of sizing every probe: the intervals' entropy rejects the
+large L, a histogram counted interval by interval settles all but budgets within one bit per 512-symbol block of
+the size, and only those are sized exactly. A plan's Huffman parts (grouped symbols, histogram, code and block
+lengths, :class:`~.packed.HuffmanCoded`) are computed once, when it is sized, and writing it reuses them.
 
 Container (MSB first, padded to a whole byte): magic (8 bits), version (4), kernel-wise flag (1), tensor count (8),
 per tensor ndim (4) and dims (32 each), kept kernels k (32); if k > 0: mask mode (1: 0 = Rice gaps of the kept
@@ -114,6 +118,7 @@ class _Plan:
     u_min: float
     u_max: float
     levels: int
+    coded: packed.HuffmanCoded | None = None  # the grouped indices' Huffman parts, kept by the plan's sizing
 
 
 def _check_levels(levels: int) -> int:
@@ -143,19 +148,34 @@ def _plan(flat: np.ndarray, layout: sparsify.KernelLayout, kept: np.ndarray, lev
     return _quantised(kept, elements, mags, uniforms[elements], levels)
 
 
-def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huffman_bits: int | None = None) -> int:
-    """Exact payload size [bits] of ``plan``; ``huffman_bits``, when given, is the size of its level indices'
-    Huffman stream (then ``plan.indices`` is not read)."""
+def _bits_before_huffman(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int) -> int:
+    """Size [bits] of ``plan``'s payload up to its Huffman stream (header, mask, range, L, group, signs), not
+    rounded to a whole byte."""
     bits = header_bits(shapes)
     if plan.kept.size:
         _, gaps = _mask_gaps(plan.kept, n_kernels)
         bits += 1 + 6 + coding.rice_bits(gaps, coding.rice_parameter(gaps)) + 64 + 16 + 4 + plan.elements.size
-        if plan.u_max > plan.u_min:
-            if huffman_bits is None:
-                symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
-                huffman_bits = coding.huffman_bits(symbols, alphabet)
-            bits += huffman_bits
+    return bits
+
+
+def _plan_bits(plan: _Plan, shapes: Sequence[Sequence[int]], n_kernels: int, huffman_bits: int | None = None) -> int:
+    """Exact payload size [bits] of ``plan``; ``huffman_bits``, when given, is the size of its level indices'
+    Huffman stream (then ``plan.indices`` is not read)."""
+    bits = _bits_before_huffman(plan, shapes, n_kernels)
+    if plan.kept.size and plan.u_max > plan.u_min:
+        if huffman_bits is None:
+            huffman_bits = _coded(plan).bits()
+        bits += huffman_bits
     return 8 * math.ceil(bits / 8)
+
+
+def _coded(plan: _Plan) -> packed.HuffmanCoded:
+    """The Huffman parts of ``plan``'s grouped level indices, computed on first use and kept by the plan (its
+    sizing and its writing share them)."""
+    if plan.coded is None:
+        symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
+        plan.coded = packed.HuffmanCoded.of(symbols, np.bincount(symbols, minlength=alphabet))
+    return plan.coded
 
 
 def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n_kernels: int,
@@ -173,8 +193,7 @@ def _write(plan: _Plan, negative: np.ndarray, shapes: Sequence[Sequence[int]], n
         w.uint(j, 4)
         w.bits(negative)
         if plan.u_max > plan.u_min:
-            symbols, alphabet = _grouped(plan.indices, plan.levels, j)
-            w.huffman(symbols, alphabet)
+            w.huffman_coded(_coded(plan))
     return w.to_bytes()
 
 
@@ -273,26 +292,32 @@ class _Ranked:
         if score not in ("rms", "l2"):
             raise sparsify.SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
         self.layout = layout
-        self.mags = np.abs(flat).astype(np.float64)
-        square = self.mags**2
+        self.mags = flat.astype(np.float64)
+        np.abs(self.mags, out=self.mags)  # |v| of the float32 value, widened exactly
         tensors = _tensor_kernels(layout)
         # per-kernel sums of squares (each as np.add.reduceat over the whole update gives it) and the scores of
-        # sparsify.kernel_scores, tensor by tensor: a one-element kernel's score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
-        energies, scores = [np.zeros(0)], [np.zeros(0)]
+        # sparsify.kernel_scores, tensor by tensor, written in place: a one-element kernel's sum is v^2 and its
+        # score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
+        energy, scores = np.empty(layout.n_kernels), np.empty(layout.n_kernels)
+        at = 0
         for a, n, size in tensors:
             if size == 1:
-                energies.append(square[a : a + n])
-                scores.append(self.mags[a : a + n])
+                np.square(self.mags[a : a + n], out=energy[at : at + n])
+                scores[at : at + n] = self.mags[a : a + n]
+                at += n
             elif n:
-                energies.append(np.add.reduceat(square[a : a + n], np.arange(0, n, size)))
-                scores.append(np.sqrt(energies[-1] / size if score == "rms" else energies[-1]))
-        energy, scores = np.concatenate(energies), np.concatenate(scores)
+                sums = np.add.reduceat(self.mags[a : a + n] ** 2, np.arange(0, n, size))
+                energy[at : at + sums.size] = sums
+                scores[at : at + sums.size] = np.sqrt(sums / size if score == "rms" else sums)
+                at += sums.size
         self.order = sparsify.rank_descending(scores)
         self.energy = np.empty(energy.size + 1)
         self.energy[0] = 0.0
         np.cumsum(energy[self.order], out=self.energy[1:])
-        self.rank = np.empty(self.order.size, dtype=np.int64)  # kernel -> its rank
-        self.rank[self.order] = np.arange(self.order.size, dtype=np.int64)
+        # kernel -> its rank, in 32 bits where they suffice (read whole by every kept(k))
+        small = np.int32 if self.order.size < 1 << 31 else np.int64
+        self.rank = np.empty(self.order.size, dtype=small)
+        self.rank[self.order] = np.arange(self.order.size, dtype=small)
         self._element_rank: np.ndarray | None = None
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if np.isnan(self.energy[-1]):  # a NaN (sums of squares are >= 0): ranked last, and it propagates through
@@ -303,7 +328,7 @@ class _Ranked:
         firsts = np.concatenate([f for f, _, _ in big]) if big else np.zeros(0, dtype=np.int64)
         kernels = np.searchsorted(layout.start, firsts)
         by_rank = np.argsort(self.rank[kernels])
-        self.big_rank = self.rank[kernels][by_rank]
+        self.big_rank = self.rank[kernels][by_rank].astype(np.int64)
         self.big_kernel = kernels[by_rank]
         self.big_size = layout.size[self.big_kernel]
         self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
@@ -552,7 +577,6 @@ class _SortedLevels:
         self.element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
         self.mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
         self.uniforms = uniforms[self.element]
-        self.block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
         self.n_blocks = -(-n // (1 << coding._BLOCK_LOG2))
 
     @staticmethod
@@ -575,11 +599,58 @@ class _SortedLevels:
         level += up
         return level, per, up_per
 
+    def _starts(self, levels: int, u_min: float, u_max: float) -> tuple[np.ndarray, np.ndarray]:
+        """(points Q_0..Q_L as float64, first sorted position of each of the L intervals and n at the end)."""
+        points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
+        inner = np.searchsorted(self.mags, points[1:levels], side="left")
+        return points, np.concatenate([[0], inner, [self.mags.size]])
+
+    def interval_entropy_bits(self, levels: int, u_min: float, u_max: float) -> float:
+        """n H(I) [bits]: the empirical entropy of the interval each magnitude lies in, times n (no rounding
+        drawn: one binary search per point)."""
+        return coding.entropy_bits(np.diff(self._starts(levels, u_min, u_max)[1]))
+
+    def histogram(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
+        """``np.bincount`` of the level indices over 0..L: per interval, its elements (a slice of the sorted
+        magnitudes) and how many of them round up, compared interval by interval with that interval's point and
+        width as scalars (the floats :meth:`_levels` computes element by element)."""
+        points, starts = self._starts(levels, u_min, u_max)
+        width = np.diff(points)
+        per = np.diff(starts)
+        up_per = np.zeros(levels, dtype=np.int64)
+        for at in np.flatnonzero(per).tolist():
+            a, b = int(starts[at]), int(starts[at + 1])
+            above = self.mags[a:b] - points[at]
+            above /= width[at]
+            up_per[at] = np.count_nonzero(self.uniforms[a:b] < above)
+        counts = np.zeros(levels + 1, dtype=np.int64)
+        counts[:levels] = per - up_per
+        counts[1:] += up_per
+        return counts
+
     def indices(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
-        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes)."""
-        out = np.empty(self.mags.size, dtype=np.int64)
-        out[self.element] = self._levels(levels, u_min, u_max)[0]
-        return out
+        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes). Up to
+        ``TopkQuantSizer._HISTOGRAM_LEVELS`` the roundings are compared interval by interval (as
+        :meth:`histogram`) and the indices scattered as 8- or 16-bit integers (fewer bytes written at random)."""
+        if levels > TopkQuantSizer._HISTOGRAM_LEVELS:
+            out = np.empty(self.mags.size, dtype=np.int64)
+            out[self.element] = self._levels(levels, u_min, u_max)[0]
+            return out
+        points, starts = self._starts(levels, u_min, u_max)
+        width = np.diff(points)
+        per = np.diff(starts)
+        up = np.empty(self.mags.size, dtype=bool)
+        for at in np.flatnonzero(per).tolist():
+            a, b = int(starts[at]), int(starts[at + 1])
+            above = self.mags[a:b] - points[at]
+            above /= width[at]
+            np.less(self.uniforms[a:b], above, out=up[a:b])
+        small = np.uint8 if levels < 255 else np.uint16
+        level = np.repeat(np.arange(levels, dtype=small), per)
+        level += up
+        out = np.empty(self.mags.size, dtype=small)
+        out[self.element] = level
+        return out.astype(np.int64)
 
     def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
         """``coding.huffman_bits`` of the indices, for L with one index per symbol (``_group(L) == 1``)."""
@@ -589,8 +660,28 @@ class _SortedLevels:
         counts[1:] += up_per
         lengths = coding.huffman_lengths(counts)
         code_bits = lengths.astype(np.float64)[level]
-        blocks = np.bincount(self.block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
+        block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
+        blocks = np.bincount(block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
         return packed.huffman_bits_of(counts, lengths, blocks)
+
+
+def _huffman_bounds(counts: np.ndarray, n_blocks: int) -> tuple[int, int]:
+    """(least, largest) size [bits] ``coding.huffman_bits`` can give for symbols of histogram ``counts`` cut into
+    ``n_blocks`` blocks whatever their order: all of it is exact but the Rice size of the blocks' bit lengths x_i,
+    ``min_b sum floor(x_i / 2^b) + m (b + 1)`` over m blocks, whose sum of floors lies in
+    ``[ceil((S - m (2^b - 1)) / 2^b), floor(S / 2^b)]`` for S = sum x_i (the code bits, exact)."""
+    lengths = coding.huffman_lengths(counts)
+    n_used = int(np.count_nonzero(counts))
+    if n_used <= 1:
+        exact = 2 * coding.COUNT_BITS + (coding.COUNT_BITS if n_used == 1 else 0)
+        return exact, exact
+    used, gaps = coding.huffman_table_gaps(lengths)
+    code = int(counts @ lengths)
+    table = 2 * coding.COUNT_BITS + 2 * coding.RICE_B_BITS + coding.rice_bits(gaps, coding.rice_parameter(gaps))
+    table += 4 * used.size + code
+    low = min(max(0, -((n_blocks * ((1 << b) - 1) - code) // (1 << b))) + n_blocks * (b + 1) for b in range(63))
+    high = min((code >> b) + n_blocks * (b + 1) for b in range(63))
+    return table + low, table + high
 
 
 class TopkQuantSizer:
@@ -665,6 +756,45 @@ class TopkQuantSizer:
                 huffman = self._sorted.huffman_bits(levels, lo, hi)
                 return _plan_bits(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n, huffman)
         return _plan_bits(self._plan(k, levels), self.shapes, self.layout.n_kernels)
+
+    #: Largest L whose histogram :meth:`fits` counts interval by interval (one slice per interval).
+    _HISTOGRAM_LEVELS = 512
+
+    def fits(self, k: int, levels: int, budget_bits: float) -> bool:
+        """``bits(k, levels) <= budget_bits``, exactly. Keeping every element at an L of one index per symbol
+        (FedHQ's search), it is settled from bounds where they suffice, sizing exactly only near the budget:
+
+        - the intervals alone: any prefix code of the level indices takes at least n H(level) bits, and
+          ``H(level) >= H(I) - 1`` (an index is its interval I or the one above, so ``H(I) <= H(level, I) <=
+          H(level) + 1``), which rejects the large L of a bisection without drawing a rounding;
+        - the histogram (:meth:`_SortedLevels.histogram`): the Huffman table and the code bits are exact, and
+          only the Rice size of the 512-symbol blocks' bit lengths is bounded, ``sum floor(x / 2^b)`` lying in
+          ``[ceil((S - m (2^b - 1)) / 2^b), floor(S / 2^b)]`` for m blocks holding S bits in all (one bit per
+          block at most between the two);
+        - otherwise :meth:`bits`.
+        """
+        k, levels = self._checked(k, levels)
+        if k == self.n and k and (k, levels) not in self._plans:
+            kept, _, _, lo, hi = self._kept(k)
+            if self._sorted is None and _SortedLevels.applies(levels, lo, hi):  # then bits() quantises from it too
+                self._sorted = _SortedLevels(self.flat, self.uniforms)
+        if k == self.n and k and (k, levels) not in self._plans and _group(levels) == 1:
+            kept, _, _, lo, hi = self._kept(k)
+            if _SortedLevels.applies(levels, lo, hi):
+                before = _bits_before_huffman(_Plan(kept, kept, None, lo, hi, levels), self.shapes, self.n)
+                within = lambda huffman: 8 * math.ceil((before + huffman) / 8) <= budget_bits  # noqa: E731
+                n_blocks = self._sorted.n_blocks
+                excess = self._sorted.interval_entropy_bits(levels, lo, hi) - self.n  # n (H(I) - 1)
+                if excess > 0 and not within(2 * coding.COUNT_BITS + 2 * coding.RICE_B_BITS + n_blocks
+                                             + math.floor(excess * (1 - 1e-9)) - 1):  # fmt: skip
+                    return False
+                if levels <= self._HISTOGRAM_LEVELS:
+                    low, high = _huffman_bounds(self._sorted.histogram(levels, lo, hi), n_blocks)
+                    if not within(low):
+                        return False
+                    if within(high):
+                        return True
+        return self.bits(k, levels) <= budget_bits
 
     def encode(self, k: int, levels: int) -> Compressed:
         return _compressed(self._plan(k, levels), self.flat, self.names, self.shapes, self.layout, False)

@@ -9,6 +9,8 @@ reads what :func:`~.coding.rice_decode` reads, scanning only as far as the unary
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from edgefl.compression.coding import (
@@ -28,7 +30,32 @@ from edgefl.compression.coding import (
     write_table_head,
 )
 
-__all__ = ["CodeWriter", "huffman_bits_of", "read_huffman", "read_rice"]
+__all__ = ["CodeWriter", "HuffmanCoded", "huffman_bits_of", "read_huffman", "read_rice"]
+
+
+@dataclass(frozen=True)
+class HuffmanCoded:
+    """Symbols (int64, in the alphabet of ``counts``) with what sizing and writing their Huffman stream both need:
+    their histogram ``counts``, its :func:`huffman_lengths`, each symbol's code length and each 512-symbol block's
+    bit length. Computed once, it sizes the stream (:meth:`bits`, :func:`~.coding.huffman_bits`) and writes it
+    (:meth:`CodeWriter.huffman_coded`, the bytes of :meth:`CodeWriter.huffman`)."""
+
+    symbols: np.ndarray
+    counts: np.ndarray
+    lengths: np.ndarray
+    sym_lengths: np.ndarray
+    blocks: np.ndarray
+
+    @classmethod
+    def of(cls, symbols: np.ndarray, counts: np.ndarray) -> HuffmanCoded:
+        """From symbols (int64) in ``[0, counts.size)`` and their histogram ``counts``."""
+        lengths = huffman_lengths(counts)
+        sym_lengths = lengths[symbols]
+        return cls(symbols, counts, lengths, sym_lengths, huffman_block_lengths(sym_lengths))
+
+    def bits(self) -> int:
+        """:func:`~.coding.huffman_bits` of the symbols."""
+        return huffman_bits_of(self.counts, self.lengths, self.blocks)
 
 
 class CodeWriter:
@@ -129,15 +156,18 @@ class CodeWriter:
     def huffman(self, symbols: np.ndarray, alphabet_size: int) -> None:
         """:func:`huffman_encode`'s table, block lengths and code bits."""
         symbols, counts = huffman_symbols(symbols, alphabet_size)
-        lengths = huffman_lengths(counts)
-        used, gaps = huffman_table_gaps(lengths)
-        if write_table_head(self, counts) < 2:
+        self.huffman_coded(HuffmanCoded.of(symbols, counts))
+
+    def huffman_coded(self, coded: HuffmanCoded) -> None:
+        """:meth:`huffman` of symbols whose histogram, code lengths and block lengths are already known (a size
+        computed before the payload is written: :meth:`HuffmanCoded.bits`)."""
+        used, gaps = huffman_table_gaps(coded.lengths)
+        if write_table_head(self, coded.counts) < 2:
             return
         self.rice(gaps)
-        self.codes(lengths[used] - 1, 4)
-        sym_lengths = lengths[symbols]
-        self.rice(huffman_block_lengths(sym_lengths))
-        self.codes(canonical_codes(lengths)[symbols], sym_lengths)
+        self.codes(coded.lengths[used] - 1, 4)
+        self.rice(coded.blocks)
+        self.codes(canonical_codes(coded.lengths)[coded.symbols], coded.sym_lengths)
 
     def to_bytes(self) -> bytes:
         if not self._codes:

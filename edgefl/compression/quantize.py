@@ -117,7 +117,9 @@ def rounded_levels(
     if points[-1] <= points[0]:
         error = float(((magnitudes - points[0]) ** 2).sum()) if with_error and magnitudes.size else 0.0
         return np.zeros(magnitudes.shape, dtype=np.int64), error if with_error else None
-    lower = _interval_once(magnitudes, points, int(levels))
+    lower = _interval_searched(magnitudes, points, int(levels))
+    if lower is None:
+        lower = _interval_once(magnitudes, points, int(levels))
     above = magnitudes - points[lower]
     error = None
     if with_error:
@@ -126,6 +128,26 @@ def rounded_levels(
         above /= np.diff(points)[lower]
     lower += np.asarray(uniforms) < above
     return lower, error
+
+
+#: Largest L whose intervals :func:`_interval_searched` finds by binary search (log2(L) comparisons per magnitude,
+#: fewer passes than the arithmetic's estimate and corrections up to about 16 intervals).
+_SEARCHED_LEVELS = 15
+
+
+def _interval_searched(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> np.ndarray | None:
+    """:func:`_interval_once` by ``np.searchsorted`` among the inner points Q_1..Q_{L-1}, for L of at most
+    :data:`_SEARCHED_LEVELS` intervals whose points are at least 4 float32 spacings apart (None otherwise, or for
+    a NaN magnitude). There the arithmetic estimate ``floor((|u| - Q_0) / step)`` is within one interval of the
+    one holding ``|u|`` (each point is within half a float32 spacing of ``Q_0 + l step``), so its two corrections
+    land on it, and the clip to [0, L - 1] is where the search puts magnitudes below Q_1 or at or above Q_{L-1}."""
+    if levels > _SEARCHED_LEVELS or levels == 1:
+        return None
+    if not (points[-1] - points[0]) / levels >= 4 * float(np.spacing(np.float32(points[-1]))):
+        return None
+    if magnitudes.size and np.isnan(magnitudes.max()):
+        return None
+    return np.searchsorted(points[1:levels], magnitudes, side="right")
 
 
 def _interval_once(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> np.ndarray:
