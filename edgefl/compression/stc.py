@@ -139,11 +139,11 @@ class TernarySizer:
             payload, mask = _pack(head, k, 0, None, mu, negative), None
         elif k and self._selection is not None and self._selection.last(k) + 1 <= 2 * k:
             mask = self._selection.mask(k)  # b = 0: the unary terminators are the kept positions themselves
-            negative, mu = quantize.ternary(self.flat[mask])
+            negative, mu = _ternary_of_copy(self.flat[mask])
             payload = _pack(head, k, 0, mask[: self._selection.last(k) + 1], mu, negative)
         elif k:
             pos = self.positions(k)
-            negative, mu = quantize.ternary(self.flat[pos])
+            negative, mu = _ternary_of_copy(self.flat[pos])
             mask = np.zeros(n, dtype=bool)
             mask[pos] = True
             gaps = _gaps(pos)
@@ -256,6 +256,16 @@ def decode_ternary(payload: bytes, names: Sequence[str]) -> tuple[dict[str, torc
         raise CodecError(f"malformed payload: {err}") from err
     check_names(names, shapes)
     return _decoded_tensors(kept, negative, mu, names, shapes)
+
+
+def _ternary_of_copy(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """:func:`quantize.ternary` of ``values``, a float32 array the caller hands over (a fresh copy): its magnitudes
+    are taken in place instead of into a new array (the same array's mean, so the same mu to the bit)."""
+    if values.dtype != np.float32:
+        return quantize.ternary(values)
+    negative = values < 0
+    mu = float(np.abs(values, out=values).mean()) if values.size else 0.0
+    return negative, float(np.float32(mu))
 
 
 def _gaps(pos: np.ndarray) -> np.ndarray:
