@@ -421,8 +421,9 @@ def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.nda
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
     """The ternary update of ``flat`` (``-mu`` where it is negative, else ``mu``, where ``mask`` is True; 0
     elsewhere; ``mask`` None: every element, ``negative`` then ``flat < 0`` if given) and that mask, as float32 and
-    bool tensors named ``names``, each written elementwise into its own numpy array (numpy asks for huge pages for
-    large arrays: far fewer page faults than fresh torch storage).
+    bool tensors named ``names``: the values each written elementwise into its own numpy array (numpy asks for
+    huge pages for large arrays: far fewer page faults than fresh torch storage), the mask's tensors views of
+    ``mask``, which the caller hands over (no copy).
 
     ``-mu`` is ``mu`` with the float32 sign bit set, so the values are ``(bits(mu) | (flat < 0) << 31) * mask``.
     """
@@ -439,7 +440,7 @@ def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.nda
         else:
             here = mask[at : at + size]
             np.multiply(bits, here, out=bits)
-            sent[name] = _tensor(here.copy(), shape)
+            sent[name] = _tensor(here, shape)  # a view: the caller hands its fresh mask over
         update[name] = _tensor(bits.view(np.float32), shape)
         at += size
     return update, sent
@@ -470,7 +471,7 @@ def _decoded_tensors(kept: np.ndarray | None, negative: np.ndarray, mu: float, n
         else:
             bits = np.zeros(hi - lo, dtype=np.uint32)
             if by_mask:
-                mask = kept[lo:hi].copy()
+                mask = kept[lo:hi]  # a view of the mask _read_kept made for this payload
                 where = np.flatnonzero(mask)
             else:
                 where = kept[cuts[i] : cuts[i + 1]] - lo
