@@ -3,7 +3,8 @@ the same T_max / E_max budgets (:mod:`edgefl.algorithms.budgeted`).
 
 A device trains the full model, adds its error-feedback residual to the update, keeps the k largest-magnitude
 elements as +-mu (mu = mean |kept|), codes positions with Golomb-Rice and signs as bits
-(:mod:`edgefl.compression.stc`), and keeps what it did not send as its next residual. k is the largest whose real
+(:mod:`edgefl.compression.stc`), and keeps what it did not send as its next residual (:class:`Residual`: the
+accumulated update and the sent one, whose float64 difference it is). k is the largest whose real
 encoded size fits the planned bits. The server averages the decoded updates weighted by |D_i| (FedAvg).
 """
 

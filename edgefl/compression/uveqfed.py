@@ -591,7 +591,8 @@ class LatticeSizer:
         return values
 
     def encode(self, k: int) -> LatticeCoded:
-        """The payload keeping the top ``k`` sub-vectors; ``update`` is what :func:`decode_lattice` rebuilds."""
+        """The payload keeping the top ``k`` sub-vectors; ``update`` is what :func:`decode_lattice` rebuilds (it views
+        the sizer's own array when at least half are kept: :meth:`_kept_values`)."""
         k = self._check(k)
         kept = self._kept(k)
         mask = np.zeros(self.m, dtype=bool)
