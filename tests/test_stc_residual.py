@@ -93,3 +93,26 @@ def test_ternary_in_place_is_quantize_ternary():
         want_negative, want_mu = quantize.ternary(values)
         negative, mu = _ternary_of_copy(values.copy())
         assert np.array_equal(negative, want_negative) and np.float32(mu).tobytes() == np.float32(want_mu).tobytes()
+
+
+def test_keeping_every_element_gives_quantize_ternarys_update_and_payload():
+    """encode(n) takes the magnitudes into the update's own array and writes the update there: the same mu,
+    payload and tensors as quantize.ternary and _encoded_tensors of every element give."""
+    from edgefl.compression import coding, quantize
+    from edgefl.compression.container import write_header
+    from edgefl.compression.stc import _encoded_tensors, _pack, decode_ternary
+
+    rng = np.random.default_rng(3)
+    for scale in (1.0, 1e-30, 1e30):
+        acc = _states(rng, scale)
+        acc["a.weight"][0, :3] = torch.tensor([-0.0, 0.0, -0.0])
+        sizer = TernarySizer(acc)
+        coded = sizer.encode(sizer.n)
+        negative, mu = quantize.ternary(sizer.flat)
+        update, sent = _encoded_tensors(sizer.flat, None, negative, mu, sizer.names, sizer.shapes)
+        assert _bits_equal(coded.update, update) and _bits_equal(coded.sent, sent)
+        head = coding.BitWriter()
+        write_header(head, 0xB7, 1, sizer.shapes, sizer.n, None)
+        assert coded.payload == _pack(head, sizer.n, 0, None, mu, negative)
+        decoded, decoded_sent = decode_ternary(coded.payload, sizer.names)
+        assert _bits_equal(decoded, update) and _bits_equal(decoded_sent, sent)

@@ -29,7 +29,9 @@ import torch
 
 from edgefl.compression import coding, quantize, sparsify
 from edgefl.compression.codec import Compressed
-from edgefl.compression.container import CodecError, check_names, flatten, header_bits, read_header, write_header
+from edgefl.compression.container import (
+    CodecError, check_names, flatten, header_bits, read_header, tensor_views, write_header,
+)  # fmt: skip
 
 __all__ = ["TernarySizer", "encode_ternary", "decode_ternary"]
 
@@ -135,9 +137,12 @@ class TernarySizer:
         head = coding.BitWriter()
         write_header(head, _MAGIC, _VERSION, self.shapes, k, None)
         if k == n:  # every gap 0: b = 0, k zero bits
-            negative, mu = quantize.ternary(self.flat)
-            payload, mask = _pack(head, k, 0, None, mu, negative), None
-        elif k and self._selection is not None and self._selection.last(k) + 1 <= 2 * k:
+            values = np.empty(n, dtype=np.float32)  # |flat| for mu, then the update itself
+            negative, mu = _ternary_into(self.flat, values)
+            payload = _pack(head, k, 0, None, mu, negative)
+            update, sent = _all_sent_tensors(values, negative, mu, self.names, self.shapes)
+            return Compressed(payload=payload, kept_kernels=k, n_kernels=n, levels=1, update=update, sent=sent)
+        if k and self._selection is not None and self._selection.last(k) + 1 <= 2 * k:
             mask = self._selection.mask(k)  # b = 0: the unary terminators are the kept positions themselves
             negative, mu = _ternary_of_copy(self.flat[mask])
             payload = _pack(head, k, 0, mask[: self._selection.last(k) + 1], mu, negative)
@@ -266,6 +271,25 @@ def _ternary_of_copy(values: np.ndarray) -> tuple[np.ndarray, float]:
     negative = values < 0
     mu = float(np.abs(values, out=values).mean()) if values.size else 0.0
     return negative, float(np.float32(mu))
+
+
+def _ternary_into(flat: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, float]:
+    """:func:`quantize.ternary` of all of the float32 ``flat``, its magnitudes taken into ``scratch`` (float32, as
+    large) rather than a new array: the same values in a contiguous array of the same size, so the same mean."""
+    negative = flat < 0
+    mu = float(np.abs(flat, out=scratch).mean()) if flat.size else 0.0
+    return negative, float(np.float32(mu))
+
+
+def _all_sent_tensors(values: np.ndarray, negative: np.ndarray, mu: float, names: Sequence[str],
+                      shapes: Sequence[Sequence[int]]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+    """:func:`_encoded_tensors` of every element (``mask`` None) written into ``values`` (float32, handed over),
+    whose tensors view it: ``bits(mu) | negative << 31``."""
+    bits = values.view(np.uint32)
+    np.left_shift(negative.view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
+    np.bitwise_or(bits, np.array(mu, dtype=np.float32).view(np.uint32), out=bits)
+    sent = {name: _tensor(np.ones(math.prod(shape), dtype=bool), shape) for name, shape in zip(names, shapes)}
+    return tensor_views(values, names, shapes), sent
 
 
 def _gaps(pos: np.ndarray) -> np.ndarray:
