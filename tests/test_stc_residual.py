@@ -116,3 +116,27 @@ def test_keeping_every_element_gives_quantize_ternarys_update_and_payload():
         assert coded.payload == _pack(head, sizer.n, 0, None, mu, negative)
         decoded, decoded_sent = decode_ternary(coded.payload, sizer.names)
         assert _bits_equal(decoded, update) and _bits_equal(decoded_sent, sent)
+
+
+def test_an_encoding_that_consumes_the_sizer_is_the_same_and_leaves_the_input_alone():
+    """encode(k, consume=True) writes the update over the sizer's flat copy: the same payload and tensors as a
+    plain encode, the caller's update untouched, and the sizer refuses any later call."""
+    import pytest
+
+    from edgefl.compression.container import CodecError
+
+    rng = np.random.default_rng(4)
+    acc = _states(rng)
+    acc["a.weight"][0, :3] = torch.tensor([-0.0, 0.0, -0.0])
+    before = {k: v.clone() for k, v in acc.items()}
+    n = TernarySizer(acc).n
+    for k in (0, 1, 9, n // 3, 2 * n // 3, n - 1, n):
+        want = TernarySizer(acc).encode(k)
+        sizer = TernarySizer(acc)
+        sizer.bits(k)
+        got = sizer.encode(k, consume=True)
+        assert got.payload == want.payload, k
+        assert _bits_equal(got.update, want.update) and _bits_equal(got.sent, want.sent), k
+        assert _bits_equal(acc, before)
+        with pytest.raises(CodecError):
+            sizer.bits(k)

@@ -78,7 +78,8 @@ class STC(BudgetedMethod):
         acc = self.accumulate(res.update, job.memory)
         sizer = TernarySizer(acc)
         k = largest_fitting(sizer.bits, 0, sizer.n, job.job.bits_planned)
-        packed = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
+        # k None only if the header alone exceeds the budget; the sizer is not used again: its flat copy is reused
+        packed = sizer.encode(0 if k is None else k, consume=True)
         # acc - sent, what the server decodes: kept as the two float32 states (no new 13 MB float64 array per job)
         return self.packed_update(job, res, packed, memory=Residual(acc, packed.update))
 

@@ -48,6 +48,7 @@ class TernarySizer:
         self._sizes: dict[int, int] = {}
         self._parameters: dict[int, int] = {}  # the Rice parameter of each k sized
         self._kept: list[_Kept] = []  # top sets materialised by the size search
+        self._consumed = False  # encode(consume=True) made ``flat`` the update's storage
 
     @property
     def n(self) -> int:
@@ -131,13 +132,22 @@ class TernarySizer:
         self._kept = [*self._kept[-1:], kept]
         return kept
 
-    def encode(self, k: int) -> Compressed:
-        """The STC payload keeping the top ``k`` elements; ``update`` and ``sent`` are what the server decodes."""
-        k, n = self._check(k), self.n
+    def encode(self, k: int, *, consume: bool = False) -> Compressed:
+        """The STC payload keeping the top ``k`` elements; ``update`` and ``sent`` are what the server decodes.
+
+        ``consume``: the sizer is not used again, so the update is written over its own flat copy of the input (no
+        new 6.6 MB array for the CNN); any later call raises :class:`CodecError`."""
+        k = self._check(k)
+        coded = self._encode(k, self.flat if consume else None)
+        self._consumed = consume
+        return coded
+
+    def _encode(self, k: int, out: np.ndarray | None) -> Compressed:
+        n = self.n
         head = coding.BitWriter()
         write_header(head, _MAGIC, _VERSION, self.shapes, k, None)
         if k == n:  # every gap 0: b = 0, k zero bits
-            values = np.empty(n, dtype=np.float32)  # |flat| for mu, then the update itself
+            values = np.empty(n, dtype=np.float32) if out is None else out  # |flat| for mu, then the update itself
             negative, mu = _ternary_into(self.flat, values)
             payload = _pack(head, k, 0, None, mu, negative)
             update, sent = _all_sent_tensors(values, negative, mu, self.names, self.shapes)
@@ -157,11 +167,12 @@ class TernarySizer:
             payload = _pack(head, k, b, terminators, mu, negative, gaps)
         else:
             payload, negative, mu, mask = head.to_bytes(), np.zeros(0, dtype=bool), 0.0, np.zeros(n, dtype=bool)
-        update, sent = _encoded_tensors(self.flat, mask, negative if mask is None else None, mu, self.names,
-                                        self.shapes)  # fmt: skip
+        update, sent = _encoded_tensors(self.flat, mask, None, mu, self.names, self.shapes, out)
         return Compressed(payload=payload, kept_kernels=k, n_kernels=n, levels=1, update=update, sent=sent)
 
     def _check(self, k: int) -> int:
+        if self._consumed:
+            raise CodecError("this sizer's update was consumed by encode(consume=True)")
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
         return int(k)
@@ -441,13 +452,14 @@ def _tensor(array: np.ndarray, shape: Sequence[int]) -> torch.Tensor:
 
 
 def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.ndarray | None, mu: float,
-                     names: Sequence[str], shapes: Sequence[Sequence[int]],
+                     names: Sequence[str], shapes: Sequence[Sequence[int]], out: np.ndarray | None = None,
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
     """The ternary update of ``flat`` (``-mu`` where it is negative, else ``mu``, where ``mask`` is True; 0
     elsewhere; ``mask`` None: every element, ``negative`` then ``flat < 0`` if given) and that mask, as float32 and
     bool tensors named ``names``: the values each written elementwise into its own numpy array (numpy asks for
     huge pages for large arrays: far fewer page faults than fresh torch storage), the mask's tensors views of
-    ``mask``, which the caller hands over (no copy).
+    ``mask``, which the caller hands over (no copy). ``out``: a float32 array as large as ``flat`` (``flat``
+    itself allowed: each tensor's signs are read before its values are written) to write the values into instead.
 
     ``-mu`` is ``mu`` with the float32 sign bit set, so the values are ``(bits(mu) | (flat < 0) << 31) * mask``.
     """
@@ -455,8 +467,8 @@ def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.nda
     update, sent, at = {}, {}, 0
     for name, shape in zip(names, shapes):
         size = math.prod(shape)
-        bits = np.empty(size, dtype=np.uint32)
         signs = np.less(flat[at : at + size], 0) if negative is None else negative[at : at + size]
+        bits = np.empty(size, dtype=np.uint32) if out is None else out[at : at + size].view(np.uint32)
         np.left_shift(signs.view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
         np.bitwise_or(bits, mu_bits, out=bits)
         if mask is None:
