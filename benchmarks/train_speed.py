@@ -29,6 +29,13 @@ against the tree before it (commit 5eff821), two runs of one repeat each at load
 machine (4 minutes): inline / bare loop 1.44, 1.97, 2.84; 2 processes 1.25x, 1.38x, 1.36x inline; two bare loops
 2.0 of the limit; tables identical.
 
+STC and UVeQFed after issue #26's first point, paired against the tree before it: STC 0.63 -> 0.24 (``--methods
+stc --repeats 3``, load 3.5-5.5, 5 minutes; 0.52 / 0.57 -> 0.27 / 0.32 at load 5-9 before its last change): its
+error-feedback residual is no longer a new float64 array per job and its update is written over the sizer's own
+copy; UVeQFed 1.91 / 1.83 / 1.84 -> 1.72 / 1.79 / 1.85 (three runs, load 4-9: no clear change), bits unchanged.
+UVeQFed's lattice arithmetic alone (dither and nearest point at the encoder, the dither again at the decoder:
+numpy passes over 0.83 M sub-vectors) costs about 0.7 of the training on this machine.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl

@@ -290,3 +290,26 @@ def test_the_rankings_top_k_and_rank_ranges_are_the_stable_sorts() -> None:
             hist, last = rank.cut(k1)
             assert last == int(order[:k1].max()), k1
             assert np.array_equal(hist, np.bincount(points[order[:k1]], minlength=5)), k1
+
+
+def test_encoding_again_gives_the_same_update_and_leaves_the_first_one_as_it_was():
+    """encode hands over its own array when at least half the sub-vectors are kept (the dropped rows zeroed);
+    a later encode of another k must rebuild the full values without touching the update handed over."""
+    import copy
+
+    from edgefl.compression.uveqfed import LatticeSizer
+
+    rng = np.random.default_rng(5)
+    update = {"w": torch.from_numpy(rng.standard_normal((64, 33)).astype(np.float32))}
+    dither = np.random.default_rng(6)
+    sizer = LatticeSizer(update, copy.deepcopy(dither), step=1.0)
+    m = sizer.m
+    ks = [m, 3 * m // 4, m // 2, m // 5, 0, 7 * m // 8, m]
+    firsts = {}
+    for k in ks:
+        coded = sizer.encode(k)
+        fresh = LatticeSizer(update, copy.deepcopy(dither), step=1.0).encode(k)
+        assert coded.payload == fresh.payload and torch.equal(coded.update["w"], fresh.update["w"]), k
+        firsts.setdefault(k, (coded, fresh.update["w"].clone()))
+    for k, (coded, want) in firsts.items():
+        assert torch.equal(coded.update["w"], want), f"the update of k={k} changed after later encodes"

@@ -29,7 +29,9 @@ import torch
 
 from edgefl.compression import coding, quantize, sparsify
 from edgefl.compression.codec import Compressed
-from edgefl.compression.container import CodecError, check_names, flatten, header_bits, read_header, write_header
+from edgefl.compression.container import (
+    CodecError, check_names, flatten, header_bits, read_header, tensor_views, write_header,
+)  # fmt: skip
 
 __all__ = ["TernarySizer", "encode_ternary", "decode_ternary"]
 
@@ -46,6 +48,7 @@ class TernarySizer:
         self._sizes: dict[int, int] = {}
         self._parameters: dict[int, int] = {}  # the Rice parameter of each k sized
         self._kept: list[_Kept] = []  # top sets materialised by the size search
+        self._consumed = False  # encode(consume=True) made ``flat`` the update's storage
 
     @property
     def n(self) -> int:
@@ -129,21 +132,33 @@ class TernarySizer:
         self._kept = [*self._kept[-1:], kept]
         return kept
 
-    def encode(self, k: int) -> Compressed:
-        """The STC payload keeping the top ``k`` elements; ``update`` and ``sent`` are what the server decodes."""
-        k, n = self._check(k), self.n
+    def encode(self, k: int, *, consume: bool = False) -> Compressed:
+        """The STC payload keeping the top ``k`` elements; ``update`` and ``sent`` are what the server decodes.
+
+        ``consume``: the sizer is not used again, so the update is written over its own flat copy of the input (no
+        new 6.6 MB array for the CNN); any later call raises :class:`CodecError`."""
+        k = self._check(k)
+        coded = self._encode(k, self.flat if consume else None)
+        self._consumed = consume
+        return coded
+
+    def _encode(self, k: int, out: np.ndarray | None) -> Compressed:
+        n = self.n
         head = coding.BitWriter()
         write_header(head, _MAGIC, _VERSION, self.shapes, k, None)
         if k == n:  # every gap 0: b = 0, k zero bits
-            negative, mu = quantize.ternary(self.flat)
-            payload, mask = _pack(head, k, 0, None, mu, negative), None
-        elif k and self._selection is not None and self._selection.last(k) + 1 <= 2 * k:
+            values = np.empty(n, dtype=np.float32) if out is None else out  # |flat| for mu, then the update itself
+            negative, mu = _ternary_into(self.flat, values)
+            payload = _pack(head, k, 0, None, mu, negative)
+            update, sent = _all_sent_tensors(values, negative, mu, self.names, self.shapes)
+            return Compressed(payload=payload, kept_kernels=k, n_kernels=n, levels=1, update=update, sent=sent)
+        if k and self._selection is not None and self._selection.last(k) + 1 <= 2 * k:
             mask = self._selection.mask(k)  # b = 0: the unary terminators are the kept positions themselves
-            negative, mu = quantize.ternary(self.flat[mask])
+            negative, mu = _ternary_of_copy(self.flat[mask])
             payload = _pack(head, k, 0, mask[: self._selection.last(k) + 1], mu, negative)
         elif k:
             pos = self.positions(k)
-            negative, mu = quantize.ternary(self.flat[pos])
+            negative, mu = _ternary_of_copy(self.flat[pos])
             mask = np.zeros(n, dtype=bool)
             mask[pos] = True
             gaps = _gaps(pos)
@@ -152,11 +167,12 @@ class TernarySizer:
             payload = _pack(head, k, b, terminators, mu, negative, gaps)
         else:
             payload, negative, mu, mask = head.to_bytes(), np.zeros(0, dtype=bool), 0.0, np.zeros(n, dtype=bool)
-        update, sent = _encoded_tensors(self.flat, mask, negative if mask is None else None, mu, self.names,
-                                        self.shapes)  # fmt: skip
+        update, sent = _encoded_tensors(self.flat, mask, None, mu, self.names, self.shapes, out)
         return Compressed(payload=payload, kept_kernels=k, n_kernels=n, levels=1, update=update, sent=sent)
 
     def _check(self, k: int) -> int:
+        if self._consumed:
+            raise CodecError("this sizer's update was consumed by encode(consume=True)")
         if not 0 <= int(k) <= self.n:
             raise CodecError(f"k={k!r}: must be in [0, {self.n}]")
         return int(k)
@@ -256,6 +272,35 @@ def decode_ternary(payload: bytes, names: Sequence[str]) -> tuple[dict[str, torc
         raise CodecError(f"malformed payload: {err}") from err
     check_names(names, shapes)
     return _decoded_tensors(kept, negative, mu, names, shapes)
+
+
+def _ternary_of_copy(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """:func:`quantize.ternary` of ``values``, a float32 array the caller hands over (a fresh copy): its magnitudes
+    are taken in place instead of into a new array (the same array's mean, so the same mu to the bit)."""
+    if values.dtype != np.float32:
+        return quantize.ternary(values)
+    negative = values < 0
+    mu = float(np.abs(values, out=values).mean()) if values.size else 0.0
+    return negative, float(np.float32(mu))
+
+
+def _ternary_into(flat: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, float]:
+    """:func:`quantize.ternary` of all of the float32 ``flat``, its magnitudes taken into ``scratch`` (float32, as
+    large) rather than a new array: the same values in a contiguous array of the same size, so the same mean."""
+    negative = flat < 0
+    mu = float(np.abs(flat, out=scratch).mean()) if flat.size else 0.0
+    return negative, float(np.float32(mu))
+
+
+def _all_sent_tensors(values: np.ndarray, negative: np.ndarray, mu: float, names: Sequence[str],
+                      shapes: Sequence[Sequence[int]]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+    """:func:`_encoded_tensors` of every element (``mask`` None) written into ``values`` (float32, handed over),
+    whose tensors view it: ``bits(mu) | negative << 31``."""
+    bits = values.view(np.uint32)
+    np.left_shift(negative.view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
+    np.bitwise_or(bits, np.array(mu, dtype=np.float32).view(np.uint32), out=bits)
+    sent = {name: _tensor(np.ones(math.prod(shape), dtype=bool), shape) for name, shape in zip(names, shapes)}
+    return tensor_views(values, names, shapes), sent
 
 
 def _gaps(pos: np.ndarray) -> np.ndarray:
@@ -407,12 +452,14 @@ def _tensor(array: np.ndarray, shape: Sequence[int]) -> torch.Tensor:
 
 
 def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.ndarray | None, mu: float,
-                     names: Sequence[str], shapes: Sequence[Sequence[int]],
+                     names: Sequence[str], shapes: Sequence[Sequence[int]], out: np.ndarray | None = None,
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
     """The ternary update of ``flat`` (``-mu`` where it is negative, else ``mu``, where ``mask`` is True; 0
     elsewhere; ``mask`` None: every element, ``negative`` then ``flat < 0`` if given) and that mask, as float32 and
-    bool tensors named ``names``, each written elementwise into its own numpy array (numpy asks for huge pages for
-    large arrays: far fewer page faults than fresh torch storage).
+    bool tensors named ``names``: the values each written elementwise into its own numpy array (numpy asks for
+    huge pages for large arrays: far fewer page faults than fresh torch storage), the mask's tensors views of
+    ``mask``, which the caller hands over (no copy). ``out``: a float32 array as large as ``flat`` (``flat``
+    itself allowed: each tensor's signs are read before its values are written) to write the values into instead.
 
     ``-mu`` is ``mu`` with the float32 sign bit set, so the values are ``(bits(mu) | (flat < 0) << 31) * mask``.
     """
@@ -420,8 +467,8 @@ def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.nda
     update, sent, at = {}, {}, 0
     for name, shape in zip(names, shapes):
         size = math.prod(shape)
-        bits = np.empty(size, dtype=np.uint32)
         signs = np.less(flat[at : at + size], 0) if negative is None else negative[at : at + size]
+        bits = np.empty(size, dtype=np.uint32) if out is None else out[at : at + size].view(np.uint32)
         np.left_shift(signs.view(np.uint8), np.uint32(31), out=bits, dtype=np.uint32)
         np.bitwise_or(bits, mu_bits, out=bits)
         if mask is None:
@@ -429,7 +476,7 @@ def _encoded_tensors(flat: np.ndarray, mask: np.ndarray | None, negative: np.nda
         else:
             here = mask[at : at + size]
             np.multiply(bits, here, out=bits)
-            sent[name] = _tensor(here.copy(), shape)
+            sent[name] = _tensor(here, shape)  # a view: the caller hands its fresh mask over
         update[name] = _tensor(bits.view(np.float32), shape)
         at += size
     return update, sent
@@ -460,7 +507,7 @@ def _decoded_tensors(kept: np.ndarray | None, negative: np.ndarray, mu: float, n
         else:
             bits = np.zeros(hi - lo, dtype=np.uint32)
             if by_mask:
-                mask = kept[lo:hi].copy()
+                mask = kept[lo:hi]  # a view of the mask _read_kept made for this payload
                 where = np.flatnonzero(mask)
             else:
                 where = kept[cuts[i] : cuts[i + 1]] - lo
