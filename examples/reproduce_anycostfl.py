@@ -26,16 +26,14 @@ directories at every call. Writes ``anycostfl_table.csv``, ``anycostfl_per_seed.
 
 Resumable: every finished run is a run directory under ``--out`` (its ``summary.json`` written last) and is read
 back instead of rerun; give each setting (rounds, samples) its own ``--out``. Measured wall time on the shared
-2-core machine, all 18 runs of one seed (9 methods x 2 partitions) at 50 images per device, 20 rounds, 1,000
-test images, ``--jobs 2``: seed 0 about 130 minutes at load 3.5-5.5 (two launches; the codec speed-ups of
-5d1f8c5 came between them), seed 1 67 minutes at load 2.5-3.5 (one launch). Per run (the sum of its rounds'
-wall times, two runs side by side, seed 1): w/o FGC 0.6-1.1 minutes, STC 4-5, the others 5.5-18 (UVeQFed and
-FedHQ, IID, the longest); HeteroFL on its Scaler / static-BN CNN 12.2-12.6 minutes (two side by side at load
-~12 under ``nice -n 10``, both seeds and partitions); for the compression methods the encoders of the
-1.66 M-parameter update of each of 60 devices dominate, not the training. The two seeds the record uses
-therefore take 2-3.5 hours here, beyond the 90 minutes a study may take; examples/README.md records what was
-run. Earlier (100 images, 30 rounds, before the codec
-speed-ups) AnycostFL and STC, IID, seed 0, took 56 minutes.
+2-core machine, ``--jobs 2``: at 100 images per device, 20 rounds, 1,000 test images, the 18 IID runs (9 methods x
+2 seeds) took 101 minutes at load 3-9 beside other engineers' work (the runs' own wall times sum to 184 minutes:
+AnycostFL 22-24 minutes each at load 5-9, w/o FGC 2.4-2.7, the others 5-14), so the 36 runs of both partitions
+take more than the 90 minutes a study may take here under such load; at 50 images, 20 rounds, 67-130 minutes per
+seed (18 runs) before the codec work of issue #26. One round (the second) on the quiet machine, IID, 100 images:
+AnycostFL 16.5 s, HeteroFL 5.6 s, STC 8.7 s, QSGD 10.3 s, UVeQFed 12.2 s, FedHQ 21.7 s. For the compression
+methods the encoders of the 1.66 M-parameter update of each of 60 devices cost more than the training (codec
+shares in benchmarks/train_speed.py); examples/README.md records what was run.
 
     .venv/bin/python examples/reproduce_anycostfl.py [--out runs/anycostfl] [--rounds 30] [--seeds 2] \\
         [--samples-per-device 100] [--jobs 2] [--methods AnycostFL,STC] [--partitions IID] [--set KEY=VALUE]
