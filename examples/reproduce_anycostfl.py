@@ -26,12 +26,11 @@ directories at every call. Writes ``anycostfl_table.csv``, ``anycostfl_per_seed.
 
 Resumable: every finished run is a run directory under ``--out`` (its ``summary.json`` written last) and is read
 back instead of rerun; give each setting (rounds, samples) its own ``--out``. Measured wall time on the shared
-2-core machine, ``--jobs 2``: at 100 images per device, 20 rounds, 1,000 test images, the 18 IID runs (9 methods x
-2 seeds) took 101 minutes at load 3-9 beside other engineers' work (the runs' own wall times sum to 184 minutes:
-AnycostFL 22-24 minutes each at load 5-9, w/o FGC 2.4-2.7, the others 5-14), so the 36 runs of both partitions
-take more than the 90 minutes a study may take here under such load; at 50 images, 20 rounds, 67-130 minutes per
-seed (18 runs) before the codec work of issue #26. One round (the second) on the quiet machine, IID, 100 images:
-AnycostFL 16.5 s, HeteroFL 5.6 s, STC 8.7 s, QSGD 10.3 s, UVeQFed 12.2 s, FedHQ 21.7 s. For the compression
+2-core machine, ``--jobs 2``, at 100 images per device, 20 rounds, 1,000 test images: all 36 runs 141 minutes in
+two launches; the 18 non-IID runs 40 minutes at load 3-4 (their own wall times sum to 80: AnycostFL 7.2 minutes a
+run, w/o AIO 6.8, w/o EMS 6.2, FedHQ 5.3, QSGD 4.1, UVeQFed 3.9, STC 2.4, HeteroFL 2.1, w/o FGC 1.9), so about 80
+minutes for the whole study at that pace; the 18 IID runs took 101 minutes, ten of them on the codecs before
+issue #26's work at load 5-9. For the compression
 methods the encoders of the 1.66 M-parameter update of each of 60 devices cost more than the training (codec
 shares in benchmarks/train_speed.py); examples/README.md records what was run.
 
