@@ -36,6 +36,11 @@ copy; UVeQFed 1.91 / 1.83 / 1.84 -> 1.72 / 1.79 / 1.85 (three runs, load 4-9: no
 UVeQFed's lattice arithmetic alone (dither and nearest point at the encoder, the dither again at the decoder:
 numpy passes over 0.83 M sub-vectors) costs about 0.7 of the training on this machine.
 
+``--executors --methods stc,uveqfed,anycostfl --repeats 1`` after all of issue #26's work so far, on the quiet
+machine (load < 0.3, 2.5 minutes): inline / bare loop STC 1.16, UVeQFed 1.90, AnycostFL 2.81; 2 processes (4 dealt
+parts per worker) 1.14x, 1.39x, 1.48x inline; two bare loops 1.98, 2.05, 1.83 of the limit; the bare loop's
+evaluation 0.095-0.098 of its training (at most 1.84 of 2.0 for 2 workers with a free codec); tables identical.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl
