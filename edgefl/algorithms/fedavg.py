@@ -83,7 +83,7 @@ class FedAvg(Method):
         return RoundPlan(jobs, dev[~ok], np.array(reasons, dtype=object))
 
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
-        return self.train_update(job, trainer=trainer)
+        return self.trained_update(job, trainer=trainer)
 
     def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
         """The job's download trained at its width with the scenario's epochs/steps; ``auto`` (vectorised by
@@ -91,11 +91,6 @@ class FedAvg(Method):
         return LocalTraining(start=job.start, width=job.job.width, auto=type(self).client_update is FedAvg.client_update)
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
-        return dense_update(job.device, res)
-
-    def train_update(self, job: TrainJob, *, trainer: Training, steps: int | None = None) -> ClientUpdate:
-        """Train the job for real (``steps`` SGD steps if given, else the scenario's epochs/steps)."""
-        res = trainer.train(job.device, job.start, round_index=job.round_index, width=job.job.width, steps=steps)
         return dense_update(job.device, res)
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:

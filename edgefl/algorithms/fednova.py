@@ -88,15 +88,9 @@ class FedNova(ProbabilityMethod):
             self.steps = reduced_steps(self.probabilities(deadline=ctx.t_budget_s is not None), self.full_steps)
         return super().plan_round(ctx)  # FedAvg's plan of the local work above
 
-    def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
-        steps = int(job.job.local_steps)
-        if steps >= self.full_steps[job.device]:
-            return super().client_update(job, trainer=trainer)  # a full FedAvg round, p_i = 1
-        return self.train_update(job, trainer=trainer, steps=steps)  # tau_i steps
-
     def local_training(self, job: TrainJob, *, trainer: Training) -> LocalTraining:
-        """A full FedAvg round, or tau_i SGD steps (:meth:`client_update`); trained together only under
-        ``train.vectorise = "on"``."""
+        """A full FedAvg round (p_i = 1), or tau_i SGD steps; trained together only under ``train.vectorise =
+        "on"`` (its ``auto`` is False)."""
         steps = int(job.job.local_steps)
         full = steps >= self.full_steps[job.device]
         return LocalTraining(start=job.start, width=job.job.width, steps=None if full else steps)
