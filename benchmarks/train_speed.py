@@ -139,9 +139,11 @@ def child(method: str) -> None:
     decode_s = time.perf_counter() - t0
     codec_s = times["update_s"] - times["train_s"] + decode_s
     bits = [float(b) for b in result.device_rounds["bits"]]
+    bytes_sha = hashlib.sha256(b"".join(args[0] for _, args in payloads)).hexdigest()[:12]
     print(json.dumps({"wall_s": wall, "train_s": times["train_s"], "codec_s": codec_s, "decode_s": decode_s,
                       "share": codec_s / times["train_s"], "payloads": len(payloads), "bits_sum": sum(bits),
-                      "bits_sha": hashlib.sha256(json.dumps(bits).encode()).hexdigest()[:12]}))
+                      "bits_sha": hashlib.sha256(json.dumps(bits).encode()).hexdigest()[:12],
+                      "payload_sha": bytes_sha}))
 
 
 def _sha(frame) -> str:
@@ -277,7 +279,7 @@ def measure(method: str, tree: Path = HERE) -> dict:
 def _row(label: str, m: dict) -> str:
     return (f"  {label}: codec {m['codec_s']:.2f} s (decode {m['decode_s']:.2f} s) / training {m['train_s']:.2f} s"
             f" = share {m['share']:.3f}; round {m['wall_s']:.1f} s, {m['payloads']} payloads, "
-            f"{m['bits_sum']:.0f} bits (sha {m['bits_sha']})")  # fmt: skip
+            f"{m['bits_sum']:.0f} bits (sha {m['bits_sha']}), payload bytes sha {m['payload_sha']}")  # fmt: skip
 
 
 def main() -> None:
