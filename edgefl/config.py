@@ -207,8 +207,9 @@ class TrainConfig(_Strict):
     # or "auto" (CUDA when torch sees one, else the CPU); the codecs, the aggregation and the tables stay on the CPU
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     # train a round's jobs of one (sub)model shape together with torch.func.vmap (README: "Vectorised training"):
-    # "auto" FedAvg's fixed-step jobs on a model measured faster so (registry flag), "on" every group the model
-    # allows (no batch norm, buffers, dropout or clipping), "off" one by one; the same for every executor
+    # "auto" FedAvg's fixed-step jobs on a model measured faster so on the CPU (registry flag) and every group on a
+    # GPU, "on" every group the model allows (no batch norm, buffers, dropout or clipping), "off" one by one; the
+    # same for every executor
     vectorise: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="after")

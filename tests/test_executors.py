@@ -117,6 +117,22 @@ def test_a_run_on_the_gpu_gives_the_same_tables_twice():
     assert r0.equals(r1) and d0.equals(d1)
 
 
+@pytest.mark.parametrize("vectorise", ["off", "on"])
+def test_two_processes_on_the_gpu_give_the_inline_tables(vectorise):
+    """``processes`` with ``cuda``: each spawned worker opens its own CUDA context on the same GPU and runs its
+    jobs there with deterministic algorithms, so the tables equal the inline run's bit for bit, with and without
+    vectorised groups (needs a CUDA GPU)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here")
+    sets = [*SMALL, *STC, "train.device=cuda", f"train.vectorise={vectorise}", "method.clients_per_round=6"]
+    inline = run_scenario(load_scenario("quickstart", sets))
+    pool = run_scenario(load_scenario("quickstart", [*sets, "train.executor=processes", "train.workers=2"]))
+    (r0, d0), (r1, d1) = tables(inline), tables(pool)
+    assert r0.equals(r1) and d0.equals(d1)
+    assert pool.summary["training_jobs"] == {"executor": "processes", "workers": 2, "device": "cuda"}
+
+
 def test_vectorised_groups_give_the_same_tables_on_every_executor():
     """``train.vectorise = "on"``: the groups are cut from the jobs before they reach the workers and never split,
     so 2 processes give the inline tables bit for bit (a group's padding depends only on its jobs)."""

@@ -34,6 +34,7 @@ from edgefl.learner import training_groups
 from edgefl.learning.config import LocalTrainConfig
 from edgefl.learning.models import MODEL_NAMES, MODELS, build_model, init_parameters
 from edgefl.learning.train import local_train, local_train_many, trains_together
+from edgefl.learning.workload import torch_device
 from edgefl.runner import Simulation, make_workload
 from edgefl.scenario import load_scenario
 from edgefl.seeding import Streams
@@ -68,20 +69,33 @@ def test_the_registry_splits_into_vectorisable_models_and_batch_norm_ones():
 
 @pytest.mark.parametrize("name", VECTORISABLE)
 def test_vectorised_epochs_with_unequal_devices_equal_one_by_one(name):
+    _vectorised_equals_one_by_one(name, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("name", VECTORISABLE)
+def test_vectorised_epochs_on_the_gpu_equal_one_by_one(name):
+    """The same comparison with the models and data on a CUDA GPU (``train.device = "cuda"``), the float64
+    reference on the GPU too (needs a CUDA GPU)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here")
+    _vectorised_equals_one_by_one(name, torch_device("cuda"))  # edgefl's GPU settings: deterministic, no TF32
+
+
+def _vectorised_equals_one_by_one(name: str, on: torch.device) -> None:
     entry = MODELS[name]
-    model = init_parameters(build_model(name), torch.Generator().manual_seed(0))
+    model = init_parameters(build_model(name), torch.Generator().manual_seed(0)).to(on)
     gen = torch.Generator().manual_seed(1)
     n = sum(SIZES)
-    x = torch.randn(n, *entry.input_shape, generator=gen)
-    y = torch.randint(0, entry.n_classes, (n,), generator=gen)
+    x = torch.randn(n, *entry.input_shape, generator=gen).to(on)
+    y = torch.randint(0, entry.n_classes, (n,), generator=gen).to(on)
     bounds = np.cumsum((0, *SIZES))
     owned = [torch.arange(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-    base = {k: v.detach().clone() for k, v in model.named_parameters()}
-    starts = [{k: v + 0.01 * torch.randn(v.shape, generator=gen) for k, v in base.items()} for _ in SIZES]
+    base = {k: v.detach().cpu().clone() for k, v in model.named_parameters()}
+    starts = [{k: (v + 0.01 * torch.randn(v.shape, generator=gen)).to(on) for k, v in base.items()} for _ in SIZES]
     final, stats = local_train_many(model, starts, x, y, owned, CFG, [torch.Generator().manual_seed(d) for d in range(4)])
     assert max(s.steps for s in stats) <= STEPS_MAX
     assert len({s.steps for s in stats}) > 1  # devices of the group take different numbers of steps
-    double = build_model(name).double()
+    double = build_model(name).double().to(on)
     for d, rows in enumerate(owned):
         one, trained = _one_by_one(model, starts[d], x[rows], y[rows], d)
         assert (stats[d].steps, stats[d].samples) == (one.steps, one.samples)
