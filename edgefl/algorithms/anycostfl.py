@@ -249,6 +249,7 @@ class AnycostFL(Method):
         """Fine-grained compression of the trained update to the planned bits (Sec. IV-B), or, ablation
         ``no_fgc``, the uncompressed update."""
         from edgefl.compression import BudgetError, compress, encode_fixed
+        from edgefl.compression.container import on_wire
 
         plan = job.job
         if self.settings.ablation == "no_fgc":  # w/o FGC: the uncompressed float32 update, every element sent
@@ -264,6 +265,7 @@ class AnycostFL(Method):
             packed = compress(res.update, budget_bits=plan.bits_planned, rng=rng)
         except BudgetError:  # the budget cannot even hold the header: send an empty update
             packed = encode_fixed(res.update, kept_kernels=0, levels=1, rng=rng)
+        packed = on_wire(packed)  # to the driver (an executor's worker) as its payload, decoded there
         return ClientUpdate(
             device=job.device,
             # what the server decodes from the payload: the quantised sparse update and the elements it carries

@@ -113,8 +113,12 @@ class BudgetedMethod(Method):
         return LocalTraining(start=job.start)
 
     def packed_update(self, job: TrainJob, res: TrainResult, packed: Compressed, *, memory: Any = None) -> ClientUpdate:
-        """A compressed full-model update: the decoded update the server applies (``packed.update``) and the
-        number of kept kernels, charged the real encoded size ``packed.bits``; ``memory``: what the device keeps."""
+        """A compressed full-model update: the decoded update the server applies (``packed.update``, sent to the
+        driver as its payload: :func:`~edgefl.compression.container.on_wire`) and the number of kept kernels,
+        charged the real encoded size ``packed.bits``; ``memory``: what the device keeps."""
+        from edgefl.compression.container import on_wire
+
+        packed = on_wire(packed)
         return ClientUpdate(
             device=job.device, payload=CompressedUpdate(packed.update, int(packed.kept_kernels)),
             weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,

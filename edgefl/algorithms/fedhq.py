@@ -115,6 +115,7 @@ class FedHQ(BudgetedMethod):
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import MAX_LEVELS
+        from edgefl.compression.container import on_wire
         from edgefl.compression.search import SizeFunction, TopkQuantSizer, largest_fitting
 
         sizer = TopkQuantSizer(res.update, job.rng("quantization"))
@@ -122,6 +123,7 @@ class FedHQ(BudgetedMethod):
         size = SizeFunction(lambda L: sizer.bits(n, L), lambda L, budget: sizer.fits(n, L, budget))
         levels = largest_fitting(size, 1, MAX_LEVELS, job.job.bits_planned)  # the same steps as over sizer.bits
         packed = sizer.encode(n, levels) if levels is not None else sizer.encode(0, 1)  # empty: nothing fits
+        packed = on_wire(packed)  # to the driver (an executor's worker) as its payload, decoded there
         q = None
         if levels:
             from edgefl.compression import flatten

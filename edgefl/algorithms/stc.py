@@ -72,6 +72,7 @@ class STC(BudgetedMethod):
             self.residual[u.device] = u.memory
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        from edgefl.compression.container import on_wire
         from edgefl.compression.search import largest_fitting
         from edgefl.compression.stc import TernarySizer
 
@@ -80,7 +81,9 @@ class STC(BudgetedMethod):
         k = largest_fitting(sizer.bits, 0, sizer.n, job.job.bits_planned)
         # k None only if the header alone exceeds the budget; the sizer is not used again: its flat copy is reused
         packed = sizer.encode(0 if k is None else k, consume=True)
-        # acc - sent, what the server decodes: kept as the two float32 states (no new 13 MB float64 array per job)
+        # acc - sent, what the server decodes: kept as the two float32 states (no new 13 MB float64 array per job);
+        # the payload travels once for both (on_wire): the decoded update is the residual's subtrahend
+        packed = on_wire(packed)
         return self.packed_update(job, res, packed, memory=Residual(acc, packed.update))
 
     def state_dict(self) -> dict:

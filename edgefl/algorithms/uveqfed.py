@@ -73,12 +73,14 @@ class UVeQFed(BudgetedMethod):
         return float(LatticeSizer(ones, np.random.default_rng(0), step=self.settings.step).bits(1))
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
+        from edgefl.compression.container import on_wire
         from edgefl.compression.search import largest_fitting
         from edgefl.compression.uveqfed import LatticeSizer
 
         sizer = LatticeSizer(res.update, job.rng(STREAM), step=self.settings.step)
         k = largest_fitting(sizer.bits, 0, sizer.m, job.job.bits_planned)
         coded = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
+        coded = on_wire(coded, job.rng(STREAM))  # to the driver as its payload, decoded there with the shared seed
         return ClientUpdate(
             device=job.device, payload=LatticeUpdate(coded.update, coded.kept, coded.payload),
             weight=float(res.n_samples), bits=float(coded.bits), flops=res.flops, steps=res.steps,

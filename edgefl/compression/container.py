@@ -6,9 +6,13 @@ each), kept count (32). Each codec writes its own body after the header.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import importlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +21,7 @@ from edgefl.compression import coding
 from edgefl.errors import EdgeflError
 
 __all__ = ["CodecError", "Encoded", "flatten", "unflatten", "tensor_views", "unflatten_mask", "check_names", "decoded",
-           "header_bits", "write_header", "read_header"]  # fmt: skip
+           "header_bits", "write_header", "read_header", "Wire", "WireTensors", "on_wire", "DECODERS"]  # fmt: skip
 
 
 class CodecError(EdgeflError, ValueError):
@@ -38,6 +42,75 @@ class Encoded:
     def bits(self) -> int:
         """The payload's size [bits]: 8 * len(payload)."""
         return 8 * len(self.payload)
+
+
+#: Each container's magic (its payload's first byte) -> (module, function) of its public decoder, called as
+#: ``decoder(payload, names, *args) -> (update, sent)`` (tensors by name).
+DECODERS: dict[int, tuple[str, str]] = {
+    0xA7: ("edgefl.compression.codec", "decode_with_mask"),
+    0xB7: ("edgefl.compression.stc", "decode_ternary"),
+    0xC7: ("edgefl.compression.uveqfed", "decode_lattice"),
+}
+
+
+class Wire:
+    """A payload as it travels between processes: its bytes, the tensor names and whatever else its decoder takes
+    (``args``: UVeQFed's shared-seed generator in the state the encoder's had). Decoded once, on first use, by
+    the decoder its first byte (the container's magic) names (:data:`DECODERS`)."""
+
+    __slots__ = ("payload", "names", "args", "_decoded")
+
+    def __init__(self, payload: bytes, names: Sequence[str], args: tuple = ()) -> None:
+        self.payload, self.names, self.args = payload, tuple(names), tuple(args)
+        self._decoded: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] | None = None
+
+    def __reduce__(self):
+        return Wire, (self.payload, self.names, self.args)  # never what was decoded from it
+
+    def decoded(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """(update, sent) the payload decodes to."""
+        if self._decoded is None:
+            if not self.payload or self.payload[0] not in DECODERS:
+                raise CodecError(f"no decoder for a payload starting with {self.payload[:1]!r}")
+            module, name = DECODERS[self.payload[0]]
+            decode = getattr(importlib.import_module(module), name)
+            self._decoded = decode(self.payload, list(self.names), *copy.deepcopy(self.args))
+        return self._decoded
+
+
+class WireTensors(dict):
+    """Tensors by name (a plain dict to every reader) that a pickle carries as the payload they decode from: an
+    encoded update's ``update`` (``part`` 0) or ``sent`` mask (``part`` 1). A job's result crossing to the driver
+    (a worker process, a Ray actor) or a device's memory crossing to a worker then moves the payload, hundreds of
+    kB, instead of the dense float32 update, megabytes; the receiving side decodes it (the server's decoding, in
+    the driver), to the same bits: each codec's decoder gives exactly the update its encoder handed over
+    (tests/test_wire.py). Both parts of one payload share one :class:`Wire`, so it is sent and decoded once."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor], wire: Wire, part: int) -> None:
+        super().__init__(tensors)
+        self.wire, self.part = wire, part
+
+    def __reduce__(self):
+        return _unwired, (self.wire, self.part)
+
+    def __deepcopy__(self, memo: dict) -> WireTensors:
+        return WireTensors({k: copy.deepcopy(v, memo) for k, v in self.items()}, self.wire, self.part)
+
+
+def _unwired(wire: Wire, part: int) -> WireTensors:
+    return WireTensors(wire.decoded()[part], wire, part)
+
+
+def on_wire(encoded: Any, *args: Any) -> Any:
+    """``encoded`` (an :class:`Encoded`) whose ``update`` and ``sent`` travel as its payload when pickled
+    (:class:`WireTensors`); ``args``: what its decoder takes after the payload and the names. Already on the
+    wire: itself."""
+    if isinstance(encoded.update, WireTensors):
+        return encoded
+    wire = Wire(encoded.payload, list(encoded.update), args)
+    wire._decoded = (encoded.update, encoded.sent)  # this side has it already
+    return dataclasses.replace(encoded, update=WireTensors(encoded.update, wire, 0),
+                               sent=WireTensors(encoded.sent, wire, 1))  # fmt: skip
 
 
 def flatten(update: Mapping[str, torch.Tensor]) -> tuple[list[str], list[tuple[int, ...]], np.ndarray]:
