@@ -41,7 +41,8 @@ _SQRT3_2 = _SQRT3 / 2.0
 A2_NSM = 5.0 / (36.0 * _SQRT3)
 """Normalised second moment G(A2) of the hexagonal lattice (Conway & Sloane Table 2.3): 0.0801875..."""
 ROWS = 8192
-"""Rows per block of the vectorised loops: a block's float64 temporaries (64 KiB each) stay in the CPU cache."""
+"""Rows per block of the vectorised loops: a block's float64 temporaries (64 KiB each) stay in the CPU cache.
+UVeQFed's encoder kernel keeps its blocks for one choice per block (how D2's lattice point is computed)."""
 _FAST_D = (1e-300, 1e300)  # d where d sqrt(3), d / 2 and the parallelogram's points stay normal floats
 
 

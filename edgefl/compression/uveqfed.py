@@ -29,16 +29,19 @@ Container (MSB first, padded to a whole byte): the header of :mod:`.codec` witho
 d (float32), the symbol base (32 bits: one more than the largest zigzag b), the number of distinct symbols (32),
 their Rice-coded gaps, and the Huffman-coded symbol indices (:func:`coding.huffman_encode`).
 
-Sizes without payloads. :class:`LatticeSizer` runs E1-E3 once for every sub-vector (in cache-sized blocks, one pass
-that also keeps D2's values) and then sizes any k from counts: the Huffman table and code bits depend only on the
+Sizes without payloads. :class:`LatticeSizer` runs E1-E3 once for every sub-vector (one compiled pass,
+:func:`_quantise`, that also keeps D2's values and the norms) and then sizes any k from counts: the Huffman table and code bits depend only on the
 histogram of the kept points (the distinct symbols sort as their coordinate pairs whatever the base); the Rice gaps
 of the kept indices take exactly ``last index + 1`` bits when they sum to at most k (the optimal parameter is 0
 then); only the Rice-coded lengths of the 512-symbol blocks depend on where the kept points lie. The budget search
 (:func:`.search.largest_fitting` through :attr:`LatticeSizer.bits`) settles a probe from bounds when it can (the
 histogram's entropy, then the Huffman code with the block lengths' Rice size bounded) and sizes exactly only the
 probes near the budget, the block lengths then updated from the last exact size when few sub-vectors changed. The
-size grows with k up to the few bits the Huffman table and block lengths can move. The decoder regenerates the
-dither block by block too, for the kept sub-vectors only (for every row of a block when most are kept).
+size grows with k up to the few bits the Huffman table and block lengths can move. The decoder draws the same
+uniforms and works out the dither for the kept sub-vectors only (:func:`_rebuild`).
+
+The compiled kernels (:mod:`.jit`) compute what the numpy code they replaced computed, with the same IEEE
+operations in the same order (tests/test_jit_lattice.py keeps that code and compares them to the bit).
 """
 
 from __future__ import annotations
@@ -98,8 +101,8 @@ def _distinct(symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _points(za: np.ndarray, zb: np.ndarray, top_za: int, top_zb: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct joined points ``za (top_zb + 1) + zb`` (ascending: their (za, zb) order) and each one's index
-    among them (int64), as :func:`_distinct` gives them, through a presence table filled and read block by block
-    (the blocks' joined points stay in the CPU cache) when it is at most a few times the count."""
+    among them (int64), as :func:`_distinct` gives them, through a presence table (:func:`_point_ids`) when it is
+    at most a few times the count."""
     joint_base = top_zb + 1
     size = top_za * joint_base + top_zb + 1
     m = za.size
@@ -319,7 +322,7 @@ class _Ranking:
     """The sub-vectors by descending squared norm, ties by index (``np.argsort(-norm2, kind="stable")``'s
     order), resolved only where asked, and the histogram of the points of any top k.
 
-    One stable pass of numpy's radix sort over the top 16 bits of each norm's float64 pattern (sign, exponent and
+    One stable counting sort (:func:`_stable_order`) over the top 16 bits of each norm's float64 pattern (sign, exponent and
     4 mantissa bits: buckets of a sixteenth of a binade, which order like the values) gives the buckets in order,
     each bucket's members by index. A bucket whose members tie (the zero norms) is in order already; another is
     sorted the second time a top k cuts it (the search's last probes cut one bucket again and again), and the
@@ -541,7 +544,7 @@ class LatticeSizer:
             self._za, self._zb = za, zb
             self._order = sparsify.rank_kernels(norm2)
         self._ref: _Reference | None = None
-        self._huffman = coding.HuffmanMemo()  # the search's histograms are alike: their merges mostly repeat
+        self._huffman = coding.HuffmanMemo()  # huffman_lengths by a compiled merge
 
     @property
     def n(self) -> int:
@@ -772,8 +775,8 @@ def decode_lattice(
     payload: bytes, names: Sequence[str], dither_rng: np.random.Generator
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The server's side (D1-D3): the decoded update and the mask of the elements it carries, as tensors named
-    ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed). The dither is
-    regenerated block by block (the same draws in the same order) and computed for the kept sub-vectors only."""
+    ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed). The same uniforms
+    are drawn (one pair per sub-vector) and the dither is worked out for the kept sub-vectors only."""
     r = coding.BitReader(payload)
     try:
         _, shapes, k = read_header(r, _MAGIC, _VERSION, "a UVeQFed update", flag=False)
