@@ -278,3 +278,24 @@ def _payload(m: int, kept: np.ndarray, index: np.ndarray, a: np.ndarray, b: np.n
         coding.rice_encode(w, np.diff(symbols[order], prepend=-1) - 1)
         coding.huffman_encode(w, rank[index], symbols.size)
     return w.to_bytes()
+
+
+def test_masks_and_kept_symbols_are_the_numpy_expressions() -> None:
+    """_masks: ``mask[kept] = True`` and ``np.repeat(mask, 2)[:n]``; _kept_symbols: ``np.bincount(sym[kept])`` and
+    each kept point's index among the used ones (``index_of[sym[kept]]``), for empty, one, all and odd n."""
+    rng = np.random.default_rng(11)
+    for m, n in ((0, 0), (1, 1), (1, 2), (7, 13), (5000, 10_000), (5000, 9999)):
+        sym = rng.integers(0, 40, m)
+        for kept in (np.zeros(0, np.int64), np.arange(m), np.flatnonzero(rng.random(m) < 0.4), np.array([m - 1])):
+            if kept.size and (m == 0 or kept[-1] >= m):
+                continue
+            kept = kept.astype(np.int64)
+            mask, sent = uveqfed._masks(kept, m, n)
+            want = np.zeros(m, dtype=bool)
+            want[kept] = True
+            assert _same(mask, want) and _same(sent, np.repeat(want, 2)[:n])
+            counts, index = uveqfed._kept_symbols(kept, sym.astype(np.int64), 40)
+            want_counts = np.bincount(sym[kept], minlength=40)
+            index_of = np.zeros(40, dtype=np.int64)
+            index_of[np.flatnonzero(want_counts)] = np.arange(np.count_nonzero(want_counts))
+            assert _same(counts, want_counts.astype(np.int64)) and _same(index, index_of[sym[kept]].astype(np.int64))

@@ -153,44 +153,55 @@ def _quantise_with(flat, u, d, rows, values, norm2, key, za, zb, dither):  # pra
         e = min(s + rows, m)
         nan = False
         largest = 0.0
-        for j in range(s, e):
-            f0 = np.float64(flat[2 * j])
-            f1 = np.float64(flat[2 * j + 1]) if j < pairs else 0.0
+        full = min(e, pairs) - s  # sub-vectors of the block with both elements
+        h = flat[2 * s : 2 * (s + full)]
+        nb = norm2[s:e]
+        for i in range(e - s):
+            f0 = np.float64(h[2 * i]) if i < full else np.float64(flat[2 * (s + i)])
+            f1 = np.float64(h[2 * i + 1]) if i < full else 0.0
             v = f0 * f0 + f1 * f1
-            norm2[j] = v
-            key[j] = np.uint16(np.uint64(0xFFFF) - (bits[j] >> np.uint64(48)))
+            nb[i] = v
             if v != v:
                 nan = True
             elif v > largest:
                 largest = v
+        kb = key[s:e]
+        bb = bits[s:e]
+        for i in range(e - s):
+            kb[i] = np.uint16(np.uint64(0xFFFF) - (bb[i] >> np.uint64(48)))
         from_point = not nan and largest < near  # numpy's block max is NaN if any is
         finite = finite and not nan and largest < np.inf
         for c0 in range(s, e, _CHUNK):
             size = min(_CHUNK, e - c0)
             full = min(size, pairs - c0)  # sub-vectors of the chunk with both elements
-            for i in range(size):
-                x0[i] = np.float64(flat[2 * (c0 + i)])
+            h = flat[2 * c0 : 2 * (c0 + full)]  # the chunk's views: indices from 0 (no negative-index checks)
+            uc = u[c0 : c0 + size]
+            vc = values[c0 : c0 + size]
             for i in range(full):
-                x1[i] = np.float64(flat[2 * (c0 + i) + 1])
-            for i in range(full, size):
+                x0[i] = np.float64(h[2 * i])
+                x1[i] = np.float64(h[2 * i + 1])
+            for i in range(full, size):  # the last sub-vector of an odd length
+                x0[i] = np.float64(flat[2 * (c0 + i)])
                 x1[i] = 0.0
             for i in range(size):
-                z0[i], z1[i] = dither(u[c0 + i, 0], u[c0 + i, 1], d)  # E2
+                z0[i], z1[i] = dither(uc[i, 0], uc[i, 1], d)  # E2
             for i in range(size):
                 a[i], b[i], px[i], py[i] = lattice.nearest_point(x0[i] + z0[i], x1[i] + z1[i], d)  # E3
             if from_point:
                 for i in range(size):
-                    values[c0 + i, 0] = (px[i] + 0.0) - z0[i]
-                    values[c0 + i, 1] = (py[i] + 0.0) - z1[i]
+                    vc[i, 0] = (px[i] + 0.0) - z0[i]
+                    vc[i, 1] = (py[i] + 0.0) - z1[i]
             else:
                 for i in range(size):
-                    values[c0 + i, 0] = d * (a[i] + 0.5 * b[i]) - z0[i]
-                    values[c0 + i, 1] = c * b[i] - z1[i]
+                    vc[i, 0] = d * (a[i] + 0.5 * b[i]) - z0[i]
+                    vc[i, 1] = c * b[i] - z1[i]
+            zac = za[c0 : c0 + size]
+            zbc = zb[c0 : c0 + size]
             for i in range(size):
                 ga = (a[i] << 1) ^ (a[i] >> 63)
                 gb = (b[i] << 1) ^ (b[i] >> 63)
-                za[c0 + i] = ga
-                zb[c0 + i] = gb
+                zac[i] = ga
+                zbc[i] = gb
                 top_za = max(top_za, ga)
                 top_zb = max(top_zb, gb)
     return finite, top_za, top_zb
@@ -242,6 +253,39 @@ def _stable_order(key, sym, n_keys):  # pragma: no cover - compiled
         sorted_sym[i] = sym[j]
         at[key[j]] = i + 1
     return order, sorted_sym, counts
+
+
+@kernel
+def _masks(kept, m, n):  # pragma: no cover - compiled
+    """The mask of the kept sub-vectors (``m``) and of their elements (``n``: ``np.repeat(mask, 2)[:n]``)."""
+    mask = np.zeros(m, dtype=np.bool_)
+    sent = np.zeros(n, dtype=np.bool_)
+    for i in range(kept.size):
+        j = kept[i]
+        mask[j] = True
+        sent[2 * j] = True
+        if 2 * j + 1 < n:
+            sent[2 * j + 1] = True
+    return mask, sent
+
+
+@kernel
+def _kept_symbols(kept, sym, n_points):  # pragma: no cover - compiled
+    """For the kept sub-vectors' points ``sym[kept]``: the histogram over the ``n_points`` point ids and each one's
+    index among the used ids (ascending): ``np.bincount`` and ``index_of[sym[kept]]``."""
+    counts = np.zeros(n_points, dtype=np.int64)
+    for i in range(kept.size):
+        counts[sym[kept[i]]] += 1
+    index_of = np.zeros(n_points, dtype=np.int64)
+    used = 0
+    for p in range(n_points):
+        if counts[p]:
+            index_of[p] = used
+            used += 1
+    index = np.empty(kept.size, dtype=np.int64)
+    for i in range(kept.size):
+        index[i] = index_of[sym[kept[i]]]
+    return counts, index
 
 
 @kernel
@@ -732,8 +776,7 @@ class LatticeSizer:
         the sizer's own array when at least half are kept: :meth:`_kept_values`)."""
         k = self._check(k)
         kept = self._kept(k)
-        mask = np.zeros(self.m, dtype=bool)
-        mask[kept] = True
+        mask, sent = _masks(kept, self.m, self.n)
         w = coding.BitWriter()
         write_header(w, _MAGIC, _VERSION, self.shapes, k, None)
         if k and not self._finite:
@@ -745,8 +788,7 @@ class LatticeSizer:
             coding.rice_encode(w, np.diff(distinct, prepend=-1) - 1)
             coding.huffman_encode(w, index, distinct.size)
         elif k:
-            sym = self._sym[kept] if k < self.m else self._sym
-            counts = np.bincount(sym, minlength=self._n_points)
+            counts, index = _kept_symbols(kept, self._sym, self._n_points)
             used = np.flatnonzero(counts)
             last = int(kept[-1])
             if last + 1 - k <= k:  # Rice parameter 0 (see _Probe.positions_exact): one unary run per gap
@@ -760,12 +802,9 @@ class LatticeSizer:
             w.uint(base, 32)
             w.uint(used.size, 32)
             coding.rice_encode(w, np.diff(za * base + zb, prepend=-1) - 1)
-            index_of = np.zeros(counts.size, dtype=np.int64)
-            index_of[used] = np.arange(used.size)
-            coding.huffman_encode_counted(w, index_of[sym], counts[used], self._huffman.lengths(counts[used]))
+            coding.huffman_encode_counted(w, index, counts[used], self._huffman.lengths(counts[used]))
         payload = w.to_bytes()
         values = self._kept_values(k, kept, mask)
-        sent = np.repeat(mask, DIM)[: self.n]
         update = tensor_views(values.reshape(-1)[: self.n], self.names, self.shapes)
         sent_mask = tensor_views(sent, self.names, self.shapes)
         return LatticeCoded(payload=payload, kept=k, d=self.d, update=update, sent=sent_mask)
@@ -785,7 +824,7 @@ def decode_lattice(
         if k > m:
             raise CodecError(f"payload keeps {k} of {m} sub-vectors")
         out = np.zeros((m, DIM), dtype=np.float32)
-        mask = np.zeros(m, dtype=bool)
+        kept = np.zeros(0, dtype=np.int64)
         if k:
             kept = coding.rice_decode_positions(r, k, m)  # k indices below m take at most m unary bits
             if kept[-1] >= m:
@@ -801,7 +840,6 @@ def decode_lattice(
             first, second = d * (a + 0.5 * b), d * _SQRT3_2 * b  # D2: B (a, b) - z, B (a, b) per symbol ...
             if index.size and not 0 <= int(index.min()) <= int(index.max()) < distinct.size:
                 raise CodecError("payload symbol index outside its distinct symbols")
-            mask[kept] = True
             u = dither_rng.random((m, DIM))  # the shared seed's draws (the encoder's, whatever is kept)
             if d == 0:  # a malformed d: the kernels' division by 0 raises, numpy's gives what it always gave
                 with np.errstate(all="ignore"):
@@ -813,5 +851,5 @@ def decode_lattice(
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
     check_names(names, shapes)
-    sent = np.repeat(mask, DIM)[:n]
+    _, sent = _masks(kept, m, n)
     return tensor_views(out.reshape(-1)[:n], names, shapes), tensor_views(sent, names, shapes)
