@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from edgefl.compression.jit import kernel
 from edgefl.errors import EdgeflError
 
 __all__ = [
@@ -494,101 +495,62 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
 
 
 class HuffmanMemo:
-    """:func:`huffman_lengths` for a run of similar histograms (the budget search's): each flattening level's
-    merge is kept, and a new histogram of as many symbols reuses it when the two-queue merge of
-    :func:`_plain_lengths` would take the same steps on it: the same leaf order (by count, then symbol), and the
-    same outcome of every comparison between a leaf and a merged node, whose counts are read from the kept tree
-    (each merged node covers a run of leaves in the tree's depth-first order). The same steps give the same
-    lengths, so the result is :func:`huffman_lengths`' to the bit; only the checks are array operations."""
+    """:func:`huffman_lengths` for a run of histograms (the budget search's), by a compiled merge: the two-queue
+    merge of :func:`_plain_lengths` (leaves by count then symbol, a leaf first on equal counts) and the flattening
+    of :func:`huffman_lengths`, the same steps in a loop, so the lengths are :func:`huffman_lengths`' to the bit.
+    (It kept each level's merge and reused it for histograms that would take the same steps while the merge was
+    interpreted Python; compiled, the merge of ~700 symbols costs less than that check.)"""
 
     def __init__(self, max_bits: int = MAX_CODE_BITS) -> None:
         self.max_bits = max_bits
-        self._levels: list[dict] = []
 
     def lengths(self, counts: np.ndarray) -> np.ndarray:
         counts = np.asarray(counts, dtype=np.int64)
         used = np.flatnonzero(counts)
         if used.size <= 1 or used.size > 1 << self.max_bits:
             return huffman_lengths(counts, self.max_bits)
-        if self._levels and self._levels[0]["u"] != used.size:
-            self._levels = []
-        work = counts[used]
-        for t in range(64):
-            level = self._levels[t] if t < len(self._levels) else None
-            if level is None or not self._same_steps(level, work):
-                level = self._merge(work)
-                self._levels[t:] = [level]
-            if level["max"] <= self.max_bits:
-                lengths = np.zeros(counts.size, dtype=np.int64)
-                lengths[used] = level["lengths"]
-                return lengths
-            work = (work >> 1) | 1
-        raise CodingError("Huffman code lengths do not shrink under flattening")  # counts >> 64 are all 1
+        if counts[used].min() < 0 or counts[used].max() >= 1 << 62:  # a merged count compared could leave int64
+            return huffman_lengths(counts, self.max_bits)
+        lengths = np.zeros(counts.size, dtype=np.int64)
+        lengths[used] = self._merge(counts[used], self.max_bits)
+        return lengths
 
     @staticmethod
-    def _same_steps(level: dict, work: np.ndarray) -> bool:
-        leaf = work[level["leaves"]]
-        step = np.diff(leaf)
-        if not np.all((step > 0) | ((step == 0) & level["ascending"])):
-            return False
-        covered = np.concatenate([[0], np.cumsum(work[level["dfs"]])])
-        merged = covered[level["hi"]] - covered[level["lo"]]
-        return np.array_equal(work[level["cmp_leaf"]] <= merged[level["cmp_merged"]], level["took_leaf"])
-
-    @staticmethod
-    def _merge(work: np.ndarray) -> dict:
-        """:func:`_plain_lengths`' merge of ``work`` (all > 0), with its comparisons and the tree kept: leaves are
-        numbered by their place in the leaf queue, merged nodes from ``u`` on."""
-        u = int(work.size)
-        leaves = np.argsort(work, kind="stable")
-        count = work[leaves].tolist()
-        merged: list[int] = []
-        kids: list[int] = []
-        li = mi = 0
-        for _ in range(u - 1):
-            pair = 0
-            for _side in range(2):  # the two lightest of the queues' fronts, a leaf first on ties
-                if li < u and (mi == len(merged) or count[li] <= merged[mi]):
-                    pair += count[li]
-                    kids.append(li)
-                    li += 1
-                else:
-                    pair += merged[mi]
-                    kids.append(u + mi)
-                    mi += 1
-            merged.append(pair)
-        picks = np.array(kids, dtype=np.int64)
-        leaf = picks < u
-        at_leaf = np.cumsum(leaf) - leaf  # queue heads at each pick
-        at_merged = np.arange(picks.size) - at_leaf
-        compared = (at_leaf < u) & (at_merged < np.arange(picks.size) // 2)
+    @kernel
+    def _merge(work, max_bits):  # pragma: no cover - compiled
+        """The code lengths of the used symbols' counts ``work`` (all in [1, 2^62), at least 2 and at most
+        2^max_bits of them): :func:`_plain_lengths`' merge and depths, repeated on ``(work >> 1) | 1`` while a
+        length exceeds ``max_bits``. A merged count is compared with a leaf only while leaves are left, and is then
+        the sum of two counts at most that leaf's, below 2^63: int64 holds every count that is compared."""
+        u = work.size
+        work = work.copy()
+        merged = np.empty(u - 1, dtype=np.int64)  # counts of merged nodes u, u+1, ...
         parent = np.empty(2 * u - 1, dtype=np.int64)
-        parent[picks] = u + np.arange(picks.size) // 2
-        parent[-1] = 2 * u - 2
-        depth = (np.arange(2 * u - 1) != 2 * u - 2).astype(np.int64)
-        up = parent
-        while True:  # pointer jumping: each pass doubles the distance each node's depth counts
-            higher = up[up]
-            if np.array_equal(higher, up):
-                break
-            depth += depth[up]
-            up = higher
-        size = [1] * (2 * u - 1)
-        for i in range(u - 1):
-            size[u + i] = size[kids[2 * i]] + size[kids[2 * i + 1]]
-        lo = [0] * (2 * u - 1)
-        for i in range(u - 2, -1, -1):  # root first: a node's children were made before it
-            left, right = kids[2 * i], kids[2 * i + 1]
-            lo[left] = lo[u + i]
-            lo[right] = lo[u + i] + size[left]
-        dfs = np.empty(u, dtype=np.int64)
-        dfs[np.array(lo[:u], dtype=np.int64)] = leaves
-        lo_merged = np.array(lo[u:], dtype=np.int64)
-        lengths = np.empty(u, dtype=np.int64)
-        lengths[leaves] = depth[:u]
-        return {
-            "u": u, "leaves": leaves, "ascending": np.diff(leaves) > 0, "dfs": dfs,
-            "lo": lo_merged, "hi": lo_merged + np.array(size[u:], dtype=np.int64),
-            "cmp_leaf": leaves[at_leaf[compared]], "cmp_merged": at_merged[compared], "took_leaf": leaf[compared],
-            "lengths": lengths, "max": int(lengths.max()),
-        }  # fmt: skip
+        depth = np.empty(2 * u - 1, dtype=np.int64)
+        while True:
+            leaves = np.argsort(work, kind="mergesort")  # stable: by (count, symbol)
+            li = 0
+            mi = 0
+            for node in range(u, 2 * u - 1):
+                total = 0
+                for _ in range(2):  # the two lightest of the queues' fronts, a leaf first on ties
+                    if li < u and (mi >= node - u or work[leaves[li]] <= merged[mi]):
+                        child = leaves[li]
+                        total += work[child]
+                        li += 1
+                    else:
+                        child = u + mi
+                        total += merged[mi]
+                        mi += 1
+                    parent[child] = node
+                merged[node - u] = total
+            depth[2 * u - 2] = 0
+            longest = 0
+            for node in range(2 * u - 3, -1, -1):  # a parent is made after its children
+                depth[node] = depth[parent[node]] + 1
+                if node < u and depth[node] > longest:
+                    longest = depth[node]
+            if longest <= max_bits:
+                return depth[:u].copy()
+            for i in range(u):
+                work[i] = (work[i] >> 1) | 1

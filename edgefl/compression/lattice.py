@@ -15,9 +15,12 @@ point uniform over the fundamental parallelogram ``B [0, 1)^2`` reduced modulo t
 encoder sends ``Q(x + z)``, the decoder outputs ``Q(x + z) - z``; the error ``Q(x + z) - (x + z)`` is then
 uniform over the cell and independent of ``x``.
 
-Everything is vectorised over ``m`` two-dimensional sub-vectors (arrays of shape ``(m, 2)``, or the two coordinate
-columns), in float64, and runs over blocks of :data:`ROWS` rows so that a block's temporaries stay in the CPU cache
-(the same IEEE operations in the same order as on whole arrays, so the results are the same to the bit).
+The numpy functions are vectorised over ``m`` two-dimensional sub-vectors (arrays of shape ``(m, 2)``, or the two
+coordinate columns), in float64, and run over blocks of :data:`ROWS` rows so that a block's temporaries stay in the
+CPU cache (the same IEEE operations in the same order as on whole arrays, so the results are the same to the bit).
+:func:`nearest_point`, :func:`dither_fast` and :func:`dither_near` are the same rules for one sub-vector as compiled
+kernels (:mod:`.jit`), with the same IEEE operations in the same order, so their results are the numpy functions' to the
+bit (tests/test_jit_lattice.py compares them); the codec's kernels (:mod:`.uveqfed`) call them per sub-vector.
 """
 
 from __future__ import annotations
@@ -26,16 +29,20 @@ import math
 
 import numpy as np
 
+from edgefl.compression.jit import kernel
+
 __all__ = [
     "A2_NSM", "ROWS", "a2_cell_volume", "a2_nearest", "a2_points", "a2_dither", "nearest_xy", "nearest_points_xy",
-    "dither_xy",
+    "dither_xy", "nearest_point", "dither_fast", "dither_near", "fast_dither",
 ]  # fmt: skip
 
 _SQRT3 = math.sqrt(3.0)
+_SQRT3_2 = _SQRT3 / 2.0
 A2_NSM = 5.0 / (36.0 * _SQRT3)
 """Normalised second moment G(A2) of the hexagonal lattice (Conway & Sloane Table 2.3): 0.0801875..."""
 ROWS = 8192
-"""Rows per block of the vectorised loops: a block's float64 temporaries (64 KiB each) stay in the CPU cache."""
+"""Rows per block of the vectorised loops: a block's float64 temporaries (64 KiB each) stay in the CPU cache.
+UVeQFed's encoder kernel keeps its blocks for one choice per block (how D2's lattice point is computed)."""
 _FAST_D = (1e-300, 1e300)  # d where d sqrt(3), d / 2 and the parallelogram's points stay normal floats
 
 
@@ -181,3 +188,63 @@ def a2_dither(uniforms: np.ndarray, d: float) -> np.ndarray:
         block = slice(s, s + ROWS)
         out[block, 0], out[block, 1] = dither_xy(u[block, 0], u[block, 1], d)
     return out
+
+
+# --- the same rules for one sub-vector, compiled ------------------------------------------------------------------
+
+
+@kernel
+def nearest_point(x0: float, x1: float, d: float) -> tuple[int, int, float, float]:
+    """:func:`nearest_points_xy` for one point ``(x0, x1)``: ``(a, b, px, py)`` with the same operations (the
+    closer of the two cosets' roundings, the first on equal distances, ``b = round(py / (d sqrt(3) / 2))``,
+    ``a = round(px / d - b / 2)``; a non-finite coordinate gives the integer conversion's -2^63 as numpy's)."""
+    h = d * _SQRT3
+    u = x0 / d
+    v = x1 / h
+    p00 = np.rint(u) * d
+    p01 = np.rint(v) * h
+    p10 = (np.rint(u - 0.5) + 0.5) * d
+    p11 = (np.rint(v - 0.5) + 0.5) * h
+    e0 = x0 - p00
+    e1 = x1 - p01
+    dist0 = e0 * e0 + e1 * e1
+    e0 = x0 - p10
+    e1 = x1 - p11
+    dist1 = e0 * e0 + e1 * e1
+    if dist0 <= dist1:
+        px, py = p00, p01
+    else:
+        px, py = p10, p11
+    b = np.int64(np.rint(py / (h / 2.0)))
+    a = np.int64(np.rint(px / d - 0.5 * b))
+    return a, b, px, py
+
+
+@kernel
+def dither_fast(u0: float, u1: float, d: float) -> tuple[float, float]:
+    """:func:`dither_xy` of one pair of uniforms ``(u0, u1)``, with its operations, for ``d`` well inside the normal
+    floats (``1e-300 < d < 1e300``; else :func:`dither_near`)."""
+    c = d * _SQRT3_2
+    p0 = (0.5 * u1 + u0) * d
+    p1 = c * u1
+    x = p0 / d
+    e00 = p0 - np.rint(x) * d
+    e10 = p0 - (np.rint(x - 0.5) + 0.5) * d
+    e11 = p1 - c
+    first = e00 * e00 + p1 * p1 <= e10 * e10 + e11 * e11
+    return (e00 if first else e10), (p1 if first else e11)
+
+
+@kernel
+def dither_near(u0: float, u1: float, d: float) -> tuple[float, float]:
+    """:func:`a2_dither` of one pair of uniforms for any ``d``: ``p - a2_points(*a2_nearest(p, d), d)`` for the point
+    ``p = B u`` of the parallelogram, with :func:`nearest_point`."""
+    p0 = d * (u0 + 0.5 * u1)
+    p1 = d * _SQRT3_2 * u1
+    a, b, _, _ = nearest_point(p0, p1, d)
+    return p0 - d * (a + 0.5 * b), p1 - d * _SQRT3_2 * b
+
+
+def fast_dither(d: float) -> bool:
+    """Whether :func:`dither_fast` computes :func:`a2_dither` for this ``d`` (else :func:`dither_near` does)."""
+    return _FAST_D[0] < d < _FAST_D[1]

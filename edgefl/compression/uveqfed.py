@@ -29,16 +29,19 @@ Container (MSB first, padded to a whole byte): the header of :mod:`.codec` witho
 d (float32), the symbol base (32 bits: one more than the largest zigzag b), the number of distinct symbols (32),
 their Rice-coded gaps, and the Huffman-coded symbol indices (:func:`coding.huffman_encode`).
 
-Sizes without payloads. :class:`LatticeSizer` runs E1-E3 once for every sub-vector (in cache-sized blocks, one pass
-that also keeps D2's values) and then sizes any k from counts: the Huffman table and code bits depend only on the
+Sizes without payloads. :class:`LatticeSizer` runs E1-E3 once for every sub-vector (one compiled pass,
+:func:`_quantise`, that also keeps D2's values and the norms) and then sizes any k from counts: the Huffman table and code bits depend only on the
 histogram of the kept points (the distinct symbols sort as their coordinate pairs whatever the base); the Rice gaps
 of the kept indices take exactly ``last index + 1`` bits when they sum to at most k (the optimal parameter is 0
 then); only the Rice-coded lengths of the 512-symbol blocks depend on where the kept points lie. The budget search
 (:func:`.search.largest_fitting` through :attr:`LatticeSizer.bits`) settles a probe from bounds when it can (the
 histogram's entropy, then the Huffman code with the block lengths' Rice size bounded) and sizes exactly only the
 probes near the budget, the block lengths then updated from the last exact size when few sub-vectors changed. The
-size grows with k up to the few bits the Huffman table and block lengths can move. The decoder regenerates the
-dither block by block too, for the kept sub-vectors only (for every row of a block when most are kept).
+size grows with k up to the few bits the Huffman table and block lengths can move. The decoder draws the same
+uniforms and works out the dither for the kept sub-vectors only (:func:`_rebuild`).
+
+The compiled kernels (:mod:`.jit`) compute what the numpy code they replaced computed, with the same IEEE
+operations in the same order (tests/test_jit_lattice.py keeps that code and compares them to the bit).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, lattice, sparsify
+from edgefl.compression.jit import kernel
 from edgefl.compression.container import (
     CodecError, Encoded, check_names, flatten, header_bits, read_header, tensor_views, write_header,
 )  # fmt: skip
@@ -65,6 +69,7 @@ _TINY_D = float(np.finfo(np.float32).tiny)  # d of an all-zero update (any d qua
 _BLOCK = 1 << 9  # Huffman symbols per block (coding's layout): the block lengths are part of the size
 _MAX_BLOCK_BITS = 14  # bit length of the largest block length, 512 codes of 16 bits
 _SQRT3_2 = math.sqrt(3.0) / 2.0
+_CHUNK = 512  # sub-vectors per step of the compiled loops (their columns stay in the L1 cache)
 _NEAR = 1 << 12  # sub-vectors in one top k and not the other up to which block lengths are updated, not redone
 
 
@@ -96,22 +101,223 @@ def _distinct(symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _points(za: np.ndarray, zb: np.ndarray, top_za: int, top_zb: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct joined points ``za (top_zb + 1) + zb`` (ascending: their (za, zb) order) and each one's index
-    among them (int64), as :func:`_distinct` gives them, through a presence table filled and read block by block
-    (the blocks' joined points stay in the CPU cache) when it is at most a few times the count."""
+    among them (int64), as :func:`_distinct` gives them, through a presence table (:func:`_point_ids`) when it is
+    at most a few times the count."""
     joint_base = top_zb + 1
     size = top_za * joint_base + top_zb + 1
     m = za.size
     if size > max(4 * m, 1 << 16):
         return _distinct(za * joint_base + zb)
-    present = np.zeros(size, dtype=bool)
-    for s in range(0, m, lattice.ROWS):
-        present[za[s : s + lattice.ROWS] * joint_base + zb[s : s + lattice.ROWS]] = True
-    slot = np.cumsum(present, dtype=np.int64)
-    slot -= 1
+    return _point_ids(za, zb, joint_base, size)
+
+
+@kernel
+def _quantise(flat, u, d, rows, values, norm2, key, za, zb):  # pragma: no cover - compiled
+    """:func:`_quantise_with` the dither rule for ``d`` (chosen once: a choice per sub-vector keeps the loop slow)."""
+    if 1e-300 < d < 1e300:  # lattice.fast_dither
+        return _quantise_with(flat, u, d, rows, values, norm2, key, za, zb, lattice.dither_fast)
+    return _quantise_with(flat, u, d, rows, values, norm2, key, za, zb, lattice.dither_near)
+
+
+@kernel
+def _quantise_with(flat, u, d, rows, values, norm2, key, za, zb, dither):  # pragma: no cover - compiled
+    """E1-E3 for every sub-vector ``j`` (elements ``2j``, ``2j + 1`` of ``flat``, float32, the missing last one 0):
+    its squared norm ``norm2`` (float64 squares added) and ranking bucket ``key`` (:func:`_bucket_keys`), the
+    dither ``z`` of uniforms ``u[j]`` (``dither``: :func:`lattice.dither_fast` or ``dither_near``), the nearest
+    A2 point of ``h_j + z`` (:func:`lattice.nearest_point`) as zigzag coordinates ``za``, ``zb``, and D2's
+    ``values = B (a, b) - z`` (float32). Blocks of ``rows`` sub-vectors whose squared norms are all below
+    ``(2^40 d)^2`` take ``B (a, b)`` from the point the rule chose (``+ 0.0``: the same bits), the others compute
+    it from ``(a, b)``. Returns whether all squared norms are finite, and the largest ``za`` and ``zb`` (0 when
+    there is none).
+
+    Each step runs over a chunk of :data:`_CHUNK` sub-vectors in its own loop of separate columns (the compiler
+    then works on several sub-vectors at once; one loop doing every step waits on each one's long chain)."""
+    n = flat.size
+    m = norm2.size
+    pairs = n // 2  # sub-vectors with both elements
+    bits = norm2.view(np.uint64)
+    near = (2.0**40 * d) ** 2
+    c = d * _SQRT3_2
+    x0 = np.empty(_CHUNK)
+    x1 = np.empty(_CHUNK)
+    z0 = np.empty(_CHUNK)
+    z1 = np.empty(_CHUNK)
+    px = np.empty(_CHUNK)
+    py = np.empty(_CHUNK)
+    a = np.empty(_CHUNK, dtype=np.int64)
+    b = np.empty(_CHUNK, dtype=np.int64)
+    finite = True
+    top_za = 0
+    top_zb = 0
+    for s in range(0, m, rows):
+        e = min(s + rows, m)
+        nan = False
+        largest = 0.0
+        full = min(e, pairs) - s  # sub-vectors of the block with both elements
+        h = flat[2 * s : 2 * (s + full)]
+        nb = norm2[s:e]
+        for i in range(e - s):
+            f0 = np.float64(h[2 * i]) if i < full else np.float64(flat[2 * (s + i)])
+            f1 = np.float64(h[2 * i + 1]) if i < full else 0.0
+            v = f0 * f0 + f1 * f1
+            nb[i] = v
+            if v != v:
+                nan = True
+            elif v > largest:
+                largest = v
+        kb = key[s:e]
+        bb = bits[s:e]
+        for i in range(e - s):
+            kb[i] = np.uint16(np.uint64(0xFFFF) - (bb[i] >> np.uint64(48)))
+        from_point = not nan and largest < near  # numpy's block max is NaN if any is
+        finite = finite and not nan and largest < np.inf
+        for c0 in range(s, e, _CHUNK):
+            size = min(_CHUNK, e - c0)
+            full = min(size, pairs - c0)  # sub-vectors of the chunk with both elements
+            h = flat[2 * c0 : 2 * (c0 + full)]  # the chunk's views: indices from 0 (no negative-index checks)
+            uc = u[c0 : c0 + size]
+            vc = values[c0 : c0 + size]
+            for i in range(full):
+                x0[i] = np.float64(h[2 * i])
+                x1[i] = np.float64(h[2 * i + 1])
+            for i in range(full, size):  # the last sub-vector of an odd length
+                x0[i] = np.float64(flat[2 * (c0 + i)])
+                x1[i] = 0.0
+            for i in range(size):
+                z0[i], z1[i] = dither(uc[i, 0], uc[i, 1], d)  # E2
+            for i in range(size):
+                a[i], b[i], px[i], py[i] = lattice.nearest_point(x0[i] + z0[i], x1[i] + z1[i], d)  # E3
+            if from_point:
+                for i in range(size):
+                    vc[i, 0] = (px[i] + 0.0) - z0[i]
+                    vc[i, 1] = (py[i] + 0.0) - z1[i]
+            else:
+                for i in range(size):
+                    vc[i, 0] = d * (a[i] + 0.5 * b[i]) - z0[i]
+                    vc[i, 1] = c * b[i] - z1[i]
+            zac = za[c0 : c0 + size]
+            zbc = zb[c0 : c0 + size]
+            for i in range(size):
+                ga = (a[i] << 1) ^ (a[i] >> 63)
+                gb = (b[i] << 1) ^ (b[i] >> 63)
+                zac[i] = ga
+                zbc[i] = gb
+                top_za = max(top_za, ga)
+                top_zb = max(top_zb, gb)
+    return finite, top_za, top_zb
+
+
+@kernel
+def _point_ids(za, zb, joint_base, size):  # pragma: no cover - compiled
+    """:func:`_points` through its presence table of ``size`` entries: the distinct ``za joint_base + zb``,
+    ascending, and each one's index among them."""
+    present = np.zeros(size, dtype=np.bool_)
+    m = za.size
     index = np.empty(m, dtype=np.int64)
-    for s in range(0, m, lattice.ROWS):
-        index[s : s + lattice.ROWS] = slot[za[s : s + lattice.ROWS] * joint_base + zb[s : s + lattice.ROWS]]
-    return np.flatnonzero(present), index
+    for j in range(m):
+        joint = za[j] * joint_base + zb[j]
+        index[j] = joint
+        present[joint] = True
+    slot = np.empty(size, dtype=np.int64)
+    count = 0
+    for i in range(size):
+        slot[i] = count
+        if present[i]:
+            count += 1
+    points = np.empty(count, dtype=np.int64)
+    for i in range(size):
+        if present[i]:
+            points[slot[i]] = i
+    for j in range(m):
+        index[j] = slot[index[j]]
+    return points, index
+
+
+@kernel
+def _stable_order(key, sym, n_keys):  # pragma: no cover - compiled
+    """``np.argsort(key, kind="stable")`` of keys in ``[0, n_keys)`` by a counting sort, ``sym`` in that order, and
+    the count of each key (``np.bincount(key, minlength=n_keys)``)."""
+    counts = np.zeros(n_keys, dtype=np.int64)
+    for j in range(key.size):
+        counts[key[j]] += 1
+    at = np.empty(n_keys, dtype=np.int64)
+    total = 0
+    for i in range(n_keys):
+        at[i] = total
+        total += counts[i]
+    order = np.empty(key.size, dtype=np.int64)
+    sorted_sym = np.empty(key.size, dtype=sym.dtype)
+    for j in range(key.size):
+        i = at[key[j]]
+        order[i] = j
+        sorted_sym[i] = sym[j]
+        at[key[j]] = i + 1
+    return order, sorted_sym, counts
+
+
+@kernel
+def _masks(kept, m, n):  # pragma: no cover - compiled
+    """The mask of the kept sub-vectors (``m``) and of their elements (``n``: ``np.repeat(mask, 2)[:n]``)."""
+    mask = np.zeros(m, dtype=np.bool_)
+    sent = np.zeros(n, dtype=np.bool_)
+    for i in range(kept.size):
+        j = kept[i]
+        mask[j] = True
+        sent[2 * j] = True
+        if 2 * j + 1 < n:
+            sent[2 * j + 1] = True
+    return mask, sent
+
+
+@kernel
+def _kept_symbols(kept, sym, n_points):  # pragma: no cover - compiled
+    """For the kept sub-vectors' points ``sym[kept]``: the histogram over the ``n_points`` point ids and each one's
+    index among the used ids (ascending): ``np.bincount`` and ``index_of[sym[kept]]``."""
+    counts = np.zeros(n_points, dtype=np.int64)
+    for i in range(kept.size):
+        counts[sym[kept[i]]] += 1
+    index_of = np.zeros(n_points, dtype=np.int64)
+    used = 0
+    for p in range(n_points):
+        if counts[p]:
+            index_of[p] = used
+            used += 1
+    index = np.empty(kept.size, dtype=np.int64)
+    for i in range(kept.size):
+        index[i] = index_of[sym[kept[i]]]
+    return counts, index
+
+
+@kernel
+def _rebuild(out, kept, index, first, second, u, d):  # pragma: no cover - compiled
+    """D2-D3: ``out[kept[i]] = (first, second)[index[i]] - z`` (float64 differences stored as float32), ``z`` the
+    dither of the uniforms ``u[kept[i]]`` (:func:`lattice.dither_fast`, or ``dither_near`` for ``d`` outside its
+    range)."""
+    if 1e-300 < d < 1e300:  # lattice.fast_dither
+        _rebuild_with(out, kept, index, first, second, u, d, lattice.dither_fast)
+    else:
+        _rebuild_with(out, kept, index, first, second, u, d, lattice.dither_near)
+
+
+@kernel
+def _rebuild_with(out, kept, index, first, second, u, d, dither):  # pragma: no cover - compiled
+    u0 = np.empty(_CHUNK)
+    u1 = np.empty(_CHUNK)
+    z0 = np.empty(_CHUNK)
+    z1 = np.empty(_CHUNK)
+    for c0 in range(0, kept.size, _CHUNK):  # each step over a chunk in its own loop (see _quantise_with)
+        size = min(_CHUNK, kept.size - c0)
+        for i in range(size):
+            j = kept[c0 + i]
+            u0[i] = u[j, 0]
+            u1[i] = u[j, 1]
+        for i in range(size):
+            z0[i], z1[i] = dither(u0[i], u1[i], d)
+        for i in range(size):
+            j = kept[c0 + i]
+            t = index[c0 + i]
+            out[j, 0] = first[t] - z0[i]
+            out[j, 1] = second[t] - z1[i]
 
 
 def _bytes(bits: int) -> int:
@@ -160,7 +366,7 @@ class _Ranking:
     """The sub-vectors by descending squared norm, ties by index (``np.argsort(-norm2, kind="stable")``'s
     order), resolved only where asked, and the histogram of the points of any top k.
 
-    One stable pass of numpy's radix sort over the top 16 bits of each norm's float64 pattern (sign, exponent and
+    One stable counting sort (:func:`_stable_order`) over the top 16 bits of each norm's float64 pattern (sign, exponent and
     4 mantissa bits: buckets of a sixteenth of a binade, which order like the values) gives the buckets in order,
     each bucket's members by index. A bucket whose members tie (the zero norms) is in order already; another is
     sorted the second time a top k cuts it (the search's last probes cut one bucket again and again), and the
@@ -171,10 +377,8 @@ class _Ranking:
     def __init__(self, norm2: np.ndarray, sym: np.ndarray, n_points: int, key: np.ndarray | None = None) -> None:
         self.norm2 = norm2
         self.key = _bucket_keys(norm2) if key is None else key  # ascending key = bucket
-        self.order = np.argsort(self.key, kind="stable")
+        self.order, self.sym, counts = _stable_order(self.key, sym, 1 << 16)
         self.sym_of = sym
-        self.sym = sym[self.order]
-        counts = np.bincount(self.key, minlength=1 << 16)
         self.bucket_key = np.flatnonzero(counts)
         sizes = counts[self.bucket_key]
         self.end = np.cumsum(sizes)
@@ -363,37 +567,14 @@ class LatticeSizer:
         rms = math.sqrt(float(np.mean(squares))) if n else 0.0
         d = float(np.float32(step * rms))  # sent as float32: both ends use this value
         self.d = d = d if d > 0 else _TINY_D
-        if n % DIM:
-            squares = np.append(squares, 0.0)
-        pairs = (self.flat if n % DIM == 0 else np.append(self.flat, np.float32(0))).reshape(m, DIM)
         self._values = np.empty((m, DIM), dtype=np.float32)  # D2 for every sub-vector: B (a, b) - z
         self._lent: tuple[np.ndarray, np.ndarray] | None = None  # rows zeroed in _values since it was handed over
         norm2 = np.empty(m)
         key = np.empty(m, dtype=np.uint16)
         za, zb = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-        near = (2.0**40 * d) ** 2  # D2 from the point E3 chose while that is B (a, b) to the bit: |h_j| < 2^40 d
-        finite, top_za, top_zb = True, 0, 0
-        for s in range(0, m, lattice.ROWS):
-            e = min(s + lattice.ROWS, m)
-            u = dither_rng.random((e - s, DIM))
-            z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)  # E2
-            x0, x1 = pairs[s:e, 0].astype(np.float64), pairs[s:e, 1].astype(np.float64)  # E1
-            np.add(squares[2 * s : 2 * e : 2], squares[2 * s + 1 : 2 * e : 2], out=norm2[s:e])
-            key[s:e] = _bucket_keys(norm2[s:e])  # the ranking's buckets, while the block is in the cache
-            x0 += z0
-            x1 += z1
-            a, b, px, py = lattice.nearest_points_xy(x0, x1, d)  # E3
-            block_norm2 = float(norm2[s:e].max())  # NaN if any is
-            finite = finite and math.isfinite(block_norm2)
-            if block_norm2 < near:  # (+ 0.0 turns -0.0 into a2_points' 0.0)
-                px += 0.0
-                py += 0.0
-            else:
-                px, py = d * (a + 0.5 * b), d * _SQRT3_2 * b
-            self._values[s:e, 0] = px - z0
-            self._values[s:e, 1] = py - z1
-            za[s:e], zb[s:e] = _zigzag(a), _zigzag(b)
-            top_za, top_zb = max(top_za, int(za[s:e].max())), max(top_zb, int(zb[s:e].max()))
+        u = dither_rng.random((m, DIM))  # the shared seed's draws (one draw is the blocks' draws in order)
+        finite, top_za, top_zb = _quantise(self.flat, u, d, lattice.ROWS, self._values, norm2, key, za, zb)
+        finite, top_za, top_zb = bool(finite), int(top_za), int(top_zb)
         self._norm2, self._key = norm2, key
         self._header = header_bits(self.shapes, flag=False)
         self._rank: _Ranking | None = None
@@ -407,7 +588,7 @@ class LatticeSizer:
             self._za, self._zb = za, zb
             self._order = sparsify.rank_kernels(norm2)
         self._ref: _Reference | None = None
-        self._huffman = coding.HuffmanMemo()  # the search's histograms are alike: their merges mostly repeat
+        self._huffman = coding.HuffmanMemo()  # huffman_lengths by a compiled merge
 
     @property
     def n(self) -> int:
@@ -595,8 +776,7 @@ class LatticeSizer:
         the sizer's own array when at least half are kept: :meth:`_kept_values`)."""
         k = self._check(k)
         kept = self._kept(k)
-        mask = np.zeros(self.m, dtype=bool)
-        mask[kept] = True
+        mask, sent = _masks(kept, self.m, self.n)
         w = coding.BitWriter()
         write_header(w, _MAGIC, _VERSION, self.shapes, k, None)
         if k and not self._finite:
@@ -608,8 +788,7 @@ class LatticeSizer:
             coding.rice_encode(w, np.diff(distinct, prepend=-1) - 1)
             coding.huffman_encode(w, index, distinct.size)
         elif k:
-            sym = self._sym[kept] if k < self.m else self._sym
-            counts = np.bincount(sym, minlength=self._n_points)
+            counts, index = _kept_symbols(kept, self._sym, self._n_points)
             used = np.flatnonzero(counts)
             last = int(kept[-1])
             if last + 1 - k <= k:  # Rice parameter 0 (see _Probe.positions_exact): one unary run per gap
@@ -623,12 +802,9 @@ class LatticeSizer:
             w.uint(base, 32)
             w.uint(used.size, 32)
             coding.rice_encode(w, np.diff(za * base + zb, prepend=-1) - 1)
-            index_of = np.zeros(counts.size, dtype=np.int64)
-            index_of[used] = np.arange(used.size)
-            coding.huffman_encode_counted(w, index_of[sym], counts[used], self._huffman.lengths(counts[used]))
+            coding.huffman_encode_counted(w, index, counts[used], self._huffman.lengths(counts[used]))
         payload = w.to_bytes()
         values = self._kept_values(k, kept, mask)
-        sent = np.repeat(mask, DIM)[: self.n]
         update = tensor_views(values.reshape(-1)[: self.n], self.names, self.shapes)
         sent_mask = tensor_views(sent, self.names, self.shapes)
         return LatticeCoded(payload=payload, kept=k, d=self.d, update=update, sent=sent_mask)
@@ -638,8 +814,8 @@ def decode_lattice(
     payload: bytes, names: Sequence[str], dither_rng: np.random.Generator
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The server's side (D1-D3): the decoded update and the mask of the elements it carries, as tensors named
-    ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed). The dither is
-    regenerated block by block (the same draws in the same order) and computed for the kept sub-vectors only."""
+    ``names``; ``dither_rng`` must be in the state the encoder's generator had (the shared seed). The same uniforms
+    are drawn (one pair per sub-vector) and the dither is worked out for the kept sub-vectors only."""
     r = coding.BitReader(payload)
     try:
         _, shapes, k = read_header(r, _MAGIC, _VERSION, "a UVeQFed update", flag=False)
@@ -648,7 +824,7 @@ def decode_lattice(
         if k > m:
             raise CodecError(f"payload keeps {k} of {m} sub-vectors")
         out = np.zeros((m, DIM), dtype=np.float32)
-        mask = np.zeros(m, dtype=bool)
+        kept = np.zeros(0, dtype=np.int64)
         if k:
             kept = coding.rice_decode_positions(r, k, m)  # k indices below m take at most m unary bits
             if kept[-1] >= m:
@@ -662,35 +838,18 @@ def decode_lattice(
             index = coding.huffman_decode_fast(r, k)  # D1
             a, b = _unzigzag(distinct // base), _unzigzag(distinct % base)
             first, second = d * (a + 0.5 * b), d * _SQRT3_2 * b  # D2: B (a, b) - z, B (a, b) per symbol ...
-            mask[kept] = True
-            dense = 2 * k >= m  # then every row of a block is worked out and the dropped ones zeroed
-            if dense:
-                row_index = np.zeros(m, dtype=index.dtype)
-                row_index[kept] = index
-            lo = 0
-            for s in range(0, m, lattice.ROWS):
-                e = min(s + lattice.ROWS, m)
-                u = dither_rng.random((e - s, DIM))  # the shared seed's draws, block by block
-                hi = int(np.searchsorted(kept, e))
-                if hi == lo:
-                    continue
-                if dense:
-                    z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
-                    at = row_index[s:e]
-                    out[s:e, 0] = first[at] - z0  # D2: B (a, b) - z, D3: at its index
-                    out[s:e, 1] = second[at] - z1
-                else:
-                    rows = kept[lo:hi]
-                    u = u[rows - s]
-                    z0, z1 = lattice.dither_xy(u[:, 0], u[:, 1], d)
-                    at = index[lo:hi]
-                    out[rows, 0] = first[at] - z0
-                    out[rows, 1] = second[at] - z1
-                lo = hi
-            if dense and k < m:
-                out[~mask] = 0
+            if index.size and not 0 <= int(index.min()) <= int(index.max()) < distinct.size:
+                raise CodecError("payload symbol index outside its distinct symbols")
+            u = dither_rng.random((m, DIM))  # the shared seed's draws (the encoder's, whatever is kept)
+            if d == 0:  # a malformed d: the kernels' division by 0 raises, numpy's gives what it always gave
+                with np.errstate(all="ignore"):
+                    z = lattice.a2_dither(u[kept], d)
+                    out[kept, 0] = first[index] - z[:, 0]
+                    out[kept, 1] = second[index] - z[:, 1]
+            else:
+                _rebuild(out, kept, index, first, second, u, d)  # ... less the dither, D3: at its index
     except (coding.CodingError, IndexError) as err:
         raise CodecError(f"malformed payload: {err}") from err
     check_names(names, shapes)
-    sent = np.repeat(mask, DIM)[:n]
+    _, sent = _masks(kept, m, n)
     return tensor_views(out.reshape(-1)[:n], names, shapes), tensor_views(sent, names, shapes)
