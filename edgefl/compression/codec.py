@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, packed, quantize, sparsify
+from edgefl.compression.jit import kernel
 from edgefl.compression.container import (
     CodecError, Encoded, check_names, flatten, header_bits, read_header, tensor_views, unflatten, write_header,
 )  # fmt: skip
@@ -800,6 +801,45 @@ class TopkQuantSizer:
         return _compressed(self._plan(k, levels), self.flat, self.names, self.shapes, self.layout, False)
 
 
+@kernel
+def _signed_levels(negative: np.ndarray, symbols: np.ndarray, j: int, base: int, points: np.ndarray,
+                   out: np.ndarray) -> bool:
+    """The decoded values (as float32 bits into ``out``): value ``i`` is ``Q_l`` (eq. (3), ``points`` as float32
+    bits) of level index digit ``i % j`` of symbol ``i // j`` (``sum_t d_t base^t``), its sign bit set where
+    ``negative[i]`` is 1 (the negation :func:`_negate` does). False (``out`` not written in full) when a symbol
+    is outside the alphabet ``base^j``."""
+    n = out.size
+    alphabet = base**j
+    for s in range(symbols.size):
+        if symbols[s] < 0 or symbols[s] >= alphabet:
+            return False
+    table = np.empty(alphabet * j, dtype=np.uint32)  # the j float32 magnitudes of every symbol, digit by digit
+    for a in range(alphabet):
+        rest = a
+        for t in range(j):
+            table[a * j + t] = points[rest % base]
+            rest //= base
+    whole = n // j
+    if j == 1:
+        for s in range(n):
+            out[s] = table[symbols[s]]
+    elif j == 2:
+        for s in range(whole):
+            row = symbols[s] * 2
+            out[2 * s] = table[row]
+            out[2 * s + 1] = table[row + 1]
+    else:
+        for s in range(whole):
+            row = symbols[s] * j
+            for t in range(j):
+                out[s * j + t] = table[row + t]
+    for i in range(whole * j, n):
+        out[i] = table[symbols[whole] * j + i - whole * j]
+    for i in range(n):
+        out[i] |= np.uint32(negative[i]) << np.uint32(31)
+    return True
+
+
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """Shapes and flat float32 vector of an encoded update (the quantised sparse update, exactly)."""
     shapes, out, _ = decode_flat_mask(payload)
@@ -825,7 +865,7 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         if mode == 0:
             kept = listed
         elif n_listed == 0:
-            kept = np.arange(layout.n_kernels, dtype=np.int64)
+            kept = None  # every kernel
         else:
             mask = np.ones(layout.n_kernels, dtype=bool)
             mask[listed] = False
@@ -834,18 +874,19 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         levels = r.uint(16)
         j = r.uint(4)
         single = layout.n_kernels == layout.n_elements  # every kernel one element
-        elements = kept if single else sparsify.kernel_elements(kept, layout)
-        negative = r.take(elements.size).view(bool)
-        if u_max > u_min:
-            base = levels + 1
-            symbols = packed.read_huffman(r, math.ceil(elements.size / j))
-            # the j magnitudes Q_l (eq. (3)) of every symbol of the alphabet, looked up
-            alphabet = np.arange(base**j, dtype=np.int64)
-            digits = (alphabet[:, None] // base ** np.arange(j, dtype=np.int64)) % base
-            values = quantize.level_magnitudes(digits, levels, u_min, u_max)[symbols].reshape(-1)[: elements.size]
+        if kept is None:  # every element kept: no index array needed
+            elements = np.empty(layout.n_elements, dtype=np.int64)  # a stand-in of the right size, not read
         else:
-            values = quantize.level_magnitudes(np.zeros(elements.size, dtype=np.int64), levels, u_min, u_max)
-        _negate(values, negative)
+            elements = kept if single else sparsify.kernel_elements(kept, layout)
+        negative = r.take(elements.size)  # one sign bit per kept value (1 = negative)
+        if u_max > u_min:
+            symbols = packed.read_huffman(r, math.ceil(elements.size / j))
+        else:
+            symbols, j = np.zeros(elements.size, dtype=np.int64), 1
+        points = quantize.quantization_points(levels, u_min, u_max)
+        values = np.empty(elements.size, dtype=np.float32)
+        if not _signed_levels(negative, symbols, j, levels + 1, points.view(np.uint32), values.view(np.uint32)):
+            raise IndexError(f"a Huffman symbol outside the alphabet of {levels + 1}^{j} level groups")
         if elements.size == out.size:  # every element kept: elements is arange
             return shapes, values, np.ones(out.size, dtype=bool)
         out[elements] = values

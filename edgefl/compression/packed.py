@@ -3,7 +3,8 @@ with fewer passes (AnycostFL Sec. III-C 3)).
 
 :class:`CodeWriter` writes what :class:`~.coding.BitWriter` with :func:`~.coding.rice_encode` and
 :func:`~.coding.huffman_encode` writes, byte for byte, without an array of one byte per bit; :func:`read_rice`
-reads what :func:`~.coding.rice_decode` reads, scanning only as far as the unary quotients reach;
+and :func:`read_huffman` read what :func:`~.coding.rice_decode` and :func:`~.coding.huffman_decode` read, from
+the packed bytes;
 :func:`huffman_bits_of` gives :func:`~.coding.huffman_bits` from a histogram and the blocks' code lengths.
 """
 
@@ -22,6 +23,7 @@ from edgefl.compression.coding import (
     canonical_codes,
     huffman_table_gaps,
     huffman_decode_fast,
+    rice_decode_fast,
     huffman_lengths,
     huffman_symbols,
     rice_head,
@@ -195,27 +197,8 @@ class CodeWriter:
 
 def read_rice(reader: BitReader, n: int) -> np.ndarray:
     """Read ``n`` Rice-coded values written by :func:`~.coding.rice_encode` (or :meth:`CodeWriter.rice`): the
-    terminating zeros of the unary quotients are searched in a window that doubles until it holds ``n`` of
-    them, not in the whole rest of the stream."""
-    b = reader.uint(RICE_B_BITS)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    bits, at = reader.bits_array, reader.pos
-    window = 2 * n + 64
-    while True:
-        zeros = np.flatnonzero(bits[at : at + window] == 0)
-        if zeros.size >= n or at + window >= bits.size:
-            break
-        window *= 2
-    if zeros.size < n:
-        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
-    zeros = zeros[:n]
-    q = np.diff(zeros, prepend=-1) - 1
-    reader.pos = at + int(zeros[-1]) + 1
-    if b == 0:
-        return q.astype(np.int64)
-    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
-    return (q.astype(np.int64) << b) | rem
+    shared decoder, :func:`~.coding.rice_decode_fast` (one compiled loop over the packed bytes)."""
+    return rice_decode_fast(reader, n)
 
 
 def huffman_bits_of(counts: np.ndarray, lengths: np.ndarray, block_bits: np.ndarray) -> int:

@@ -1,0 +1,286 @@
+"""The compiled bit readers and writers (coding, packed, codec) against the numpy code they replaced, kept here as
+references: the same values, bytes and errors on random and edge inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from edgefl.compression import codec, coding, packed, quantize
+
+
+# --- references: the numpy bit-array decoders as they were ----------------------------------------------------
+
+
+class RefReader:
+    def __init__(self, data: bytes) -> None:
+        self.bits_array = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
+        self.pos = 0
+
+    def take(self, n: int) -> np.ndarray:
+        if n < 0 or self.pos + n > self.bits_array.size:
+            raise coding.CodingError("truncated")
+        out = self.bits_array[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def uint(self, n_bits: int) -> int:
+        bits = self.take(n_bits).astype(np.int64)
+        return int((bits << np.arange(n_bits - 1, -1, -1, dtype=np.int64)).sum()) if n_bits else 0
+
+
+def ref_rice(reader: RefReader, n: int) -> np.ndarray:
+    b = reader.uint(coding.RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    zeros = np.flatnonzero(reader.bits_array[reader.pos :] == 0)[:n]
+    if zeros.size < n:
+        raise coding.CodingError("Rice stream truncated")
+    q = np.diff(zeros, prepend=-1) - 1
+    reader.pos += int(zeros[-1]) + 1
+    if b == 0:
+        return q.astype(np.int64)
+    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
+    return (q.astype(np.int64) << b) | rem
+
+
+def ref_huffman(reader: RefReader, n: int) -> np.ndarray:
+    alphabet_size = reader.uint(coding.COUNT_BITS)
+    n_used = reader.uint(coding.COUNT_BITS)
+    if n_used == 1:
+        return np.full(n, reader.uint(coding.COUNT_BITS), dtype=np.int64)
+    if n_used == 0:
+        if n:
+            raise coding.CodingError("no symbols")
+        return np.zeros(0, dtype=np.int64)
+    used = np.cumsum(ref_rice(reader, n_used) + 1) - 1
+    if used.size and used[-1] >= alphabet_size:
+        raise coding.CodingError("outside")
+    lengths = np.zeros(alphabet_size, dtype=np.int64)
+    lengths[used] = reader.take(4 * n_used).reshape(n_used, 4).astype(np.int64) @ np.array([8, 4, 2, 1]) + 1
+    codes = coding.canonical_codes(lengths)
+    block_bits = ref_rice(reader, math.ceil(n / 512))
+    payload = reader.take(int(block_bits.sum()))
+    width = int(lengths.max())
+    table_sym = np.zeros(1 << width, dtype=np.int64)
+    table_len = np.zeros(1 << width, dtype=np.int64)
+    for s in used:
+        lo, hi = int(codes[s]) << (width - int(lengths[s])), (int(codes[s]) + 1) << (width - int(lengths[s]))
+        table_sym[lo:hi], table_len[lo:hi] = s, lengths[s]
+    padded = np.concatenate([payload, np.zeros(512 * 16 + 64, dtype=np.uint8)])
+    out = []
+    starts = np.concatenate([[0], np.cumsum(block_bits)])
+    for k in range(block_bits.size):  # one block after another, each from its own start, symbol by symbol
+        pos = int(starts[k])
+        for _ in range(512):
+            w = int(padded[pos : pos + width] @ (1 << np.arange(width - 1, -1, -1)))
+            out.append(table_sym[w])
+            pos += int(table_len[w])
+        if k < block_bits.size - 1 and pos != starts[k + 1]:
+            raise coding.CodingError("block lengths do not match")
+    return np.array(out[:n], dtype=np.int64)
+
+
+def _prefixed(rng: np.random.Generator, write) -> tuple[bytes, int]:
+    """A stream of some random leading bits, then what ``write(writer)`` writes, then some random bits."""
+    w = coding.BitWriter()
+    lead = int(rng.integers(0, 20))
+    w.bits(rng.integers(0, 2, lead).astype(np.uint8))
+    write(w)
+    w.bits(rng.integers(0, 2, int(rng.integers(0, 30))).astype(np.uint8))
+    return w.to_bytes(), lead
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rice_decoder_reads_what_the_reference_reads(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([0, 1, 2, 7, 100, 3000]))
+    scale = float(rng.choice([0.5, 3, 100, 1e5]))
+    values = np.floor(rng.exponential(scale, n)).astype(np.int64)
+    if n and seed % 3 == 0:
+        values[rng.integers(0, n)] = int(rng.integers(200, 5000))  # a long unary run (q >= 63)
+    b = None if seed % 4 else int(rng.integers(0, 5))
+    data, lead = _prefixed(rng, lambda w: coding.rice_encode(w, values, b))
+    for read in (coding.rice_decode, coding.rice_decode_fast, packed.read_rice):
+        r, ref = coding.BitReader(data), RefReader(data)
+        r.pos = ref.pos = lead
+        got = read(r, n)
+        assert np.array_equal(got, ref_rice(ref, n)) and np.array_equal(got, values)
+        assert r.pos == ref.pos
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rice_decoder_raises_where_the_reference_raises(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 50, 40)
+    w = coding.BitWriter()
+    coding.rice_encode(w, values)
+    bits = np.unpackbits(np.frombuffer(w.to_bytes(), dtype=np.uint8))
+    cut = np.packbits(bits[: int(rng.integers(7, bits.size - 8))]).tobytes()
+    for n in (40, 41):
+        with pytest.raises(coding.CodingError):
+            ref_rice(RefReader(cut), n)
+        with pytest.raises(coding.CodingError):
+            coding.rice_decode(coding.BitReader(cut), n)
+    with pytest.raises(coding.CodingError):  # more values than the whole stream holds
+        coding.rice_decode(coding.BitReader(w.to_bytes()), 10**4)
+
+
+def test_rice_positions_search_only_their_span():
+    w = coding.BitWriter()
+    coding.rice_encode(w, np.array([3, 0, 5]), 0)
+    w.bits(np.zeros(40, dtype=np.uint8))
+    data = w.to_bytes()
+    assert np.array_equal(coding.rice_decode_positions(coding.BitReader(data), 3, 12), [3, 4, 10])
+    with pytest.raises(coding.CodingError):  # the third terminator lies past a span of 10 bits
+        coding.rice_decode_positions(coding.BitReader(data), 3, 10)
+    w = coding.BitWriter()
+    coding.rice_encode(w, np.array([9, 2, 17, 1]), 2)
+    assert np.array_equal(coding.rice_decode_positions(coding.BitReader(w.to_bytes()), 4, 200), [9, 12, 30, 32])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_huffman_decoder_reads_what_the_reference_reads(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.choice([0, 1, 5, 511, 512, 513, 2000, 5000]))
+    alphabet = int(rng.choice([1, 2, 3, 17, 256, 4096]))
+    probs = rng.dirichlet(np.full(alphabet, float(rng.choice([0.05, 1.0]))))
+    symbols = rng.choice(alphabet, size=n, p=probs) if alphabet > 1 else np.zeros(n, dtype=np.int64)
+    if seed % 5 == 0 and alphabet > 2 and n:  # a skewed histogram: codes up to the 16-bit limit
+        symbols = np.minimum(rng.geometric(0.5, n) - 1, alphabet - 1)
+    data, lead = _prefixed(rng, lambda w: coding.huffman_encode(w, symbols, alphabet))
+    for read in (coding.huffman_decode, coding.huffman_decode_fast, packed.read_huffman):
+        r, ref = coding.BitReader(data), RefReader(data)
+        r.pos = ref.pos = lead
+        got = read(r, n)
+        assert np.array_equal(got, ref_huffman(ref, n)) and np.array_equal(got, symbols)
+        assert r.pos == ref.pos
+
+
+def test_huffman_decoder_checks_the_block_lengths():
+    rng = np.random.default_rng(5)
+    symbols = rng.integers(0, 9, 1500)
+    counts = np.bincount(symbols, minlength=9)
+    lengths = coding.huffman_lengths(counts)
+    codes = coding.canonical_codes(lengths)
+    blocks = coding.huffman_block_lengths(lengths[symbols])
+
+    def stream(blocks: np.ndarray) -> bytes:  # huffman_encode's layout with the given block lengths
+        w = coding.BitWriter()
+        used, gaps = coding.huffman_table_gaps(lengths)
+        coding.write_table_head(w, counts)
+        coding.rice_encode(w, gaps)
+        w.bits(coding.pack_codes(lengths[used] - 1, np.full(used.size, 4)))
+        coding.rice_encode(w, blocks)
+        w.bits(coding.pack_codes(codes[symbols], lengths[symbols]))
+        return w.to_bytes()
+
+    assert np.array_equal(coding.huffman_decode(coding.BitReader(stream(blocks)), 1500), symbols)
+    for shift in ([1, -1, 0], [0, -1, 1], [-1, 0, 1]):
+        bad = stream(blocks + np.array(shift))
+        with pytest.raises(coding.CodingError):
+            ref_huffman(RefReader(bad), 1500)
+        with pytest.raises(coding.CodingError, match="block lengths"):
+            coding.huffman_decode(coding.BitReader(bad), 1500)
+    bad = stream(blocks + np.array([0, 0, 1]))  # the last block is not checked: one more bit is read past
+    assert np.array_equal(coding.huffman_decode(coding.BitReader(bad), 1500), ref_huffman(RefReader(bad), 1500))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bit_reader_fields_match_the_unpacked_bits(seed):
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, int(rng.integers(1, 40)), dtype=np.uint8).tobytes()
+    r, ref = coding.BitReader(data), RefReader(data)
+    while True:
+        n = int(rng.integers(0, 40))
+        if rng.random() < 0.5:
+            if ref.pos + n > ref.bits_array.size:
+                with pytest.raises(coding.CodingError):
+                    r.uint(n)
+                break
+            assert r.uint(n) == ref.uint(n)
+        else:
+            if ref.pos + n > ref.bits_array.size:
+                with pytest.raises(coding.CodingError):
+                    r.take(n)
+                break
+            assert np.array_equal(r.take(n), ref.take(n))
+        assert r.pos == ref.pos
+    assert np.array_equal(r.bits_array, ref.bits_array)
+
+
+# --- the codec's decoder against the old one ------------------------------------------------------------------
+
+
+def ref_decode(payload: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """decode_flat_mask's values and mask, as the numpy decoder computed them (over the reference readers)."""
+    from edgefl.compression import sparsify
+    from edgefl.compression.container import read_header
+
+    r = RefReader(payload)
+    kernel_wise, shapes, k = read_header(r, 0xA7, 1, "an edgefl update", flag=True)
+    layout = sparsify.kernel_layout(shapes, kernel_wise=kernel_wise)
+    out = np.zeros(layout.n_elements, dtype=np.float32)
+    sent = np.zeros(layout.n_elements, dtype=bool)
+    if k == 0:
+        return out, sent
+    mode = r.uint(1)
+    listed = np.cumsum(ref_rice(r, k if mode == 0 else layout.n_kernels - k) + 1) - 1
+    mask = np.zeros(layout.n_kernels, dtype=bool) if mode == 0 else np.ones(layout.n_kernels, dtype=bool)
+    mask[listed] = mode == 0
+    kept = np.flatnonzero(mask)
+    u_min = float(np.array(r.uint(32), dtype=np.uint32).view(np.float32))
+    u_max = float(np.array(r.uint(32), dtype=np.uint32).view(np.float32))
+    levels, j = r.uint(16), r.uint(4)
+    elements = sparsify.kernel_elements(kept, layout)
+    negative = r.take(elements.size).view(bool)
+    if u_max > u_min:
+        base = levels + 1
+        symbols = ref_huffman(r, math.ceil(elements.size / j))
+        digits = (np.arange(base**j)[:, None] // base ** np.arange(j)) % base
+        values = quantize.level_magnitudes(digits, levels, u_min, u_max)[symbols].reshape(-1)[: elements.size]
+    else:
+        values = quantize.level_magnitudes(np.zeros(elements.size, dtype=np.int64), levels, u_min, u_max)
+    values = values.copy()
+    values[negative] = -values[negative]
+    out[elements] = values
+    sent[elements] = True
+    return out, sent
+
+
+def _update(rng: np.random.Generator, n_zero: bool = False) -> dict[str, torch.Tensor]:
+    upd = {"conv": torch.from_numpy(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+           "fc": torch.from_numpy(rng.standard_normal((50, 37)).astype(np.float32)),
+           "b": torch.from_numpy(rng.standard_normal(7).astype(np.float32))}  # fmt: skip
+    if n_zero:
+        upd["fc"][:10] = 0.0
+        upd["fc"][10:20] = -0.0
+    return upd
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3, 7, 15, 16, 40, 255, 300])
+@pytest.mark.parametrize("kernel_wise", [True, False])
+def test_codec_decoder_matches_the_reference(levels, kernel_wise):
+    rng = np.random.default_rng(levels)
+    upd = _update(rng, n_zero=levels % 2 == 1)
+    n_k = 4 * 3 + 50 * 37 + 7 if kernel_wise else 4 * 27 + 50 * 37 + 7
+    for kept in (0, 1, 2, n_k // 3, n_k - 1, n_k):
+        p = codec.encode_fixed(upd, kept_kernels=kept, levels=levels, rng=np.random.default_rng(7),
+                               kernel_wise=kernel_wise)  # fmt: skip
+        _, flat, sent = codec.decode_flat_mask(p.payload)
+        ref_flat, ref_sent = ref_decode(p.payload)
+        assert np.array_equal(flat.view(np.uint32), ref_flat.view(np.uint32)) and np.array_equal(sent, ref_sent)
+
+
+def test_codec_decoder_of_a_constant_update_and_malformed_payloads():
+    upd = {"w": torch.full((3, 5), -0.25)}  # u_max == u_min: no Huffman stream
+    p = codec.encode_fixed(upd, kept_kernels=15, levels=7, rng=np.random.default_rng(0), kernel_wise=False)
+    flat = codec.decode_flat(p.payload)[1]
+    assert np.array_equal(flat, ref_decode(p.payload)[0]) and np.all(flat == -0.25)
+    p = codec.encode_fixed(_update(np.random.default_rng(1)), kept_kernels=20, levels=3, rng=np.random.default_rng(0))
+    for cut in (5, len(p.payload) // 2, len(p.payload) - 3):
+        with pytest.raises(codec.CodecError):
+            codec.decode_flat_mask(p.payload[:cut])
