@@ -284,3 +284,84 @@ def test_codec_decoder_of_a_constant_update_and_malformed_payloads():
     for cut in (5, len(p.payload) // 2, len(p.payload) - 3):
         with pytest.raises(codec.CodecError):
             codec.decode_flat_mask(p.payload[:cut])
+
+
+# --- the quantiser's loop and the writer's kernels ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rounded_levels_loop_equals_stochastic_levels(seed):
+    """rounded_levels without the error (the compiled loop) and rounded_magnitudes of signed float32 values, against
+    stochastic_levels (the numpy quantiser): searched and arithmetic intervals, ties at the points, magnitudes
+    outside the range, colliding points (zero widths), zeros and -0.0; a NaN goes to the numpy code."""
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(0, 3000))
+    levels = int(rng.choice([1, 2, 3, 7, 15, 16, 40, 255, 4095, int(rng.integers(1, 4096))]))
+    values = (rng.standard_normal(n) * 10.0 ** rng.integers(-30, 4)).astype(np.float32)
+    if seed % 5 == 0 and n:
+        values[rng.random(n) < 0.2] = 0.0
+        values[rng.random(n) < 0.2] = -0.0
+    if seed % 7 == 0:  # consecutive float32 values: the points collide
+        values = (np.float32(0.1) + np.arange(n) * np.spacing(np.float32(0.1))).astype(np.float32)
+    mags = np.abs(values).astype(np.float64)
+    lo, hi = (float(mags.min()), float(mags.max())) if n else (0.0, 0.0)
+    if seed % 4 == 1 and n:  # the points themselves among the magnitudes (ties)
+        pts = quantize.quantization_points(levels, lo, hi)
+        values[: min(n, pts.size)] = pts[: min(n, pts.size)]
+        mags = np.abs(values).astype(np.float64)
+    if seed % 6 == 2 and n:  # the range starts above some magnitudes
+        lo = float(np.float32((lo + hi) / 2))
+    uniforms = rng.random(n)
+    uniforms[: min(n, 3)] = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = quantize.stochastic_levels(mags, levels, lo, hi, uniforms)
+    got, error = quantize.rounded_levels(mags, levels, lo, hi, uniforms)
+    assert error is None and got.dtype == want.dtype and np.array_equal(got, want)
+    assert np.array_equal(quantize.rounded_magnitudes(values, levels, lo, hi, uniforms), want)
+
+
+def test_rounded_levels_with_a_nan_does_what_the_numpy_code_does():
+    mags = np.array([0.5, np.nan, 0.25, 1.0])
+    for levels in (3, 40):
+        with np.errstate(invalid="ignore"):
+            with pytest.raises(IndexError):
+                quantize.stochastic_levels(mags, levels, 0.25, 1.0, np.zeros(4))
+            with pytest.raises(IndexError):
+                quantize.rounded_levels(mags, levels, 0.25, 1.0, np.zeros(4))
+
+
+def test_packed_writer_codes_of_any_length_at_any_offset():
+    rng = np.random.default_rng(9)
+    for offset in range(0, 70, 3):
+        lengths = rng.integers(0, 65, 50)
+        codes = np.array([int(rng.integers(0, 1 << 62)) << 2 | 3 for _ in lengths], dtype=np.uint64)
+        codes = np.where(lengths == 64, codes, codes & ((np.uint64(1) << lengths.astype(np.uint64)) - np.uint64(1)))
+        fast, plain = packed.CodeWriter(), coding.BitWriter()
+        for w in (fast, plain):
+            w.bits(rng.integers(0, 2, offset).astype(np.uint8) * 0 + 1)
+        fast.codes(codes, lengths)
+        plain.bits(coding.pack_codes(codes, lengths))
+        fixed = int(rng.integers(1, 65))
+        mask = np.uint64(2**64 - 1) if fixed == 64 else np.uint64((1 << fixed) - 1)
+        fast.codes(codes & mask, fixed)
+        plain.bits(coding.pack_codes(codes & mask, np.full(codes.size, fixed)))
+        values = np.array([0, 31, 32, 33, 63, 64, 200, 5])
+        fast.rice(values, 0)
+        coding.rice_encode(plain, values, 0)
+        assert fast.n_bits == plain.n_bits and fast.to_bytes() == plain.to_bytes(), offset
+
+
+@pytest.mark.parametrize("levels", [2, 5, 15, 16, 300, 4095])
+def test_rounded_levels_loop_on_colliding_points_and_a_range_below_the_largest(levels):
+    """Points closer than a float32 spacing (intervals of zero width) and magnitudes above u_max (the last
+    interval's rounding of a value past its end), for both ways of finding the interval."""
+    start = np.float32(0.1)
+    values = (start + np.arange(64) * np.spacing(start)).astype(np.float32)
+    mags = values.astype(np.float64)
+    for hi in (mags[-1], mags[-5], mags[3]):
+        for lo in (mags[0], mags[1]):
+            uniforms = np.random.default_rng(levels).random(mags.size)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                want = quantize.stochastic_levels(mags, levels, lo, hi, uniforms)
+            assert np.array_equal(quantize.rounded_levels(mags, levels, lo, hi, uniforms)[0], want)
+            assert np.array_equal(quantize.rounded_magnitudes(-values, levels, lo, hi, uniforms), want)

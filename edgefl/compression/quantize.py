@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from edgefl.compression.jit import kernel
 from edgefl.errors import EdgeflError
 
 __all__ = ["QuantizationError", "quantization_points", "stochastic_levels", "level_magnitudes", "expected_error",
-           "ternary", "rounded_levels"]  # fmt: skip
+           "ternary", "rounded_levels", "rounded_magnitudes"]  # fmt: skip
 
 
 class QuantizationError(EdgeflError, ValueError):
@@ -117,6 +118,11 @@ def rounded_levels(
     if points[-1] <= points[0]:
         error = float(((magnitudes - points[0]) ** 2).sum()) if with_error and magnitudes.size else 0.0
         return np.zeros(magnitudes.shape, dtype=np.int64), error if with_error else None
+    if not with_error and magnitudes.ndim == 1 and levels > 1:
+        out = np.empty(magnitudes.size, dtype=np.int64)
+        uniforms = np.asarray(uniforms, dtype=np.float64)
+        if _rounded_kernel(magnitudes, uniforms, points, int(levels), _searched(points, int(levels)), False, out):
+            return out, None
     lower = _interval_searched(magnitudes, points, int(levels))
     if lower is None:
         lower = _interval_once(magnitudes, points, int(levels))
@@ -128,6 +134,72 @@ def rounded_levels(
         above /= np.diff(points)[lower]
     lower += np.asarray(uniforms) < above
     return lower, error
+
+
+def rounded_magnitudes(values: np.ndarray, levels: int, u_min: float, u_max: float,
+                       uniforms: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``rounded_levels(|values|, ...)[0]`` of float32 ``values`` and float64 ``uniforms`` (1-D, same size), each
+    magnitude widened to float64 as the loop reads it (no array of magnitudes)."""
+    _check(levels, u_min, u_max)
+    points = quantization_points(levels, u_min, u_max).astype(np.float64)
+    values = np.asarray(values, dtype=np.float32)
+    if points[-1] > points[0] and levels > 1 and values.ndim == 1 and np.shape(uniforms) == values.shape:
+        out = np.empty(values.size, dtype=np.int64)
+        if _rounded_kernel(values, uniforms, points, int(levels), _searched(points, int(levels)), True, out):
+            return out
+    return rounded_levels(np.abs(values).astype(np.float64), levels, u_min, u_max, uniforms)[0]
+
+
+def _searched(points: np.ndarray, levels: int) -> bool:
+    """Whether :func:`rounded_levels` finds the intervals by search among the inner points (:func:`_interval_searched`
+    short of its NaN check) rather than by :func:`_interval_once`."""
+    if levels > _SEARCHED_LEVELS or levels == 1:
+        return False
+    return bool((points[-1] - points[0]) / levels >= 4 * float(np.spacing(np.float32(points[-1]))))
+
+
+@kernel
+def _rounded_kernel(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, levels: int, searched: bool,
+                    magnitude: bool, out: np.ndarray) -> bool:
+    """:func:`rounded_levels`' level indices (no error) into ``out`` in one loop, for L > 1 and Q_L > Q_0: each
+    magnitude's interval as :func:`_interval_searched` (the count of inner points Q_1..Q_{L-1} at or below it)
+    or :func:`_interval_once` (the clipped arithmetic estimate and its two corrections) finds it, then the same
+    rounding ``u < (|u| - Q_l) / (Q_{l+1} - Q_l)`` (a zero width: the sign of the numerator as an IEEE division
+    gives it). ``magnitude``: ``values`` are float32 values whose magnitudes are quantised. Returns False (``out``
+    not complete) at a NaN magnitude, where the numpy code decides."""
+    step = (points[levels] - points[0]) / levels
+    top = float(levels - 1)
+    for i in range(values.size):
+        m = np.float64(values[i])
+        if magnitude:
+            m = abs(m)
+        if m != m:
+            return False
+        if searched:
+            lower = 0
+            for t in range(1, levels):
+                if points[t] <= m:
+                    lower += 1
+        else:
+            x = (m - points[0]) / step
+            x = 0.0 if x < 0.0 else (top if x > top else x)
+            lower = int(x)
+            if lower > 0 and m < points[lower]:
+                lower -= 1
+            if lower < levels - 1 and m >= points[lower + 1]:
+                lower += 1
+        d = m - points[lower]
+        w = points[lower + 1] - points[lower]
+        if w != 0.0:
+            above = d / w
+        elif d > 0.0:
+            above = np.inf
+        elif d < 0.0:
+            above = -np.inf
+        else:
+            above = np.nan
+        out[i] = lower + 1 if uniforms[i] < above else lower
+    return True
 
 
 #: Largest L whose intervals :func:`_interval_searched` finds by binary search (log2(L) comparisons per magnitude,
