@@ -365,3 +365,103 @@ def test_rounded_levels_loop_on_colliding_points_and_a_range_below_the_largest(l
                 want = quantize.stochastic_levels(mags, levels, lo, hi, uniforms)
             assert np.array_equal(quantize.rounded_levels(mags, levels, lo, hi, uniforms)[0], want)
             assert np.array_equal(quantize.rounded_magnitudes(-values, levels, lo, hi, uniforms), want)
+
+
+# --- the codec's sizing kernels ---------------------------------------------------------------------------------
+
+
+def ref_grouped(indices: np.ndarray, levels: int, j: int) -> tuple[np.ndarray, int]:
+    base = levels + 1
+    indices = np.asarray(indices, dtype=np.int64)
+    if j == 1:
+        return indices, base
+    pad = (-indices.size) % j
+    indices = np.concatenate([indices, np.zeros(pad, dtype=np.int64)])
+    digits = indices.reshape(-1, j)
+    symbols = digits[:, j - 1].copy()
+    for t in range(j - 2, -1, -1):
+        symbols *= base
+        symbols += digits[:, t]
+    return symbols, base**j
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3, 7, 15, 16, 255, 4095])
+def test_grouped_counts_equal_the_numpy_grouping(levels):
+    rng = np.random.default_rng(levels)
+    j = codec._group(levels)
+    for n in (0, 1, j - 1, j, j + 1, 1000, 1001):
+        indices = rng.integers(0, levels + 1, n)
+        want, alphabet = ref_grouped(indices, levels, j)
+        symbols, counts = codec._grouped_counts(indices, levels, j)
+        assert np.array_equal(symbols, want) and np.array_equal(counts, np.bincount(want, minlength=alphabet))
+        assert np.array_equal(codec._grouped(indices.astype(np.uint8 if levels < 255 else np.int64), levels, j)[0], want)
+
+
+def ref_sorted_levels(flat: np.ndarray, uniforms: np.ndarray, levels: int, lo: float, hi: float):
+    """(histogram, element-order level indices, code bits per 512-element block) as the numpy code computed them."""
+    n = flat.size
+    b = max(1, (n - 1).bit_length())
+    keys = np.abs(flat).view(np.uint32).astype(np.uint64) << np.uint64(b)
+    keys |= np.arange(n, dtype=np.uint64)
+    keys.sort()
+    element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
+    mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
+    u = uniforms[element]
+    points = quantize.quantization_points(levels, lo, hi).astype(np.float64)
+    starts = np.concatenate([[0], np.searchsorted(mags, points[1:levels], side="left"), [n]])
+    per = np.diff(starts)
+    above = mags - np.repeat(points[:levels], per)
+    above /= np.repeat(np.diff(points), per)
+    level = np.repeat(np.arange(levels, dtype=np.int64), per) + (u < above)
+    counts = np.bincount(level, minlength=levels + 1)
+    lengths = coding.huffman_lengths(counts)
+    blocks = np.bincount(element >> 9, weights=lengths.astype(np.float64)[level], minlength=-(-n // 512))
+    out = np.empty(n, dtype=np.int64)
+    out[element] = level
+    return counts, out, blocks.astype(np.int64), lengths, starts
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_sorted_levels_kernels_equal_the_numpy_code(seed):
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.choice([1, 2, 513, 3000, 20000]))
+    flat = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 2)).astype(np.float32)
+    if seed % 3 == 0:
+        flat[rng.random(n) < 0.3] = flat[0]  # ties: the index orders them
+        flat[rng.random(n) < 0.1] = -0.0
+    uniforms = rng.random(n)
+    mags = np.abs(flat).astype(np.float64)
+    lo, hi = float(mags.min()), float(mags.max())
+    assert codec._magnitude_range(flat) == (lo, hi)
+    s = codec._SortedLevels(flat, uniforms)
+    for levels in (1, 2, 16, 17, 40, 300, 4095):
+        if hi <= lo or not codec._SortedLevels.applies(levels, lo, hi):
+            continue
+        counts, indices, blocks, lengths, starts = ref_sorted_levels(flat, uniforms, levels, lo, hi)
+        assert np.array_equal(s._starts(levels, lo, hi)[1], starts)
+        assert np.array_equal(s.histogram(levels, lo, hi), counts)
+        assert np.array_equal(quantize.rounded_magnitudes(flat, levels, lo, hi, uniforms), indices)
+        assert s.huffman_bits(levels, lo, hi) == packed.huffman_bits_of(counts, lengths, blocks)
+        assert s.huffman_bits(levels, lo, hi) == coding.huffman_bits(indices, levels + 1)
+
+
+def test_magnitude_range_of_nan_and_signed_zeros():
+    assert codec._magnitude_range(np.array([-0.0, 0.0], dtype=np.float32)) == (0.0, 0.0)
+    assert codec._magnitude_range(np.array([-3.0, 0.5, 2.0], dtype=np.float32)) == (0.5, 3.0)
+    lo, hi = codec._magnitude_range(np.array([1.0, np.nan, 2.0], dtype=np.float32))
+    assert np.isnan(lo) and np.isnan(hi)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_relative_error_of_float32_vectors_equals_the_float64_formula(seed):
+    from edgefl.algorithms.fedhq import relative_error
+
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal(int(rng.integers(1, 5000))).astype(np.float32)
+    q = (u + rng.standard_normal(u.size).astype(np.float32) * np.float32(0.1)).astype(np.float32)
+    u64, q64 = u.astype(np.float64), q.astype(np.float64)
+    want = float(np.dot(q64 - u64, q64 - u64)) / float(np.dot(u64, u64))
+    assert relative_error(q, u) == want
+    assert relative_error(q, np.zeros_like(u)) == 0.0
+    w64, d64 = quantize.widened_difference(q, u)
+    assert np.array_equal(w64, u64) and np.array_equal(d64, q64 - u64)

@@ -11,7 +11,7 @@ from edgefl.compression.jit import kernel
 from edgefl.errors import EdgeflError
 
 __all__ = ["QuantizationError", "quantization_points", "stochastic_levels", "level_magnitudes", "expected_error",
-           "ternary", "rounded_levels", "rounded_magnitudes"]  # fmt: skip
+           "ternary", "rounded_levels", "rounded_magnitudes", "widened_difference"]  # fmt: skip
 
 
 class QuantizationError(EdgeflError, ValueError):
@@ -118,7 +118,7 @@ def rounded_levels(
     if points[-1] <= points[0]:
         error = float(((magnitudes - points[0]) ** 2).sum()) if with_error and magnitudes.size else 0.0
         return np.zeros(magnitudes.shape, dtype=np.int64), error if with_error else None
-    if not with_error and magnitudes.ndim == 1 and levels > 1:
+    if not with_error and magnitudes.ndim == 1:
         out = np.empty(magnitudes.size, dtype=np.int64)
         uniforms = np.asarray(uniforms, dtype=np.float64)
         if _rounded_kernel(magnitudes, uniforms, points, int(levels), _searched(points, int(levels)), False, out):
@@ -143,7 +143,7 @@ def rounded_magnitudes(values: np.ndarray, levels: int, u_min: float, u_max: flo
     _check(levels, u_min, u_max)
     points = quantization_points(levels, u_min, u_max).astype(np.float64)
     values = np.asarray(values, dtype=np.float32)
-    if points[-1] > points[0] and levels > 1 and values.ndim == 1 and np.shape(uniforms) == values.shape:
+    if points[-1] > points[0] and values.ndim == 1 and np.shape(uniforms) == values.shape:
         out = np.empty(values.size, dtype=np.int64)
         if _rounded_kernel(values, uniforms, points, int(levels), _searched(points, int(levels)), True, out):
             return out
@@ -161,7 +161,7 @@ def _searched(points: np.ndarray, levels: int) -> bool:
 @kernel
 def _rounded_kernel(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, levels: int, searched: bool,
                     magnitude: bool, out: np.ndarray) -> bool:
-    """:func:`rounded_levels`' level indices (no error) into ``out`` in one loop, for L > 1 and Q_L > Q_0: each
+    """:func:`rounded_levels`' level indices (no error) into ``out`` in one loop, for Q_L > Q_0: each
     magnitude's interval as :func:`_interval_searched` (the count of inner points Q_1..Q_{L-1} at or below it)
     or :func:`_interval_once` (the clipped arithmetic estimate and its two corrections) finds it, then the same
     rounding ``u < (|u| - Q_l) / (Q_{l+1} - Q_l)`` (a zero width: the sign of the numerator as an IEEE division
@@ -238,3 +238,20 @@ def _interval_once(magnitudes: np.ndarray, points: np.ndarray, levels: int) -> n
     lower -= magnitudes < inner[lower]  # never below Q_0: lower > 0
     lower += magnitudes >= inner[lower + 1]  # never at or above Q_L: lower < L - 1
     return lower
+
+
+def widened_difference(quantized: np.ndarray, original: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(u, q - u)`` for ``u``, ``q`` the float32 vectors ``original``, ``quantized`` (same size) widened to
+    float64, in one compiled loop (the same float64 values as numpy's ``astype`` and subtraction)."""
+    u = np.empty(original.size, dtype=np.float64)
+    d = np.empty(original.size, dtype=np.float64)
+    _widened_difference(quantized.reshape(-1), original.reshape(-1), u, d)
+    return u, d
+
+
+@kernel
+def _widened_difference(quantized: np.ndarray, original: np.ndarray, u: np.ndarray, d: np.ndarray) -> None:
+    for i in range(u.size):
+        x = np.float64(original[i])
+        u[i] = x
+        d[i] = np.float64(quantized[i]) - x
