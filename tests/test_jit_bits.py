@@ -465,3 +465,31 @@ def test_relative_error_of_float32_vectors_equals_the_float64_formula(seed):
     assert relative_error(q, np.zeros_like(u)) == 0.0
     w64, d64 = quantize.widened_difference(q, u)
     assert np.array_equal(w64, u64) and np.array_equal(d64, q64 - u64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rounded_levels_loop_at_and_next_to_every_point(seed):
+    """Magnitudes at each point Q_l and the float32 values next to it, where the arithmetic estimate of the
+    interval is off by one and its corrections decide."""
+    rng = np.random.default_rng(seed)
+    for levels in (2, 3, 7, 15, 16, 17, 100, 1000, 4095):
+        lo = float(np.float32(rng.random() * 10.0 ** rng.integers(-6, 0)))
+        hi = float(np.float32(lo + rng.random() * 10.0 ** rng.integers(-3, 2)))
+        pts = quantize.quantization_points(levels, lo, hi)
+        near = np.concatenate([pts, np.nextafter(pts, np.float32(0)), np.nextafter(pts, np.float32(np.inf))])
+        values = np.where(rng.random(near.size) < 0.5, near, -near).astype(np.float32)
+        mags = np.abs(values).astype(np.float64)
+        # uniforms at 0 and just below 1 too: only they tell an estimate off by one from its correction (rounding
+        # from the interval below by a fraction at or above 1 gives the same level otherwise)
+        uniforms = rng.choice([0.0, float(np.nextafter(1.0, 0.0)), 0.5], size=mags.size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = quantize.stochastic_levels(mags, levels, lo, hi, uniforms)
+        assert np.array_equal(quantize.rounded_levels(mags, levels, lo, hi, uniforms)[0], want), levels
+        assert np.array_equal(quantize.rounded_magnitudes(values, levels, lo, hi, uniforms), want), levels
+        # float64 magnitudes between each float32 point and the exact Q_0 + l step: there the estimate is off
+        exact = lo + np.arange(levels + 1) * ((float(pts[-1]) - float(pts[0])) / levels)
+        mags = np.concatenate([exact, (exact + pts) / 2, np.nextafter(exact, 0.0), np.nextafter(exact, 1.0)])
+        uniforms = rng.choice([0.0, float(np.nextafter(1.0, 0.0)), 0.5], size=mags.size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = quantize.stochastic_levels(mags, levels, lo, hi, uniforms)
+        assert np.array_equal(quantize.rounded_levels(mags, levels, lo, hi, uniforms)[0], want), levels

@@ -120,8 +120,7 @@ def rounded_levels(
         return np.zeros(magnitudes.shape, dtype=np.int64), error if with_error else None
     if not with_error and magnitudes.ndim == 1:
         out = np.empty(magnitudes.size, dtype=np.int64)
-        uniforms = np.asarray(uniforms, dtype=np.float64)
-        if _rounded_kernel(magnitudes, uniforms, points, int(levels), _searched(points, int(levels)), False, out):
+        if _rounded_loop(magnitudes, np.asarray(uniforms, dtype=np.float64), points, int(levels), False, out):
             return out, None
     lower = _interval_searched(magnitudes, points, int(levels))
     if lower is None:
@@ -145,9 +144,49 @@ def rounded_magnitudes(values: np.ndarray, levels: int, u_min: float, u_max: flo
     values = np.asarray(values, dtype=np.float32)
     if points[-1] > points[0] and values.ndim == 1 and np.shape(uniforms) == values.shape:
         out = np.empty(values.size, dtype=np.int64)
-        if _rounded_kernel(values, uniforms, points, int(levels), _searched(points, int(levels)), True, out):
+        if _rounded_loop(values, np.asarray(uniforms, dtype=np.float64), points, int(levels), True, out):
             return out
     return rounded_levels(np.abs(values).astype(np.float64), levels, u_min, u_max, uniforms)[0]
+
+
+def _rounded_loop(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, levels: int, magnitude: bool,
+                  out: np.ndarray) -> bool:
+    """:func:`_rounded_kernel`, or :func:`_rounded_plain` where no interval has zero width (the common case: a
+    loop without branches)."""
+    searched = _searched(points, levels)
+    widths = np.diff(points)
+    if widths.size and widths.min() > 0.0:
+        return _rounded_plain(values, uniforms, points, widths, levels, searched, magnitude, out)
+    return _rounded_kernel(values, uniforms, points, levels, searched, magnitude, out)
+
+
+@kernel
+def _rounded_plain(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, widths: np.ndarray, levels: int,
+                   searched: bool, magnitude: bool, out: np.ndarray) -> bool:
+    """:func:`_rounded_kernel` where every width ``widths[l] = Q_{l+1} - Q_l`` is above 0, written without
+    branches (a NaN magnitude is counted, computed as 0 and reported by returning False)."""
+    step = (points[levels] - points[0]) / levels
+    top = float(levels - 1)
+    bad = 0
+    for i in range(values.size):
+        m = np.float64(values[i])
+        if magnitude:
+            m = abs(m)
+        nan = m != m
+        bad += nan
+        m = 0.0 if nan else m
+        if searched:
+            lower = 0
+            for t in range(1, levels):
+                lower += points[t] <= m
+        else:
+            x = (m - points[0]) / step
+            x = min(max(x, 0.0), top)
+            lower = int(x)
+            lower -= (lower > 0) & (m < points[lower])
+            lower += (lower < levels - 1) & (m >= points[lower + 1])
+        out[i] = lower + (uniforms[i] < (m - points[lower]) / widths[lower])
+    return bad == 0
 
 
 def _searched(points: np.ndarray, levels: int) -> bool:
