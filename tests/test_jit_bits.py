@@ -493,3 +493,27 @@ def test_rounded_levels_loop_at_and_next_to_every_point(seed):
         with np.errstate(invalid="ignore", divide="ignore"):
             want = quantize.stochastic_levels(mags, levels, lo, hi, uniforms)
         assert np.array_equal(quantize.rounded_levels(mags, levels, lo, hi, uniforms)[0], want), levels
+
+
+@pytest.mark.parametrize("levels", [1, 3, 7, 40])
+def test_encoded_update_is_the_signed_level_magnitudes(levels):
+    """encode_fixed's update and mask against level_magnitudes of the plan's indices, negated where the value is
+    below 0 (-0.0 stays positive), for some and for every element kept."""
+    rng = np.random.default_rng(levels)
+    upd = _update(rng, n_zero=True)
+    names, shapes, flat = codec.flatten(upd)
+    for kept in (5, 40, flat.size):
+        p = codec.encode_fixed(upd, kept_kernels=kept, levels=levels, rng=np.random.default_rng(3),
+                               kernel_wise=False)  # fmt: skip
+        from edgefl.compression import sparsify
+
+        elements = sparsify.top_kernels(sparsify.kernel_scores(flat, sparsify.kernel_layout(shapes, kernel_wise=False),
+                                                                score="rms"), kept)  # fmt: skip
+        mags = np.abs(flat[elements]).astype(np.float64)
+        lo, hi = float(mags.min()), float(mags.max())
+        idx = quantize.stochastic_levels(mags, levels, lo, hi, np.random.default_rng(3).random(flat.size)[elements])
+        want = quantize.level_magnitudes(idx, levels, lo, hi)
+        want[flat[elements] < 0] = -want[flat[elements] < 0]
+        got = codec.flatten(p.update)[2]
+        assert np.array_equal(got[elements].view(np.uint32), want.view(np.uint32))
+        assert np.count_nonzero(got) <= kept and int(codec.flatten(p.sent)[2].sum()) == kept

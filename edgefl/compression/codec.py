@@ -220,15 +220,33 @@ def _negate(values: np.ndarray, negative: np.ndarray) -> None:
     values.view(np.uint32)[...] ^= negative.view(np.uint8).astype(np.uint32) << np.uint32(31)
 
 
+@kernel
+def _signed_points(flat: np.ndarray, elements: np.ndarray, every: bool, indices: np.ndarray, points: np.ndarray,
+                   out: np.ndarray, negative: np.ndarray) -> None:
+    """Each kept element's ``Q_l`` (``points``, float32 bits, at its level index) with the sign bit flipped where
+    its value is below 0 (``_negate``), and those signs; ``every``: element i is ``i`` (``elements`` not read)."""
+    top = np.uint32(1 << 31)
+    for i in range(out.size):
+        v = flat[i] if every else flat[elements[i]]
+        neg = v < 0
+        negative[i] = neg
+        out[i] = points[indices[i]] ^ (top if neg else np.uint32(0))
+
+
 def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]],
                 layout: sparsify.KernelLayout, kernel_wise: bool) -> Compressed:  # fmt: skip
     """The payload of ``plan`` (values ``flat``) with the update and element mask it decodes to (built here, not
     decoded)."""
     every = plan.elements.size == layout.n_elements  # then elements is arange(n)
-    negative = (flat if every else flat[plan.elements]) < 0
+    points = quantize.quantization_points(plan.levels, plan.u_min, plan.u_max)  # Q_l of eq. (3), checked
+    indices = np.asarray(plan.indices)
+    kept_values = np.empty(plan.elements.size, dtype=np.float32)
+    negative = np.empty(plan.elements.size, dtype=bool)
+    if indices.size and (indices.min() < 0 or indices.max() > plan.levels):
+        raise IndexError(f"level indices outside 0..{plan.levels}")
+    _signed_points(flat, plan.elements, every, indices, points.view(np.uint32), kept_values.view(np.uint32),
+                   negative)  # fmt: skip
     payload = _write(plan, negative, shapes, layout.n_kernels, kernel_wise)
-    kept_values = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
-    _negate(kept_values, negative)
     if every:
         values, sent = kept_values, np.ones(layout.n_elements, dtype=bool)
     else:
@@ -738,13 +756,13 @@ def _huffman_bounds(counts: np.ndarray, n_blocks: int) -> tuple[int, int]:
 @kernel
 def _abs_range(values: np.ndarray) -> tuple[float, float]:
     lo, hi = np.inf, -np.inf
+    nan = 0
     for i in range(values.size):
         m = abs(np.float64(values[i]))
-        if m != m:
-            return np.nan, np.nan
+        nan += m != m
         lo = min(lo, m)
         hi = max(hi, m)
-    return lo, hi
+    return (np.nan, np.nan) if nan else (lo, hi)
 
 
 def _magnitude_range(values: np.ndarray) -> tuple[float, float]:

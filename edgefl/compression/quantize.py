@@ -155,26 +155,29 @@ def _rounded_loop(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, 
     loop without branches)."""
     searched = _searched(points, levels)
     widths = np.diff(points)
-    if widths.size and widths.min() > 0.0:
-        return _rounded_plain(values, uniforms, points, widths, levels, searched, magnitude, out)
+    if widths.size and widths.min() > 0.0 and not _has_nan(values):
+        (_rounded_plain_abs if magnitude else _rounded_plain)(values, uniforms, points, widths, levels, searched, out)
+        return True
     return _rounded_kernel(values, uniforms, points, levels, searched, magnitude, out)
 
 
 @kernel
+def _has_nan(values: np.ndarray) -> bool:
+    nan = 0
+    for i in range(values.size):
+        nan += values[i] != values[i]
+    return nan > 0
+
+
+@kernel
 def _rounded_plain(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, widths: np.ndarray, levels: int,
-                   searched: bool, magnitude: bool, out: np.ndarray) -> bool:
-    """:func:`_rounded_kernel` where every width ``widths[l] = Q_{l+1} - Q_l`` is above 0, written without
-    branches (a NaN magnitude is counted, computed as 0 and reported by returning False)."""
+                   searched: bool, out: np.ndarray) -> None:
+    """:func:`_rounded_kernel` of float64 magnitudes where every width ``widths[l] = Q_{l+1} - Q_l`` is above 0
+    and no magnitude is NaN, written without branches."""
     step = (points[levels] - points[0]) / levels
     top = float(levels - 1)
-    bad = 0
     for i in range(values.size):
-        m = np.float64(values[i])
-        if magnitude:
-            m = abs(m)
-        nan = m != m
-        bad += nan
-        m = 0.0 if nan else m
+        m = values[i]
         if searched:
             lower = 0
             for t in range(1, levels):
@@ -186,7 +189,28 @@ def _rounded_plain(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray,
             lower -= (lower > 0) & (m < points[lower])
             lower += (lower < levels - 1) & (m >= points[lower + 1])
         out[i] = lower + (uniforms[i] < (m - points[lower]) / widths[lower])
-    return bad == 0
+
+
+@kernel
+def _rounded_plain_abs(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, widths: np.ndarray,
+                       levels: int, searched: bool, out: np.ndarray) -> None:
+    """:func:`_rounded_plain` of the magnitudes of float32 values (a separate loop: a choice between the two
+    inside it keeps the compiler from vectorising it)."""
+    step = (points[levels] - points[0]) / levels
+    top = float(levels - 1)
+    for i in range(values.size):
+        m = abs(np.float64(values[i]))
+        if searched:
+            lower = 0
+            for t in range(1, levels):
+                lower += points[t] <= m
+        else:
+            x = (m - points[0]) / step
+            x = min(max(x, 0.0), top)
+            lower = int(x)
+            lower -= (lower > 0) & (m < points[lower])
+            lower += (lower < levels - 1) & (m >= points[lower + 1])
+        out[i] = lower + (uniforms[i] < (m - points[lower]) / widths[lower])
 
 
 def _searched(points: np.ndarray, levels: int) -> bool:
