@@ -779,7 +779,8 @@ class TopkQuantSizer:
     score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built. The plans of the last
     few (k, L) it sized are kept, so encoding the one a search picked does not quantise again. Keeping every
     element at an L of one index per Huffman symbol (FedHQ's search over L) is sized from the magnitudes sorted
-    once (:class:`_SortedLevels`), and once they are sorted every element's indices come from them too.
+    once (:class:`_SortedLevels`); a plan that keeps every element is quantised from the float32 values in one
+    compiled loop (:func:`quantize.rounded_magnitudes`), without the sort.
     """
 
     _KEEP_PLANS = 4

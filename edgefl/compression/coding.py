@@ -1,16 +1,18 @@
 """Lossless coders on numpy bit arrays: bit packing, Golomb-Rice, canonical Huffman (AnycostFL Sec. III-C 3)).
 
-Everything works on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every coder is vectorised:
+The writers work on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every coder is vectorised; the readers
+read the packed bytes (compiled loops, :mod:`.jit`):
 
 - :class:`BitWriter` / :class:`BitReader` — fixed-width fields and bit arrays, packed MSB first by
-  ``numpy.packbits`` into whole bytes;
+  ``numpy.packbits`` into whole bytes; the reader unpacks only the bits it is asked for;
 - Golomb-Rice (:func:`rice_encode`, :func:`rice_decode`) of non-negative integers (gaps between positions) with
   the *optimal* parameter: :func:`rice_parameter` takes the ``b`` that minimises the exact coded size. The unary
-  quotients and the ``b``-bit remainders are written as two consecutive runs (same size as interleaving them),
-  so the decoder finds every quotient at once from the positions of the unary terminators;
+  quotients and the ``b``-bit remainders are written as two consecutive runs (same size as interleaving them);
+  the decoder reads the quotients, then the remainders, in one loop;
 - canonical Huffman (:func:`huffman_encode`, :func:`huffman_decode`) with code lengths limited to
-  :data:`MAX_CODE_BITS` and the symbol stream cut into blocks whose bit lengths go in the header (Rice coded),
-  so the decoder walks all blocks in parallel with one table lookup per step.
+  :data:`MAX_CODE_BITS` and the symbol stream cut into blocks whose bit lengths go in the header (Rice coded);
+  the decoder reads each block from its start with one table lookup per symbol and checks that every block but
+  the last ends where the next starts.
 """
 
 from __future__ import annotations

@@ -112,7 +112,9 @@ def rounded_levels(
 
     For ``uniforms`` in [0, 1) (the callers' ``Generator.random`` draws): each magnitude's interval is found once
     for both, and the rounding probability is not clipped to [0, 1] (a uniform in [0, 1) is below ``p`` exactly
-    when it is below ``clip(p, 0, 1)``, NaN included).
+    when it is below ``clip(p, 0, 1)``, NaN included). Without the error, a 1-D array is quantised in one compiled
+    loop (:func:`_rounded_plain`, or :func:`_rounded_kernel` where points collide), the same float operations per
+    magnitude; a NaN magnitude goes to the numpy passes.
     """
     magnitudes, points = _checked(magnitudes, levels, u_min, u_max, uniforms)
     if points[-1] <= points[0]:
