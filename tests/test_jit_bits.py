@@ -517,3 +517,38 @@ def test_encoded_update_is_the_signed_level_magnitudes(levels):
         got = codec.flatten(p.update)[2]
         assert np.array_equal(got[elements].view(np.uint32), want.view(np.uint32))
         assert np.count_nonzero(got) <= kept and int(codec.flatten(p.sent)[2].sum()) == kept
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rounded_groups_equal_grouping_the_numpy_levels(seed):
+    rng = np.random.default_rng(500 + seed)
+    n = int(rng.choice([1, 2, 7, 1000, 4099]))
+    values = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 1)).astype(np.float32)
+    if seed % 2:
+        values[rng.random(n) < 0.2] = -0.0
+    uniforms = rng.random(n)
+    mags = np.abs(values).astype(np.float64)
+    lo, hi = float(mags.min()), float(mags.max())
+    for levels in (1, 2, 3, 7, 15, 16, 255, 4095):
+        j = codec._group(levels)
+        got = quantize.rounded_groups(values, levels, lo, hi, uniforms, j)
+        if hi <= lo:
+            assert got is None
+            continue
+        want, alphabet = ref_grouped(quantize.stochastic_levels(mags, levels, lo, hi, uniforms), levels, j)
+        assert np.array_equal(got[0], want) and np.array_equal(got[1], np.bincount(want, minlength=alphabet))
+    assert quantize.rounded_groups(np.array([1.0, np.nan], dtype=np.float32), 3, 0.5, 1.0, np.zeros(2), 2) is None
+
+
+@pytest.mark.parametrize("levels", [1, 7, 15, 40])
+def test_sizer_encoding_every_element_equals_encode_fixed(levels):
+    upd = _update(np.random.default_rng(levels), n_zero=True)
+    n = sum(v.numel() for v in upd.values())
+    sizer = codec.TopkQuantSizer(upd, np.random.default_rng(11))
+    assert sizer.bits(n, levels) > 0
+    got = sizer.encode(n, levels)
+    want = codec.encode_fixed(upd, kept_kernels=n, levels=levels, rng=np.random.default_rng(11), kernel_wise=False,
+                              score="l2")  # fmt: skip
+    assert got.payload == want.payload and len(got.payload) * 8 == sizer.bits(n, levels)
+    for a, b in zip(got.update.values(), want.update.values()):
+        assert np.array_equal(a.numpy().view(np.uint32), b.numpy().view(np.uint32))

@@ -132,7 +132,7 @@ class _Plan:
 
     kept: np.ndarray
     elements: np.ndarray
-    indices: np.ndarray | None  # None in a plan only sized (its Huffman size computed without them)
+    indices: np.ndarray | None  # None in a plan only sized, or one of every element whose ``coded`` holds them
     u_min: float
     u_max: float
     levels: int
@@ -239,13 +239,19 @@ def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Seq
     decoded)."""
     every = plan.elements.size == layout.n_elements  # then elements is arange(n)
     points = quantize.quantization_points(plan.levels, plan.u_min, plan.u_max)  # Q_l of eq. (3), checked
-    indices = np.asarray(plan.indices)
     kept_values = np.empty(plan.elements.size, dtype=np.float32)
-    negative = np.empty(plan.elements.size, dtype=bool)
-    if indices.size and (indices.min() < 0 or indices.max() > plan.levels):
-        raise IndexError(f"level indices outside 0..{plan.levels}")
-    _signed_points(flat, plan.elements, every, indices, points.view(np.uint32), kept_values.view(np.uint32),
-                   negative)  # fmt: skip
+    if plan.indices is None:  # a plan of every element sized from its grouped symbols: the values from them
+        negative = flat < 0
+        if not _signed_levels(negative.view(np.uint8), plan.coded.symbols, _group(plan.levels), plan.levels + 1,
+                              points.view(np.uint32), kept_values.view(np.uint32)):  # fmt: skip
+            raise IndexError(f"a symbol outside the alphabet of level groups of L = {plan.levels}")
+    else:
+        indices = np.asarray(plan.indices)
+        negative = np.empty(plan.elements.size, dtype=bool)
+        if indices.size and (indices.min() < 0 or indices.max() > plan.levels):
+            raise IndexError(f"level indices outside 0..{plan.levels}")
+        _signed_points(flat, plan.elements, every, indices, points.view(np.uint32), kept_values.view(np.uint32),
+                       negative)  # fmt: skip
     payload = _write(plan, negative, shapes, layout.n_kernels, kernel_wise)
     if every:
         values, sent = kept_values, np.ones(layout.n_elements, dtype=bool)
@@ -830,7 +836,12 @@ class TopkQuantSizer:
         plan = self._plans.pop((k, levels), None)
         if plan is None:
             kept, mags, u, lo, hi = self._kept(k)
-            if k == self.n and k:  # every element: quantised from the float32 values, in element order
+            grouped = None
+            if k == self.n and k:  # every element: its grouped symbols straight from the float32 values
+                grouped = quantize.rounded_groups(self.flat, levels, lo, hi, self.uniforms, _group(levels))
+            if grouped is not None:
+                plan = _Plan(kept, kept, None, lo, hi, levels, packed.HuffmanCoded.of(*grouped))
+            elif k == self.n and k:  # every element: quantised from the float32 values, in element order
                 plan = _Plan(kept, kept, quantize.rounded_magnitudes(self.flat, levels, lo, hi, self.uniforms), lo,
                              hi, levels)  # fmt: skip
             else:

@@ -11,7 +11,7 @@ from edgefl.compression.jit import kernel
 from edgefl.errors import EdgeflError
 
 __all__ = ["QuantizationError", "quantization_points", "stochastic_levels", "level_magnitudes", "expected_error",
-           "ternary", "rounded_levels", "rounded_magnitudes", "widened_difference"]  # fmt: skip
+           "ternary", "rounded_levels", "rounded_magnitudes", "rounded_groups", "widened_difference"]  # fmt: skip
 
 
 class QuantizationError(EdgeflError, ValueError):
@@ -213,6 +213,63 @@ def _rounded_plain_abs(values: np.ndarray, uniforms: np.ndarray, points: np.ndar
             lower -= (lower > 0) & (m < points[lower])
             lower += (lower < levels - 1) & (m >= points[lower + 1])
         out[i] = lower + (uniforms[i] < (m - points[lower]) / widths[lower])
+
+
+def rounded_groups(values: np.ndarray, levels: int, u_min: float, u_max: float, uniforms: np.ndarray,
+                   j: int) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+    """The level indices of ``rounded_magnitudes(values, ...)`` j at a time as symbols ``sum_t d_t (L+1)^t`` (the
+    last one zero padded) and their histogram over the alphabet (L+1)^j, in one compiled loop without the array of
+    indices; the symbols as the smallest unsigned type that holds the alphabet. None where that loop does not
+    apply (Q_L <= Q_0, colliding points, a NaN magnitude): then the caller quantises first."""
+    _check(levels, u_min, u_max)
+    points = quantization_points(levels, u_min, u_max).astype(np.float64)
+    widths = np.diff(points)
+    values = np.asarray(values)
+    if not (values.dtype == np.float32 and values.ndim == 1 and np.shape(uniforms) == values.shape):
+        return None
+    if not (points[-1] > points[0] and widths.min() > 0.0) or _has_nan(values):
+        return None
+    base = int(levels) + 1
+    alphabet = base**j
+    kind = np.uint8 if alphabet <= 1 << 8 else (np.uint16 if alphabet <= 1 << 16 else np.int64)
+    symbols = np.empty(-(-values.size // j), dtype=kind)
+    counts = np.zeros(alphabet, dtype=np.int64)
+    _rounded_groups_abs(values, np.asarray(uniforms, dtype=np.float64), points, widths, int(levels),
+                        _searched(points, int(levels)), j, symbols, counts)  # fmt: skip
+    return symbols, counts
+
+
+@kernel
+def _rounded_groups_abs(values: np.ndarray, uniforms: np.ndarray, points: np.ndarray, widths: np.ndarray,
+                        levels: int, searched: bool, j: int, symbols: np.ndarray, counts: np.ndarray) -> None:
+    """:func:`_rounded_plain_abs`' level of each value, j at a time as a symbol (digit t weighs (L+1)^t), and the
+    symbols' histogram."""
+    step = (points[levels] - points[0]) / levels
+    top = float(levels - 1)
+    base = levels + 1
+    n = values.size
+    for s in range(symbols.size):
+        symbol = 0
+        weight = 1
+        for t in range(j):
+            i = s * j + t
+            if i < n:
+                m = abs(np.float64(values[i]))
+                if searched:
+                    lower = 0
+                    for q in range(1, levels):
+                        lower += points[q] <= m
+                else:
+                    x = (m - points[0]) / step
+                    x = min(max(x, 0.0), top)
+                    lower = int(x)
+                    lower -= (lower > 0) & (m < points[lower])
+                    lower += (lower < levels - 1) & (m >= points[lower + 1])
+                level = lower + (uniforms[i] < (m - points[lower]) / widths[lower])
+                symbol += level * weight
+            weight *= base
+        symbols[s] = symbol
+        counts[symbol] += 1
 
 
 def _searched(points: np.ndarray, levels: int) -> bool:
