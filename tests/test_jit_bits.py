@@ -552,3 +552,14 @@ def test_sizer_encoding_every_element_equals_encode_fixed(levels):
     assert got.payload == want.payload and len(got.payload) * 8 == sizer.bits(n, levels)
     for a, b in zip(got.update.values(), want.update.values()):
         assert np.array_equal(a.numpy().view(np.uint32), b.numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("b", [0, 1, 23, 24, 25, 40, 63])
+def test_rice_decoder_remainders_of_any_width(b):
+    rng = np.random.default_rng(b)
+    values = (rng.integers(0, 1 << min(b, 62), 50, dtype=np.int64) if b else np.zeros(50, dtype=np.int64)) + \
+        (rng.integers(0, 3, 50) << b if b < 62 else 0)
+    data, lead = _prefixed(rng, lambda w: coding.rice_encode(w, values, b))
+    r, ref = coding.BitReader(data), RefReader(data)
+    r.pos = ref.pos = lead
+    assert np.array_equal(coding.rice_decode(r, 50), ref_rice(ref, 50)) and r.pos == ref.pos

@@ -204,11 +204,19 @@ def _rice_kernel(data: np.ndarray, pos: int, n_bits: int, n: int, b: int, limit:
         return at
     if at + n * b > n_bits:
         return -1 - n
+    n_bytes = data.size
     for i in range(n):
         rem = 0
-        for _ in range(b):
-            rem = (rem << 1) | ((data[at >> 3] >> (7 - (at & 7))) & 1)
-            at += 1
+        left = b
+        while left > 0:  # up to 24 bits at a time from the 4 bytes at ``at``
+            take = min(left, 24)
+            first = at >> 3
+            word = 0
+            for t in range(4):
+                word = (word << 8) | (data[first + t] if first + t < n_bytes else 0)
+            rem = (rem << take) | ((word >> (32 - (at & 7) - take)) & ((1 << take) - 1))
+            at += take
+            left -= take
         out[i] = (out[i] << b) | rem
     return at
 
