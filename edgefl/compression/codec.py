@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, packed, quantize, sparsify
+from edgefl.compression.jit import kernel
 from edgefl.compression.container import (
     CodecError, Encoded, check_names, flatten, header_bits, read_header, tensor_views, unflatten, write_header,
 )  # fmt: skip
@@ -81,19 +82,36 @@ def _group(levels: int) -> int:
 
 def _grouped(indices: np.ndarray, levels: int, j: int) -> tuple[np.ndarray, int]:
     """Level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` of the alphabet (L+1)^j (zero padded)."""
+    symbols, counts = _grouped_counts(indices, levels, j)
+    return symbols, counts.size
+
+
+def _grouped_counts(indices: np.ndarray, levels: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`_grouped`'s symbols, their histogram over the alphabet (L+1)^j), in one compiled loop."""
     base = levels + 1
-    indices = np.asarray(indices, dtype=np.int64)
-    if j == 1:
-        return indices, base
-    pad = (-indices.size) % j
-    if pad:
-        indices = np.concatenate([indices, np.zeros(pad, dtype=np.int64)])
-    digits = indices.reshape(-1, j)
-    symbols = digits[:, j - 1].copy()
-    for t in range(j - 2, -1, -1):  # Horner: ((d_{j-1} base + d_{j-2}) base + ...) + d_0
-        symbols *= base
-        symbols += digits[:, t]
-    return symbols, base**j
+    indices = np.asarray(indices)
+    if indices.dtype != np.int64:
+        indices = indices.astype(np.int64)
+    symbols = np.empty(-(-indices.size // j), dtype=np.int64)
+    counts = np.zeros(base**j, dtype=np.int64)
+    _group_count(indices, base, j, symbols, counts)
+    return symbols, counts
+
+
+@kernel
+def _group_count(indices: np.ndarray, base: int, j: int, symbols: np.ndarray, counts: np.ndarray) -> None:
+    """Symbols ``sum_t d_t base^t`` of the indices j at a time (Horner from the last digit; the missing digits of
+    the last symbol 0) and their histogram."""
+    n = indices.size
+    for s in range(symbols.size):
+        first = s * j
+        symbol = 0
+        for t in range(j - 1, -1, -1):
+            symbol *= base
+            if first + t < n:
+                symbol += indices[first + t]
+        symbols[s] = symbol
+        counts[symbol] += 1
 
 
 def _mask_gaps(kept: np.ndarray, n_kernels: int) -> tuple[int, np.ndarray]:
@@ -114,7 +132,7 @@ class _Plan:
 
     kept: np.ndarray
     elements: np.ndarray
-    indices: np.ndarray | None  # None in a plan only sized (its Huffman size computed without them)
+    indices: np.ndarray | None  # None in a plan only sized, or one of every element whose ``coded`` holds them
     u_min: float
     u_max: float
     levels: int
@@ -173,8 +191,8 @@ def _coded(plan: _Plan) -> packed.HuffmanCoded:
     """The Huffman parts of ``plan``'s grouped level indices, computed on first use and kept by the plan (its
     sizing and its writing share them)."""
     if plan.coded is None:
-        symbols, alphabet = _grouped(plan.indices, plan.levels, _group(plan.levels))
-        plan.coded = packed.HuffmanCoded.of(symbols, np.bincount(symbols, minlength=alphabet))
+        symbols, counts = _grouped_counts(plan.indices, plan.levels, _group(plan.levels))
+        plan.coded = packed.HuffmanCoded.of(symbols, counts)
     return plan.coded
 
 
@@ -202,15 +220,39 @@ def _negate(values: np.ndarray, negative: np.ndarray) -> None:
     values.view(np.uint32)[...] ^= negative.view(np.uint8).astype(np.uint32) << np.uint32(31)
 
 
+@kernel
+def _signed_points(flat: np.ndarray, elements: np.ndarray, every: bool, indices: np.ndarray, points: np.ndarray,
+                   out: np.ndarray, negative: np.ndarray) -> None:
+    """Each kept element's ``Q_l`` (``points``, float32 bits, at its level index) with the sign bit flipped where
+    its value is below 0 (``_negate``), and those signs; ``every``: element i is ``i`` (``elements`` not read)."""
+    top = np.uint32(1 << 31)
+    for i in range(out.size):
+        v = flat[i] if every else flat[elements[i]]
+        neg = v < 0
+        negative[i] = neg
+        out[i] = points[indices[i]] ^ (top if neg else np.uint32(0))
+
+
 def _compressed(plan: _Plan, flat: np.ndarray, names: Sequence[str], shapes: Sequence[Sequence[int]],
                 layout: sparsify.KernelLayout, kernel_wise: bool) -> Compressed:  # fmt: skip
     """The payload of ``plan`` (values ``flat``) with the update and element mask it decodes to (built here, not
     decoded)."""
     every = plan.elements.size == layout.n_elements  # then elements is arange(n)
-    negative = (flat if every else flat[plan.elements]) < 0
+    points = quantize.quantization_points(plan.levels, plan.u_min, plan.u_max)  # Q_l of eq. (3), checked
+    kept_values = np.empty(plan.elements.size, dtype=np.float32)
+    if plan.indices is None:  # a plan of every element sized from its grouped symbols: the values from them
+        negative = flat < 0
+        if not _signed_levels(negative.view(np.uint8), plan.coded.symbols, _group(plan.levels), plan.levels + 1,
+                              points.view(np.uint32), kept_values.view(np.uint32)):  # fmt: skip
+            raise IndexError(f"a symbol outside the alphabet of level groups of L = {plan.levels}")
+    else:
+        indices = np.asarray(plan.indices)
+        negative = np.empty(plan.elements.size, dtype=bool)
+        if indices.size and (indices.min() < 0 or indices.max() > plan.levels):
+            raise IndexError(f"level indices outside 0..{plan.levels}")
+        _signed_points(flat, plan.elements, every, indices, points.view(np.uint32), kept_values.view(np.uint32),
+                       negative)  # fmt: skip
     payload = _write(plan, negative, shapes, layout.n_kernels, kernel_wise)
-    kept_values = quantize.level_magnitudes(plan.indices, plan.levels, plan.u_min, plan.u_max)
-    _negate(kept_values, negative)
     if every:
         values, sent = kept_values, np.ones(layout.n_elements, dtype=bool)
     else:
@@ -556,6 +598,83 @@ def compress(
     return _compressed(plan, flat, names, shapes, layout, kernel_wise)
 
 
+@kernel
+def _magnitude_keys(bits: np.ndarray, b: int, keys: np.ndarray) -> None:
+    """``keys[i] = (|v_i| as float32 bits) << b | i`` for the float32 bits ``bits`` (the sign bit cleared)."""
+    for i in range(bits.size):
+        keys[i] = (np.uint64(bits[i] & np.uint32(0x7FFFFFFF)) << np.uint64(b)) | np.uint64(i)
+
+
+@kernel
+def _unpack_keys(keys: np.ndarray, b: int, uniforms: np.ndarray, element: np.ndarray, mags: np.ndarray,
+                 sorted_uniforms: np.ndarray) -> None:
+    """The sorted keys' elements, magnitudes (float32 bits) and the elements' uniforms, in key order."""
+    low = np.uint64((1 << b) - 1)
+    for i in range(keys.size):
+        e = np.int64(keys[i] & low)
+        element[i] = e
+        mags[i] = np.uint32(keys[i] >> np.uint64(b))
+        sorted_uniforms[i] = uniforms[e]
+
+
+@kernel
+def _first_at_or_above(mags: np.ndarray, points: np.ndarray, out: np.ndarray) -> None:
+    """``np.searchsorted(mags, points, side="left")`` of the sorted float32 ``mags`` (compared as float64)."""
+    for t in range(points.size):
+        lo, hi = 0, mags.size
+        p = points[t]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if np.float64(mags[mid]) < p:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = lo
+
+
+@kernel
+def _up(m: float, u: float, point: float, width: float) -> bool:
+    """Whether ``|u|`` = ``m`` in the interval from ``point`` of ``width`` rounds up: ``u < (m - point) / width``
+    as numpy computes it (a zero width: the IEEE quotient's infinity or NaN)."""
+    d = m - point
+    if width != 0.0:
+        return u < d / width
+    if d > 0.0:
+        return u < np.inf
+    if d < 0.0:
+        return u < -np.inf
+    return False
+
+
+@kernel
+def _sorted_levels(mags: np.ndarray, uniforms: np.ndarray, points: np.ndarray, starts: np.ndarray,
+                   counts: np.ndarray, level: np.ndarray) -> None:
+    """The level index histogram ``counts`` (0..L) of the sorted magnitudes whose intervals start at ``starts``
+    and, when ``level`` is not empty, each one's level index in sorted order."""
+    keep = level.size > 0
+    for t in range(starts.size - 1):
+        point = points[t]
+        width = points[t + 1] - points[t]
+        up = 0
+        for i in range(starts[t], starts[t + 1]):
+            if _up(np.float64(mags[i]), uniforms[i], point, width):
+                up += 1
+                if keep:
+                    level[i] = t + 1
+            elif keep:
+                level[i] = t
+        counts[t] += starts[t + 1] - starts[t] - up
+        counts[t + 1] += up
+
+
+@kernel
+def _element_blocks(element: np.ndarray, level: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+    """Code bits of each block of 512 elements: element ``element[i]``'s symbol ``level[i]`` costs
+    ``lengths[level[i]]`` bits."""
+    for i in range(element.size):
+        out[element[i] >> 9] += lengths[level[i]]
+
+
 class _SortedLevels:
     """Every element of an update, its magnitudes sorted once, quantised at any L (eqs. (3)-(4)) and sized at an L
     whose level indices are Huffman coded one per symbol (L + 1 > 16) as :func:`_plan_bits` sizes them.
@@ -564,19 +683,21 @@ class _SortedLevels:
     among the points, which is the interval :func:`quantize.rounded_levels` finds when the points are at least 4
     float32 spacings apart (its estimate is then within one interval, which its two corrections fix), and its
     rounding is the same expression of the same floats. The histogram follows from the counts per interval and of
-    roundings up, the code bits of each 512-symbol block from one weighted count over the elements' blocks, and the
-    indices in element order from one scatter.
+    roundings up (one compiled loop over the runs), and the code bits of each 512-symbol block from one count over
+    the elements' blocks. The magnitudes are kept as float32 and widened where they are compared.
     """
 
     def __init__(self, flat: np.ndarray, uniforms: np.ndarray) -> None:
         n = flat.size
         b = max(1, (n - 1).bit_length())
-        keys = np.abs(flat).view(np.uint32).astype(np.uint64) << np.uint64(b)  # float32 magnitude bits, ascending
-        keys |= np.arange(n, dtype=np.uint64)
+        keys = np.empty(n, dtype=np.uint64)
+        _magnitude_keys(flat.view(np.uint32), b, keys)  # float32 magnitude bits, ascending, then the index
         keys.sort()
-        self.element = (keys & np.uint64((1 << b) - 1)).astype(np.int64)
-        self.mags = (keys >> np.uint64(b)).astype(np.uint32).view(np.float32).astype(np.float64)
-        self.uniforms = uniforms[self.element]
+        self.element = np.empty(n, dtype=np.int64)
+        self.mags = np.empty(n, dtype=np.float32)
+        self.uniforms = np.empty(n, dtype=np.float64)
+        _unpack_keys(keys, b, np.ascontiguousarray(uniforms, dtype=np.float64), self.element,
+                     self.mags.view(np.uint32), self.uniforms)  # fmt: skip
         self.n_blocks = -(-n // (1 << coding._BLOCK_LOG2))
 
     @staticmethod
@@ -585,83 +706,37 @@ class _SortedLevels:
         (``u_min``/``u_max`` the smallest and largest magnitude)."""
         return (u_max - u_min) / levels >= 4 * float(np.spacing(np.float32(u_max)))
 
-    def _levels(self, levels: int, u_min: float, u_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(level index of each sorted magnitude, elements per interval, roundings up per interval)."""
-        points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
-        starts = np.concatenate([[0], np.searchsorted(self.mags, points[1:levels], side="left"), [self.mags.size]])
-        per = np.diff(starts)  # elements in each interval
-        above = self.mags - np.repeat(points[:levels], per)
-        above /= np.repeat(np.diff(points), per)
-        up = self.uniforms < above  # rounded up to the next level
-        ends = np.append(up, False)  # a last entry that a trailing empty interval's start can name
-        up_per = np.where(per > 0, np.add.reduceat(ends, starts[:-1], dtype=np.int64), 0)
-        level = np.repeat(np.arange(levels, dtype=np.int64), per)
-        level += up
-        return level, per, up_per
-
     def _starts(self, levels: int, u_min: float, u_max: float) -> tuple[np.ndarray, np.ndarray]:
         """(points Q_0..Q_L as float64, first sorted position of each of the L intervals and n at the end)."""
         points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
-        inner = np.searchsorted(self.mags, points[1:levels], side="left")
-        return points, np.concatenate([[0], inner, [self.mags.size]])
+        starts = np.empty(levels + 1, dtype=np.int64)
+        starts[0], starts[-1] = 0, self.mags.size
+        _first_at_or_above(self.mags, points[1:levels], starts[1:levels])
+        return points, starts
 
     def interval_entropy_bits(self, levels: int, u_min: float, u_max: float) -> float:
         """n H(I) [bits]: the empirical entropy of the interval each magnitude lies in, times n (no rounding
         drawn: one binary search per point)."""
         return coding.entropy_bits(np.diff(self._starts(levels, u_min, u_max)[1]))
 
-    def histogram(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
-        """``np.bincount`` of the level indices over 0..L: per interval, its elements (a slice of the sorted
-        magnitudes) and how many of them round up, compared interval by interval with that interval's point and
-        width as scalars (the floats :meth:`_levels` computes element by element)."""
+    def _counted(self, levels: int, u_min: float, u_max: float, with_levels: bool) -> tuple[np.ndarray, np.ndarray]:
         points, starts = self._starts(levels, u_min, u_max)
-        width = np.diff(points)
-        per = np.diff(starts)
-        up_per = np.zeros(levels, dtype=np.int64)
-        for at in np.flatnonzero(per).tolist():
-            a, b = int(starts[at]), int(starts[at + 1])
-            above = self.mags[a:b] - points[at]
-            above /= width[at]
-            up_per[at] = np.count_nonzero(self.uniforms[a:b] < above)
         counts = np.zeros(levels + 1, dtype=np.int64)
-        counts[:levels] = per - up_per
-        counts[1:] += up_per
-        return counts
+        level = np.empty(self.mags.size if with_levels else 0, dtype=np.uint16 if levels < 65535 else np.int64)
+        _sorted_levels(self.mags, self.uniforms, points, starts, counts, level)
+        return counts, level
 
-    def indices(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
-        """Level index of every element, in element order (``rounded_levels`` of all the magnitudes). Up to
-        ``TopkQuantSizer._HISTOGRAM_LEVELS`` the roundings are compared interval by interval (as
-        :meth:`histogram`) and the indices scattered as 8- or 16-bit integers (fewer bytes written at random)."""
-        if levels > TopkQuantSizer._HISTOGRAM_LEVELS:
-            out = np.empty(self.mags.size, dtype=np.int64)
-            out[self.element] = self._levels(levels, u_min, u_max)[0]
-            return out
-        points, starts = self._starts(levels, u_min, u_max)
-        width = np.diff(points)
-        per = np.diff(starts)
-        up = np.empty(self.mags.size, dtype=bool)
-        for at in np.flatnonzero(per).tolist():
-            a, b = int(starts[at]), int(starts[at + 1])
-            above = self.mags[a:b] - points[at]
-            above /= width[at]
-            np.less(self.uniforms[a:b], above, out=up[a:b])
-        small = np.uint8 if levels < 255 else np.uint16
-        level = np.repeat(np.arange(levels, dtype=small), per)
-        level += up
-        out = np.empty(self.mags.size, dtype=small)
-        out[self.element] = level
-        return out.astype(np.int64)
+    def histogram(self, levels: int, u_min: float, u_max: float) -> np.ndarray:
+        """``np.bincount`` of the level indices over 0..L: per interval, its elements (a run of the sorted
+        magnitudes) and how many of them round up."""
+        return self._counted(levels, u_min, u_max, False)[0]
 
     def huffman_bits(self, levels: int, u_min: float, u_max: float) -> int:
         """``coding.huffman_bits`` of the indices, for L with one index per symbol (``_group(L) == 1``)."""
-        level, per, up_per = self._levels(levels, u_min, u_max)
-        counts = np.zeros(levels + 1, dtype=np.int64)
-        counts[:levels] = per - up_per
-        counts[1:] += up_per
+        counts, level = self._counted(levels, u_min, u_max, True)
         lengths = coding.huffman_lengths(counts)
-        code_bits = lengths.astype(np.float64)[level]
-        block = self.element >> coding._BLOCK_LOG2  # symbol i (element i) is in Huffman block i // 512
-        blocks = np.bincount(block, weights=code_bits, minlength=self.n_blocks).astype(np.int64)
+        blocks = np.zeros(self.n_blocks, dtype=np.int64)  # symbol i (element i) is in Huffman block i // 512
+        _element_blocks(self.element, level, lengths, blocks)
         return packed.huffman_bits_of(counts, lengths, blocks)
 
 
@@ -684,6 +759,25 @@ def _huffman_bounds(counts: np.ndarray, n_blocks: int) -> tuple[int, int]:
     return table + low, table + high
 
 
+@kernel
+def _abs_range(values: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.inf, -np.inf
+    nan = 0
+    for i in range(values.size):
+        m = abs(np.float64(values[i]))
+        nan += m != m
+        lo = min(lo, m)
+        hi = max(hi, m)
+    return (np.nan, np.nan) if nan else (lo, hi)
+
+
+def _magnitude_range(values: np.ndarray) -> tuple[float, float]:
+    """(smallest, largest) magnitude of the float32 ``values`` (not empty) as float64, NaN for both where one is
+    NaN (what ``min`` and ``max`` of the magnitudes give)."""
+    lo, hi = _abs_range(values)
+    return float(lo), float(hi)
+
+
 class TopkQuantSizer:
     """One update ranked once by |value| (element-wise top-k) with its rounding uniforms drawn once.
 
@@ -691,7 +785,8 @@ class TopkQuantSizer:
     score="l2")`` for a generator ``g`` in the state ``rng`` had when this sizer was built. The plans of the last
     few (k, L) it sized are kept, so encoding the one a search picked does not quantise again. Keeping every
     element at an L of one index per Huffman symbol (FedHQ's search over L) is sized from the magnitudes sorted
-    once (:class:`_SortedLevels`), and once they are sorted every element's indices come from them too.
+    once (:class:`_SortedLevels`); a plan that keeps every element is quantised from the float32 values in one
+    compiled loop (:func:`quantize.rounded_magnitudes`), without the sort.
     """
 
     _KEEP_PLANS = 4
@@ -721,13 +816,18 @@ class TopkQuantSizer:
         return int(k), _check_levels(levels)
 
     def _kept(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
-        """(kept elements, their magnitudes, their uniforms, smallest and largest magnitude) of the top k."""
+        """(kept elements, their magnitudes (None when every element is kept: the plan reads the float32 values),
+        their uniforms, smallest and largest magnitude) of the top k."""
         if self._last is None or self._last[0] != k:
             kept = sparsify.top_of(lambda: self.order, self.n, k)  # element-wise: kernel index = element index
-            mags = np.abs(self.flat if k == self.n else self.flat[kept]).astype(np.float64)
-            u = self.uniforms if k == self.n else self.uniforms[kept]
-            lo = float(mags.min()) if mags.size else 0.0
-            hi = float(mags.max()) if mags.size else 0.0
+            if k == self.n and k:  # every element: the plan quantises the float32 values (no magnitude array)
+                mags, u = None, self.uniforms
+                lo, hi = _magnitude_range(self.flat)
+            else:
+                mags = np.abs(self.flat[kept]).astype(np.float64)
+                u = self.uniforms[kept]
+                lo = float(mags.min()) if mags.size else 0.0
+                hi = float(mags.max()) if mags.size else 0.0
             self._last = (k, kept, mags, u, lo, hi)
         return self._last[1:]
 
@@ -736,8 +836,14 @@ class TopkQuantSizer:
         plan = self._plans.pop((k, levels), None)
         if plan is None:
             kept, mags, u, lo, hi = self._kept(k)
-            if k == self.n and self._sorted is not None and _SortedLevels.applies(levels, lo, hi):
-                plan = _Plan(kept, kept, self._sorted.indices(levels, lo, hi), lo, hi, levels)
+            grouped = None
+            if k == self.n and k:  # every element: its grouped symbols straight from the float32 values
+                grouped = quantize.rounded_groups(self.flat, levels, lo, hi, self.uniforms, _group(levels))
+            if grouped is not None:
+                plan = _Plan(kept, kept, None, lo, hi, levels, packed.HuffmanCoded.of(*grouped))
+            elif k == self.n and k:  # every element: quantised from the float32 values, in element order
+                plan = _Plan(kept, kept, quantize.rounded_magnitudes(self.flat, levels, lo, hi, self.uniforms), lo,
+                             hi, levels)  # fmt: skip
             else:
                 plan = _quantised(kept, kept, mags, u, levels, lo, hi)
         self._plans[k, levels] = plan  # most recent last
@@ -800,6 +906,45 @@ class TopkQuantSizer:
         return _compressed(self._plan(k, levels), self.flat, self.names, self.shapes, self.layout, False)
 
 
+@kernel
+def _signed_levels(negative: np.ndarray, symbols: np.ndarray, j: int, base: int, points: np.ndarray,
+                   out: np.ndarray) -> bool:
+    """The decoded values (as float32 bits into ``out``): value ``i`` is ``Q_l`` (eq. (3), ``points`` as float32
+    bits) of level index digit ``i % j`` of symbol ``i // j`` (``sum_t d_t base^t``), its sign bit set where
+    ``negative[i]`` is 1 (the negation :func:`_negate` does). False (``out`` not written in full) when a symbol
+    is outside the alphabet ``base^j``."""
+    n = out.size
+    alphabet = base**j
+    for s in range(symbols.size):
+        if symbols[s] < 0 or symbols[s] >= alphabet:
+            return False
+    table = np.empty(alphabet * j, dtype=np.uint32)  # the j float32 magnitudes of every symbol, digit by digit
+    for a in range(alphabet):
+        rest = a
+        for t in range(j):
+            table[a * j + t] = points[rest % base]
+            rest //= base
+    whole = n // j
+    if j == 1:
+        for s in range(n):
+            out[s] = table[symbols[s]]
+    elif j == 2:
+        for s in range(whole):
+            row = symbols[s] * 2
+            out[2 * s] = table[row]
+            out[2 * s + 1] = table[row + 1]
+    else:
+        for s in range(whole):
+            row = symbols[s] * j
+            for t in range(j):
+                out[s * j + t] = table[row + t]
+    for i in range(whole * j, n):
+        out[i] = table[symbols[whole] * j + i - whole * j]
+    for i in range(n):
+        out[i] |= np.uint32(negative[i]) << np.uint32(31)
+    return True
+
+
 def decode_flat(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """Shapes and flat float32 vector of an encoded update (the quantised sparse update, exactly)."""
     shapes, out, _ = decode_flat_mask(payload)
@@ -825,7 +970,7 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         if mode == 0:
             kept = listed
         elif n_listed == 0:
-            kept = np.arange(layout.n_kernels, dtype=np.int64)
+            kept = None  # every kernel
         else:
             mask = np.ones(layout.n_kernels, dtype=bool)
             mask[listed] = False
@@ -834,18 +979,19 @@ def decode_flat_mask(payload: bytes) -> tuple[list[tuple[int, ...]], np.ndarray,
         levels = r.uint(16)
         j = r.uint(4)
         single = layout.n_kernels == layout.n_elements  # every kernel one element
-        elements = kept if single else sparsify.kernel_elements(kept, layout)
-        negative = r.take(elements.size).view(bool)
-        if u_max > u_min:
-            base = levels + 1
-            symbols = packed.read_huffman(r, math.ceil(elements.size / j))
-            # the j magnitudes Q_l (eq. (3)) of every symbol of the alphabet, looked up
-            alphabet = np.arange(base**j, dtype=np.int64)
-            digits = (alphabet[:, None] // base ** np.arange(j, dtype=np.int64)) % base
-            values = quantize.level_magnitudes(digits, levels, u_min, u_max)[symbols].reshape(-1)[: elements.size]
+        if kept is None:  # every element kept: no index array needed
+            elements = np.empty(layout.n_elements, dtype=np.int64)  # a stand-in of the right size, not read
         else:
-            values = quantize.level_magnitudes(np.zeros(elements.size, dtype=np.int64), levels, u_min, u_max)
-        _negate(values, negative)
+            elements = kept if single else sparsify.kernel_elements(kept, layout)
+        negative = r.take(elements.size)  # one sign bit per kept value (1 = negative)
+        if u_max > u_min:
+            symbols = packed.read_huffman(r, math.ceil(elements.size / j))
+        else:
+            symbols, j = np.zeros(elements.size, dtype=np.int64), 1
+        points = quantize.quantization_points(levels, u_min, u_max)
+        values = np.empty(elements.size, dtype=np.float32)
+        if not _signed_levels(negative, symbols, j, levels + 1, points.view(np.uint32), values.view(np.uint32)):
+            raise IndexError(f"a Huffman symbol outside the alphabet of {levels + 1}^{j} level groups")
         if elements.size == out.size:  # every element kept: elements is arange
             return shapes, values, np.ones(out.size, dtype=bool)
         out[elements] = values

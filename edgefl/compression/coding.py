@@ -1,16 +1,18 @@
 """Lossless coders on numpy bit arrays: bit packing, Golomb-Rice, canonical Huffman (AnycostFL Sec. III-C 3)).
 
-Everything works on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every coder is vectorised:
+The writers work on unpacked bit arrays (``numpy.uint8`` of 0/1) so that every coder is vectorised; the readers
+read the packed bytes (compiled loops, :mod:`.jit`):
 
 - :class:`BitWriter` / :class:`BitReader` — fixed-width fields and bit arrays, packed MSB first by
-  ``numpy.packbits`` into whole bytes;
+  ``numpy.packbits`` into whole bytes; the reader unpacks only the bits it is asked for;
 - Golomb-Rice (:func:`rice_encode`, :func:`rice_decode`) of non-negative integers (gaps between positions) with
   the *optimal* parameter: :func:`rice_parameter` takes the ``b`` that minimises the exact coded size. The unary
-  quotients and the ``b``-bit remainders are written as two consecutive runs (same size as interleaving them),
-  so the decoder finds every quotient at once from the positions of the unary terminators;
+  quotients and the ``b``-bit remainders are written as two consecutive runs (same size as interleaving them);
+  the decoder reads the quotients, then the remainders, in one loop;
 - canonical Huffman (:func:`huffman_encode`, :func:`huffman_decode`) with code lengths limited to
-  :data:`MAX_CODE_BITS` and the symbol stream cut into blocks whose bit lengths go in the header (Rice coded),
-  so the decoder walks all blocks in parallel with one table lookup per step.
+  :data:`MAX_CODE_BITS` and the symbol stream cut into blocks whose bit lengths go in the header (Rice coded);
+  the decoder reads each block from its start with one table lookup per symbol and checks that every block but
+  the last ends where the next starts.
 """
 
 from __future__ import annotations
@@ -121,25 +123,120 @@ class BitWriter:
 
 
 class BitReader:
-    """Reads fields and bit runs from packed bytes (MSB first), raising :class:`CodingError` past the end."""
+    """Reads fields and bit runs from packed bytes (MSB first), raising :class:`CodingError` past the end.
+
+    The bytes stay packed: :meth:`uint` and :meth:`take` unpack only the bytes they read, and the Rice and Huffman
+    decoders read the packed bytes with compiled kernels. ``bits_array``, the whole stream as one uint8 (0/1) per
+    bit, is unpacked on first use, for readers that search it as a bit array."""
 
     def __init__(self, data: bytes) -> None:
-        self.bits_array = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
+        self.data = np.frombuffer(data, dtype=np.uint8)
+        self.n_bits = 8 * int(self.data.size)
         self.pos = 0
+        self._bits: np.ndarray | None = None
+
+    @property
+    def bits_array(self) -> np.ndarray:
+        if self._bits is None:
+            self._bits = np.unpackbits(self.data)
+        return self._bits
+
+    def _need(self, n: int) -> None:
+        if n < 0 or self.pos + n > self.n_bits:
+            raise CodingError(f"bit stream truncated: need {n} bits at {self.pos} of {self.n_bits}")
 
     def take(self, n: int) -> np.ndarray:
-        if n < 0 or self.pos + n > self.bits_array.size:
-            raise CodingError(f"bit stream truncated: need {n} bits at {self.pos} of {self.bits_array.size}")
-        out = self.bits_array[self.pos : self.pos + n]
+        self._need(n)
+        if self._bits is not None:
+            out = self._bits[self.pos : self.pos + n]
+        else:
+            first = self.pos >> 3
+            skip = self.pos & 7
+            out = np.unpackbits(self.data[first : (self.pos + n + 7) >> 3])[skip : skip + n]
         self.pos += n
         return out
 
+    def skip(self, n: int) -> int:
+        """Pass over the next ``n`` bits; returns the position of the first."""
+        self._need(n)
+        self.pos += n
+        return self.pos - n
+
     def uint(self, n_bits: int) -> int:
-        bits = self.take(n_bits).astype(np.int64)
-        return int((bits << np.arange(n_bits - 1, -1, -1, dtype=np.int64)).sum()) if n_bits else 0
+        self._need(n_bits)
+        if n_bits == 0:
+            return 0
+        first, last = self.pos >> 3, (self.pos + n_bits + 7) >> 3
+        word = int.from_bytes(self.data[first:last].tobytes(), "big")
+        value = (word >> (8 * (last - first) - (self.pos & 7) - n_bits)) & ((1 << n_bits) - 1)
+        self.pos += n_bits
+        return value
 
     def float32(self) -> float:
         return float(np.array(self.uint(32), dtype=np.uint32).view(np.float32))
+
+
+@kernel
+def _rice_kernel(data: np.ndarray, pos: int, n_bits: int, n: int, b: int, limit: int, out: np.ndarray) -> int:
+    """``n`` Rice values of parameter ``b`` at bit ``pos`` of ``data`` into ``out``: their unary quotients (ones
+    ended by a zero) from ``pos`` on, their terminators before bit ``limit``, then their ``b``-bit remainders.
+    Returns the bit after the last remainder, or -1 - (terminators found) when fewer than ``n`` are found
+    before ``limit``, or -1 - n when the remainders run past ``n_bits``."""
+    found = 0
+    q = 0
+    at = pos
+    while found < n and at < limit:
+        byte = data[at >> 3]
+        if byte == 0xFF and (at & 7) == 0 and at + 8 <= limit:
+            q += 8
+            at += 8
+            continue
+        if (byte >> (7 - (at & 7))) & 1:
+            q += 1
+        else:
+            out[found] = q
+            found += 1
+            q = 0
+        at += 1
+    if found < n:
+        return -1 - found
+    if b == 0:
+        return at
+    if at + n * b > n_bits:
+        return -1 - n
+    n_bytes = data.size
+    for i in range(n):
+        rem = 0
+        left = b
+        while left > 0:  # up to 24 bits at a time from the 4 bytes at ``at``
+            take = min(left, 24)
+            first = at >> 3
+            word = 0
+            for t in range(4):
+                word = (word << 8) | (data[first + t] if first + t < n_bytes else 0)
+            rem = (rem << take) | ((word >> (32 - (at & 7) - take)) & ((1 << take) - 1))
+            at += take
+            left -= take
+        out[i] = (out[i] << b) | rem
+    return at
+
+
+def _read_rice(reader: BitReader, n: int, span: int | None = None) -> tuple[np.ndarray, int]:
+    """(the ``n`` values, ``b``) of a Rice field at the reader (its ``b`` read first); their unary terminators
+    are searched in the next ``span`` bits (the rest of the stream when None)."""
+    b = reader.uint(RICE_B_BITS)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), b
+    out = np.empty(n, dtype=np.int64)
+    limit = reader.n_bits if span is None else min(reader.n_bits, reader.pos + span)
+    end = _rice_kernel(reader.data, reader.pos, reader.n_bits, n, b, limit, out)
+    if end < 0:
+        found = -1 - end
+        if found < n:
+            raise CodingError(f"Rice stream truncated: {found} of {n} values")
+        raise CodingError(f"bit stream truncated: need {n * b} bits of remainders past {reader.pos}")
+    reader.pos = int(end)
+    return out, b
 
 
 # --- Golomb-Rice ----------------------------------------------------------------------------------------------
@@ -201,44 +298,17 @@ def rice_decode(reader: BitReader, n: int) -> np.ndarray:
 
 
 def rice_decode_fast(reader: BitReader, n: int) -> np.ndarray:
-    """:func:`rice_decode`, searching the unary terminators in a window that doubles until it holds ``n`` of them
-    instead of in the whole rest of the stream (a short field before a long payload)."""
-    b = reader.uint(RICE_B_BITS)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    rest = reader.bits_array[reader.pos :]
-    span = 64 * (n + 1)
-    while True:
-        zeros = np.flatnonzero(rest[:span] == 0)[:n]
-        if zeros.size == n or span >= rest.size:
-            break
-        span *= 2
-    if zeros.size < n:
-        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
-    q = np.diff(zeros, prepend=-1) - 1
-    reader.pos += int(zeros[-1]) + 1
-    if b == 0:
-        return q.astype(np.int64)
-    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
-    return (q.astype(np.int64) << b) | rem
+    """:func:`rice_decode`: the unary quotients and remainders read from the packed bytes by one compiled loop
+    (:func:`_rice_kernel`), the terminators searched in the rest of the stream."""
+    return _read_rice(reader, n)[0]
 
 
 def rice_decode_positions(reader: BitReader, n: int, span: int) -> np.ndarray:
     """Sorted positions ``cumsum(gaps + 1) - 1`` of ``n`` gaps read as :func:`rice_decode` reads them, when the
     positions are below ``span``: then the unary quotients take at most ``span`` bits, and only those are searched
-    for their terminators (with ``b = 0`` the terminators are the positions themselves)."""
-    b = reader.uint(RICE_B_BITS)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    zeros = np.flatnonzero(reader.bits_array[reader.pos : reader.pos + span] == 0)[:n]
-    if zeros.size < n:
-        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
-    reader.pos += int(zeros[-1]) + 1
-    if b == 0:
-        return zeros.astype(np.int64)
-    q = np.diff(zeros, prepend=-1) - 1
-    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
-    return np.cumsum((q.astype(np.int64) << b) + rem + 1) - 1
+    for their terminators."""
+    gaps, _ = _read_rice(reader, n, span)
+    return np.cumsum(gaps + 1) - 1
 
 
 # --- canonical Huffman ----------------------------------------------------------------------------------------
@@ -443,10 +513,50 @@ def _pack_symbols(symbols: np.ndarray, codes: np.ndarray, lengths: np.ndarray) -
     return np.unpackbits(packed.astype(np.uint8))[:offset], np.concatenate(block_bits)
 
 
+@kernel
+def _huffman_kernel(code: np.ndarray, n: int, starts: np.ndarray, width: int, table_sym: np.ndarray,
+                    table_len: np.ndarray, out: np.ndarray) -> bool:
+    """``n`` symbols of the canonical code whose ``width``-bit windows ``table_sym``/``table_len`` map to a symbol
+    and its code length, read from the code bits ``code`` (bytes, zero after the last code bit and padded with 8
+    zero bytes), block by block of 512 from each block's start (``starts``). Returns whether every block but the
+    last ended where the next one starts."""
+    block = 512
+    n_blocks = starts.size
+    keep = (1 << width) - 1
+    same = True
+    for k in range(n_blocks):
+        pos = starts[k]
+        at = pos >> 3
+        buf = 0  # the next ``have`` bits of the stream in its low bits, MSB first
+        have = 0
+        skip = pos & 7
+        first = k * block
+        steps = block if k < n_blocks - 1 else n - first
+        for i in range(steps):
+            while have <= 48:
+                buf = (buf << 8) | code[at]
+                at += 1
+                have += 8
+            if skip:
+                have -= skip
+                buf &= (1 << have) - 1
+                skip = 0
+            w = (buf >> (have - width)) & keep
+            out[first + i] = table_sym[w]
+            used = table_len[w]
+            have -= used
+            buf &= (1 << have) - 1
+            pos += used
+        if k < n_blocks - 1:
+            if pos != starts[k + 1]:
+                same = False
+    return same
+
+
 def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
-    """:func:`huffman_decode` with fewer array operations per step: the stream is padded so that a block that
-    ends early reads zeros instead of being clamped, each step keeps the code window it read (its symbol is
-    looked up once for all steps at the end), and a block's window comes from the 32-bit word at its byte."""
+    """:func:`huffman_decode`: the canonical code's table of all ``width``-bit windows (``width`` its longest
+    code), then the symbols read from the packed bytes by one compiled loop (:func:`_huffman_kernel`), each
+    block of 512 from the start its bit length gives; every block but the last must end where the next starts."""
     alphabet_size = reader.uint(COUNT_BITS)
     n_used = reader.uint(COUNT_BITS)
     if n_used == 1:
@@ -464,8 +574,8 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
     n_blocks = math.ceil(n / block)
     block_bits = rice_decode_fast(reader, n_blocks)
     total = int(block_bits.sum())
-    payload = reader.take(total)
-    reader_end = reader.pos
+    start = reader.pos
+    reader.take(total)  # raises when the stream is shorter
     width = int(lengths.max())
     codes = canonical_codes(lengths)
     table_sym = np.zeros(1 << width, dtype=np.int64)
@@ -475,23 +585,18 @@ def huffman_decode_fast(reader: BitReader, n: int) -> np.ndarray:
         hi = (int(codes[s]) + 1) << (width - int(lengths[s]))
         table_sym[lo:hi] = s
         table_len[lo:hi] = lengths[s]
-    # a block read past its end (the last one) advances at most MAX_CODE_BITS per step: pad with zero bytes
-    pad = np.zeros(block * MAX_CODE_BITS // 8 + 8, dtype=np.uint8)
-    packed = np.concatenate([np.packbits(payload), pad]).astype(np.int64)
-    words = (packed[:-3] << 24) | (packed[1:-2] << 16) | (packed[2:-1] << 8) | packed[3:]  # 32 bits at each byte
-    keep = (1 << width) - 1
-    top = 32 - width
-    pos = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
-    windows = np.empty((block, n_blocks), dtype=np.int64)
-    for step in range(block):  # int64 throughout: an index of another type is converted on every gather
-        w = words[pos >> 3] >> (top - (pos & 7))
-        w &= keep
-        windows[step] = w
-        pos += table_len[w]
-    if not np.array_equal(pos[:-1], np.cumsum(block_bits)[:-1]) and n_blocks > 1:
+    out = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return out
+    starts = np.concatenate([[0], np.cumsum(block_bits)[:-1]]).astype(np.int64)
+    code = np.zeros(((total + 7) >> 3) + 8 + block * MAX_CODE_BITS // 8, dtype=np.uint8)  # zeros past the end
+    if total:
+        skip = start & 7
+        bits = np.unpackbits(reader.data[start >> 3 : (start + total + 7) >> 3])[skip : skip + total]
+        code[: (total + 7) >> 3] = np.packbits(bits)
+    if not _huffman_kernel(code, n, starts, width, table_sym, table_len, out):
         raise CodingError("Huffman block lengths do not match the decoded code lengths")
-    reader.pos = reader_end
-    return table_sym[windows.T.reshape(-1)[:n]]
+    return out
 
 
 class HuffmanMemo:

@@ -3,7 +3,8 @@ with fewer passes (AnycostFL Sec. III-C 3)).
 
 :class:`CodeWriter` writes what :class:`~.coding.BitWriter` with :func:`~.coding.rice_encode` and
 :func:`~.coding.huffman_encode` writes, byte for byte, without an array of one byte per bit; :func:`read_rice`
-reads what :func:`~.coding.rice_decode` reads, scanning only as far as the unary quotients reach;
+and :func:`read_huffman` read what :func:`~.coding.rice_decode` and :func:`~.coding.huffman_decode` read, from
+the packed bytes;
 :func:`huffman_bits_of` gives :func:`~.coding.huffman_bits` from a histogram and the blocks' code lengths.
 """
 
@@ -13,15 +14,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgefl.compression.jit import kernel
 from edgefl.compression.coding import (
     COUNT_BITS,
     RICE_B_BITS,
     BitReader,
     CodingError,
-    huffman_block_lengths,
     canonical_codes,
     huffman_table_gaps,
     huffman_decode_fast,
+    rice_decode_fast,
     huffman_lengths,
     huffman_symbols,
     rice_head,
@@ -30,53 +32,140 @@ from edgefl.compression.coding import (
     write_table_head,
 )
 
-__all__ = ["CodeWriter", "HuffmanCoded", "huffman_bits_of", "read_huffman", "read_rice"]
+__all__ = ["CodeWriter", "HuffmanCoded", "block_code_bits", "huffman_bits_of", "read_huffman", "read_rice"]
 
 
 @dataclass(frozen=True)
 class HuffmanCoded:
     """Symbols (int64, in the alphabet of ``counts``) with what sizing and writing their Huffman stream both need:
-    their histogram ``counts``, its :func:`huffman_lengths`, each symbol's code length and each 512-symbol block's
-    bit length. Computed once, it sizes the stream (:meth:`bits`, :func:`~.coding.huffman_bits`) and writes it
-    (:meth:`CodeWriter.huffman_coded`, the bytes of :meth:`CodeWriter.huffman`)."""
+    their histogram ``counts``, its :func:`huffman_lengths` and each 512-symbol block's bit length. Computed once,
+    it sizes the stream (:meth:`bits`, :func:`~.coding.huffman_bits`) and writes it (:meth:`CodeWriter.huffman_coded`,
+    the bytes of :meth:`CodeWriter.huffman`)."""
 
     symbols: np.ndarray
     counts: np.ndarray
     lengths: np.ndarray
-    sym_lengths: np.ndarray
     blocks: np.ndarray
 
     @classmethod
     def of(cls, symbols: np.ndarray, counts: np.ndarray) -> HuffmanCoded:
         """From symbols (int64) in ``[0, counts.size)`` and their histogram ``counts``."""
         lengths = huffman_lengths(counts)
-        sym_lengths = lengths[symbols]
-        return cls(symbols, counts, lengths, sym_lengths, huffman_block_lengths(sym_lengths))
+        return cls(symbols, counts, lengths, block_code_bits(symbols, lengths))
 
     def bits(self) -> int:
         """:func:`~.coding.huffman_bits` of the symbols."""
         return huffman_bits_of(self.counts, self.lengths, self.blocks)
 
 
-class CodeWriter:
-    """:class:`BitWriter`'s stream kept as variable-length codes (``codes[i]`` in the low ``lengths[i]`` bits, at
-    most 64, MSB first) instead of one byte per bit, and packed once by :meth:`to_bytes` into 64-bit words.
+@kernel
+def _block_sums(symbols: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+    block = 512
+    for k in range(out.size):
+        total = 0
+        for i in range(k * block, min((k + 1) * block, symbols.size)):
+            total += lengths[symbols[i]]
+        out[k] = total
 
-    Consecutive short codes are first joined into codes of at most 64 bits (``(c0 << l1) | c1`` ...), so the
-    packing handles a few codes per word: a code lies in one word or straddles two, and the codes of a word never
-    overlap, so each word is the integer sum of its codes' shifted bits. :meth:`rice` and :meth:`huffman` write
-    what :func:`rice_encode` and :func:`huffman_encode` write.
+
+def block_code_bits(symbols: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`~.coding.huffman_block_lengths` of ``lengths[symbols]``: the code bits of each block of 512 symbols
+    (int64), summed in one loop without the array of code lengths."""
+    out = np.empty(-(-symbols.size // 512), dtype=np.int64)
+    _block_sums(np.asarray(symbols), np.asarray(lengths, dtype=np.int64), out)
+    return out
+
+
+@kernel
+def _put(out: np.ndarray, pos: int, code: int, length: int) -> None:
+    """OR the low ``length`` (<= 32) bits of ``code`` into the zeroed bytes ``out`` at bit ``pos``, MSB first."""
+    v = np.uint64(code & ((1 << length) - 1)) << np.uint64(40 - length - (pos & 7))
+    at = pos >> 3
+    for t in range(5):
+        out[at + t] |= np.uint8((v >> np.uint64(32 - 8 * t)) & np.uint64(0xFF))
+
+
+@kernel
+def _put_codes(out: np.ndarray, pos: int, codes: np.ndarray, lengths: np.ndarray, width: int) -> int:
+    """Codes (uint64, each in its low ``lengths[i]`` bits, or ``width`` bits when ``width`` > 0) at bit ``pos``;
+    returns the bit after them."""
+    for i in range(codes.size):
+        length = width if width > 0 else lengths[i]
+        code = codes[i]
+        while length > 32:
+            length -= 32
+            _put(out, pos, np.int64(code >> np.uint64(length)), 32)
+            pos += 32
+        _put(out, pos, np.int64(code & np.uint64(0xFFFFFFFF)), length)
+        pos += length
+    return pos
+
+
+@kernel
+def _put_packed(out: np.ndarray, pos: int, packed: np.ndarray, n_bits: int) -> int:
+    """The first ``n_bits`` bits of ``packed`` (bytes, MSB first, zero after them) at bit ``pos``."""
+    shift = pos & 7
+    at = pos >> 3
+    for i in range((n_bits + 7) >> 3):
+        byte = packed[i]
+        out[at + i] |= byte >> shift
+        if shift:
+            out[at + i + 1] |= np.uint8((np.int64(byte) << (8 - shift)) & 0xFF)
+    return pos + n_bits
+
+
+@kernel
+def _put_rice(out: np.ndarray, pos: int, values: np.ndarray, b: int) -> int:
+    """:func:`~.coding.rice_encode`'s unary quotients (``v >> b`` ones and a zero each), then the ``b``-bit
+    remainders, at bit ``pos``."""
+    for i in range(values.size):
+        q = values[i] >> b
+        while q >= 32:
+            _put(out, pos, 0xFFFFFFFF, 32)
+            pos += 32
+            q -= 32
+        _put(out, pos, (1 << (q + 1)) - 2, q + 1)
+        pos += q + 1
+    if b:
+        for i in range(values.size):
+            _put(out, pos, values[i] & ((1 << b) - 1), b)
+            pos += b
+    return pos
+
+
+@kernel
+def _put_symbols(out: np.ndarray, pos: int, symbols: np.ndarray, codes: np.ndarray, lengths: np.ndarray) -> int:
+    """The code ``codes[s]`` of ``lengths[s]`` (<= 32) bits of each symbol ``s`` at bit ``pos``."""
+    for i in range(symbols.size):
+        s = symbols[i]
+        _put(out, pos, codes[s], lengths[s])
+        pos += lengths[s]
+    return pos
+
+
+class CodeWriter:
+    """:class:`BitWriter`'s stream kept as parts (fields, codes, bit arrays, Rice and Huffman runs) instead of one
+    byte per bit, and written once by :meth:`to_bytes` into a zeroed byte buffer by compiled loops, each code
+    ORed in at its bit position. :meth:`rice` and :meth:`huffman` write what :func:`rice_encode` and
+    :func:`huffman_encode` write.
     """
 
     def __init__(self) -> None:
-        self._codes: list[np.ndarray] = []
-        self._lengths: list[np.ndarray] = []
+        self._parts: list[tuple] = []
+        self._fields: list[tuple[int, int]] = []  # pending single fields (value, bits)
         self.n_bits = 0
 
-    def _append(self, codes: np.ndarray, lengths: np.ndarray) -> None:
-        self._codes.append(codes)
-        self._lengths.append(lengths)
-        self.n_bits += int(lengths.sum())
+    def _part(self, part: tuple, n_bits: int) -> None:
+        self._flush()
+        self._parts.append(part)
+        self.n_bits += n_bits
+
+    def _flush(self) -> None:
+        if self._fields:
+            codes = np.array([v for v, _ in self._fields], dtype=np.uint64)
+            lengths = np.array([n for _, n in self._fields], dtype=np.int64)
+            self._parts.append(("codes", codes, lengths, 0))
+            self._fields = []
 
     def codes(self, codes: np.ndarray, lengths: np.ndarray | int) -> None:
         """Append ``codes`` (non-negative ints below ``2**lengths``), ``lengths`` (<= 64) per code or one for
@@ -84,74 +173,35 @@ class CodeWriter:
         codes = np.asarray(codes, dtype=np.uint64).reshape(-1)
         if codes.size == 0:
             return
-        if np.ndim(lengths) == 0:  # fixed width: ``group`` codes a word, the rest in one shorter code
-            width = int(lengths)
-            if width == 0:
+        if np.ndim(lengths) == 0:
+            if int(lengths) == 0:
                 return
-            group = max(1, min(64 // width, codes.size))
-            whole = codes.size - codes.size % group
-            rows = codes[:whole].reshape(-1, group)
-            joined = rows[:, 0].copy()
-            for t in range(1, group):
-                joined <<= np.uint64(width)
-                joined |= rows[:, t]
-            self._append(joined, np.full(joined.size, group * width, dtype=np.int64))
-            if whole < codes.size:
-                tail = np.uint64(0)
-                for c in codes[whole:]:
-                    tail = (tail << np.uint64(width)) | c
-                self._append(np.array([tail], dtype=np.uint64), np.array([(codes.size - whole) * width]))
+            self._part(("codes", codes, np.zeros(0, dtype=np.int64), int(lengths)), codes.size * int(lengths))
             return
         lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
-        group = min(8, 64 // max(int(lengths.max()), 1))
-        if group > 1:  # join ``group`` consecutive codes (zero-length codes pad the last group)
-            pad = (-codes.size) % group
-            if pad:
-                codes = np.concatenate([codes, np.zeros(pad, dtype=np.uint64)])
-                lengths = np.concatenate([lengths, np.zeros(pad, dtype=np.int64)])
-            rows, widths = codes.reshape(-1, group), lengths.reshape(-1, group)
-            joined, total = rows[:, 0].copy(), widths[:, 0].copy()
-            for t in range(1, group):
-                joined <<= widths[:, t].astype(np.uint64)
-                joined |= rows[:, t]
-                total += widths[:, t]
-            codes, lengths = joined, total
-        self._append(codes, lengths)
+        self._part(("codes", codes, lengths, 0), int(lengths.sum()))
 
     def uint(self, value: int, n_bits: int) -> None:
         value = int(value)
         if value < 0 or value >= 1 << n_bits:
             raise CodingError(f"value {value} does not fit in {n_bits} unsigned bits")
-        self.codes(np.array([value], dtype=np.uint64), n_bits)
+        if n_bits:
+            self._fields.append((value, n_bits))
+            self.n_bits += n_bits
 
     def float32(self, value: float) -> None:
         self.uint(int(np.array(value, dtype=np.float32).view(np.uint32)), 32)
 
     def bits(self, bits: np.ndarray) -> None:
-        """A bit array (uint8 or bool of 0/1), as 64-bit codes of its packed bytes."""
+        """A bit array (uint8 or bool of 0/1)."""
         bits = np.asarray(bits).reshape(-1)
         packed = np.packbits(bits.view(np.uint8) if bits.dtype == bool else bits.astype(np.uint8, copy=False))
-        whole, tail = divmod(bits.size, 64)
-        if whole:
-            words = packed[: 8 * whole].view(">u8").astype(np.uint64)
-            self._append(words, np.full(whole, 64, dtype=np.int64))
-        if tail:
-            rest = packed[8 * whole :]
-            self.codes(rest[:-1], 8)
-            last = tail - 8 * (rest.size - 1)
-            self.codes(rest[-1:] >> (8 - last), last)
+        self._part(("packed", packed, bits.size), bits.size)
 
     def rice(self, values: np.ndarray, b: int | None = None) -> None:
         """:func:`rice_encode`'s ``[b][unary quotients][b-bit remainders]``."""
         values, b, q = rice_head(self, values, b)
-        if values.size and int(q.max()) >= 63:  # a quotient too long for one code: its unary bits one by one
-            unary = np.ones(int(q.sum()) + values.size, dtype=np.uint8)
-            unary[np.cumsum(q + 1) - 1] = 0
-            self.bits(unary)
-        else:  # q ones and a terminating zero: the code 2^(q+1) - 2 of q + 1 bits
-            self.codes((np.uint64(2) << q.astype(np.uint64)) - np.uint64(2), q + 1)
-        if b:
-            self.codes(values & ((1 << b) - 1), b)
+        self._part(("rice", values, b), int(q.sum()) + values.size * (b + 1))
 
     def huffman(self, symbols: np.ndarray, alphabet_size: int) -> None:
         """:func:`huffman_encode`'s table, block lengths and code bits."""
@@ -167,55 +217,31 @@ class CodeWriter:
         self.rice(gaps)
         self.codes(coded.lengths[used] - 1, 4)
         self.rice(coded.blocks)
-        self.codes(canonical_codes(coded.lengths)[coded.symbols], coded.sym_lengths)
+        codes = canonical_codes(coded.lengths).astype(np.int64)
+        self._part(("symbols", coded.symbols, codes, coded.lengths), int(coded.blocks.sum()))
 
     def to_bytes(self) -> bytes:
-        if not self._codes:
-            return b""
-        codes = np.concatenate(self._codes)
-        lengths = np.concatenate(self._lengths)
-        if lengths.min() == 0:  # a group of zero-length codes
-            codes, lengths = codes[lengths > 0], lengths[lengths > 0]
-        if codes.size == 0:
-            return b""
-        ends = np.cumsum(lengths)
-        total = int(ends[-1])
-        start = ends - lengths
-        offset = (start & 63).astype(np.uint64)
-        aligned = codes << (64 - lengths).astype(np.uint64)  # the code in the top bits of a 64-bit word
-        placed = aligned >> offset  # its bits in the word where it starts
-        word = start >> 6
-        words = np.zeros((total + 63) // 64, dtype=np.uint64)
-        first = np.flatnonzero(np.diff(word, prepend=-1))  # first code of each word that holds a code start
-        words[word[first]] = np.add.reduceat(placed, first)
-        over = np.flatnonzero(offset + lengths.astype(np.uint64) > 64)  # straddling: the rest starts the next word
-        words[word[over] + 1] |= aligned[over] << (64 - offset[over])
-        return words.astype(">u8").view(np.uint8)[: (total + 7) // 8].tobytes()
+        self._flush()
+        out = np.zeros(((self.n_bits + 7) >> 3) + 8, dtype=np.uint8)
+        pos = 0
+        for part in self._parts:
+            kind = part[0]
+            if kind == "codes":
+                pos = _put_codes(out, pos, part[1], part[2], part[3])
+            elif kind == "packed":
+                pos = _put_packed(out, pos, part[1], part[2])
+            elif kind == "rice":
+                pos = _put_rice(out, pos, part[1], part[2])
+            else:
+                pos = _put_symbols(out, pos, part[1], part[2], part[3])
+        assert pos == self.n_bits
+        return out[: (self.n_bits + 7) >> 3].tobytes()
 
 
 def read_rice(reader: BitReader, n: int) -> np.ndarray:
     """Read ``n`` Rice-coded values written by :func:`~.coding.rice_encode` (or :meth:`CodeWriter.rice`): the
-    terminating zeros of the unary quotients are searched in a window that doubles until it holds ``n`` of
-    them, not in the whole rest of the stream."""
-    b = reader.uint(RICE_B_BITS)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    bits, at = reader.bits_array, reader.pos
-    window = 2 * n + 64
-    while True:
-        zeros = np.flatnonzero(bits[at : at + window] == 0)
-        if zeros.size >= n or at + window >= bits.size:
-            break
-        window *= 2
-    if zeros.size < n:
-        raise CodingError(f"Rice stream truncated: {zeros.size} of {n} values")
-    zeros = zeros[:n]
-    q = np.diff(zeros, prepend=-1) - 1
-    reader.pos = at + int(zeros[-1]) + 1
-    if b == 0:
-        return q.astype(np.int64)
-    rem = reader.take(n * b).reshape(n, b).astype(np.int64) @ (1 << np.arange(b - 1, -1, -1, dtype=np.int64))
-    return (q.astype(np.int64) << b) | rem
+    shared decoder, :func:`~.coding.rice_decode_fast` (one compiled loop over the packed bytes)."""
+    return rice_decode_fast(reader, n)
 
 
 def huffman_bits_of(counts: np.ndarray, lengths: np.ndarray, block_bits: np.ndarray) -> int:
