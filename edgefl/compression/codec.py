@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import coding, packed, quantize, sparsify
+from edgefl.compression.jit import kernel
 from edgefl.compression.container import (
     CodecError, Encoded, check_names, flatten, header_bits, read_header, tensor_views, unflatten, write_header,
 )  # fmt: skip
@@ -274,70 +275,261 @@ def _tensor_kernels(layout: sparsify.KernelLayout) -> list[tuple[int, int, int]]
     return out
 
 
+# --- AnycostFL's ranking kernels ------------------------------------------------------------------------------
+# A one-element kernel j of element e (a linear weight, a bias) has the key ((0x7FFFFFFF - |bits(v_e)|) << shift)
+# | j, shift = the bits of a kernel index: keys ascend as |v_e| descends, ties by index (the ranking of eq. (2)
+# among them), and a zero's key is above every other one's. The bits of a finite |v| are below 0x7F800000.
+
+_ABS_BITS = np.uint32(0x7FFFFFFF)
+
+
+@kernel
+def _single_keys(bits: np.ndarray, segments: np.ndarray, shift: int, keys: np.ndarray) -> tuple[int, bool]:
+    """Write the keys of the one-element kernels of ``segments`` (rows: first element, first kernel, kernels,
+    kernel size 1) into ``keys``: those of non-zero magnitudes first in index order, then those of zeros in index
+    order. Returns (number of non-zero magnitudes, whether every magnitude is finite); ``bits``: the update's
+    float32 values as uint32."""
+    front, back = 0, keys.size
+    finite = True
+    up = np.uint64(shift)
+    for s in range(segments.shape[0]):
+        e0, j0, count = segments[s, 0], segments[s, 1], segments[s, 2]
+        for t in range(count):
+            a = np.int64(bits[e0 + t]) & 0x7FFFFFFF
+            if a >= 0x7F800000:
+                finite = False
+            key = (np.uint64(0x7FFFFFFF - a) << up) | np.uint64(j0 + t)
+            if a == 0:
+                back -= 1
+                keys[back] = key
+            else:
+                keys[front] = key
+                front += 1
+    tail = keys[front:]
+    for t in range(tail.size // 2):  # the zeros were written from the end backwards
+        tail[t], tail[tail.size - 1 - t] = tail[tail.size - 1 - t], tail[t]
+    return front, finite
+
+
+@kernel
+def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score: np.ndarray,
+                    conv_kernel: np.ndarray, conv_energy: np.ndarray, order: np.ndarray, energy: np.ndarray,
+                    conv_rank: np.ndarray) -> None:  # fmt: skip
+    """Merge the sorted keys of the one-element kernels with the multi-element kernels sorted by (score
+    descending, index) into ``order`` (kernels by rank), ``energy`` (``energy[r]``: the running sum of squares of
+    the top r kernels, added in rank order as ``np.cumsum`` adds) and ``conv_rank`` (rank of each multi-element
+    kernel). A one-element kernel's score and sum of squares are |v| and |v|^2 (float64 of the float32 value),
+    |v| rebuilt from the key's bits: ``scale[exponent]`` times the significand (exact)."""
+    ns, nc = keys.size, conv_score.size
+    up = np.uint64(shift)
+    low = (np.uint64(1) << up) - np.uint64(1)
+    i = c = 0
+    acc = 0.0
+    energy[0] = 0.0
+    m = 0.0
+    j = np.int64(0)
+    loaded = -1
+    for r in range(ns + nc):
+        if i < ns and loaded != i:
+            key = keys[i]
+            a = np.int64(0x7FFFFFFF) - np.int64(key >> up)
+            exponent = a >> 23
+            significand = a & 0x7FFFFF
+            if exponent:
+                significand |= 0x800000
+            m = significand * scale[exponent]
+            j = np.int64(key & low)
+            loaded = i
+        conv = c < nc and (i == ns or conv_score[c] > m or (conv_score[c] == m and conv_kernel[c] < j))
+        if conv:
+            order[r] = conv_kernel[c]
+            conv_rank[c] = r
+            acc = acc + conv_energy[c]
+            c += 1
+        else:
+            order[r] = j
+            acc = acc + m * m
+            i += 1
+        energy[r + 1] = acc
+
+
+#: ``_FLOAT32_SCALE[e]``: the weight of a float32 significand's last bit at biased exponent e (float64, exact).
+_FLOAT32_SCALE = np.ldexp(1.0, np.maximum(np.arange(256), 1) - 150)
+
+
+@kernel
+def _rounded_level(m: float, u: float, points: np.ndarray, levels: int, searched: bool) -> int:
+    """:func:`quantize.rounded_levels`' level index of one magnitude ``m`` with uniform ``u`` (eqs. (3)-(4)), the
+    points ``points`` (float64, ``points[levels] > points[0]``): the interval [Q_l, Q_{l+1}] found as its
+    ``_interval_searched`` (``searched``: a binary search among Q_1..Q_{L-1}) or ``_interval_once`` finds it
+    (arithmetic estimate, clipped, then one correction each way), then rounded up when ``u < (m - Q_l) / (Q_{l+1}
+    - Q_l)`` (with a zero width: when ``m > Q_l``, as the float division's +inf gives)."""
+    if searched:
+        lower, bound = 0, levels - 1
+        while lower < bound:
+            mid = (lower + bound) >> 1
+            if points[1 + mid] <= m:
+                lower = mid + 1
+            else:
+                bound = mid
+    elif levels == 1:
+        lower = 0
+    else:
+        x = (m - points[0]) / ((points[levels] - points[0]) / levels)
+        x = min(max(x, 0.0), levels - 1.0)
+        lower = int(x)
+        if lower > 0 and m < points[lower]:
+            lower -= 1
+        if lower + 1 < levels and m >= points[lower + 1]:
+            lower += 1
+    above = m - points[lower]
+    width = points[lower + 1] - points[lower]
+    if width == 0.0:
+        return lower + 1 if above > 0.0 else lower
+    return lower + 1 if u < above / width else lower
+
+
+@kernel
+def _kept_kernels(bits: np.ndarray, flat: np.ndarray, segments: np.ndarray, shift: int, k: int, threshold: int,
+                  conv_rank: np.ndarray, kept: np.ndarray, elements: np.ndarray, quantise: bool, known_k: int,
+                  known_threshold: int, cache: np.ndarray, uniforms: np.ndarray, points: np.ndarray, levels: int,
+                  searched: bool, indices: np.ndarray) -> None:  # fmt: skip
+    """The top k kernels in index order into ``kept`` and their elements ascending into ``elements`` (both one
+    longer than they hold: a one-element kernel is written before its test, which only advances the count): a
+    one-element kernel when its key is at most ``threshold`` (0: none), a multi-element one when its rank
+    (``conv_rank``, by the segments' order) is below k. ``segments`` rows: first element, first kernel, kernels,
+    kernel size, first multi-element kernel's place in ``conv_rank``. With ``quantise``, each element's level
+    index (:func:`_rounded_level`; 0 for all when the range is collapsed, ``levels == 0``) into ``indices``, read
+    from ``cache`` for kernels of the top ``known_k`` (keys at most ``known_threshold``) and computed and stored
+    there for the others."""
+    up = np.uint64(shift)
+    limit, known_limit = np.uint64(threshold), np.uint64(known_threshold)
+    nk = ne = 0
+    for s in range(segments.shape[0]):
+        e0, j0, count, size, c0 = segments[s, 0], segments[s, 1], segments[s, 2], segments[s, 3], segments[s, 4]
+        first = ne
+        if size == 1:
+            for t in range(count):
+                key = (np.uint64(0x7FFFFFFF - (np.int64(bits[e0 + t]) & 0x7FFFFFFF)) << up) | np.uint64(j0 + t)
+                kept[nk] = j0 + t
+                elements[ne] = e0 + t
+                inside = np.int64(key <= limit)
+                nk += inside
+                ne += inside
+        else:
+            for t in range(count):
+                if conv_rank[c0 + t] < k:
+                    kept[nk] = j0 + t
+                    nk += 1
+                    for q in range(size):
+                        elements[ne] = e0 + t * size + q
+                        ne += 1
+        if not quantise:
+            continue
+        for q in range(first, ne):
+            e = elements[q]
+            if levels == 0:
+                indices[q] = 0
+                continue
+            if size == 1:
+                j = j0 + e - e0
+                known = ((np.uint64(0x7FFFFFFF - (np.int64(bits[e]) & 0x7FFFFFFF)) << up) | np.uint64(j)) <= known_limit
+            else:
+                known = conv_rank[c0 + (e - e0) // size] < known_k
+            if known:
+                indices[q] = cache[e]
+            else:
+                level = _rounded_level(abs(np.float64(flat[e])), uniforms[e], points, levels, searched)
+                cache[e] = indices[q] = level
+
+
 class _Ranked:
     """An update's kernels ranked once for :func:`compress`, answering for any number k of top kernels kept (eq.
     (2)) what its estimates and exact sizes read, without arrays over the ranked elements.
 
     ``order``: kernels by descending score, ties by index; ``energy[k]``: squared norm of the top k kernels (the
-    cumulative sum in rank order); ``mags``: every element's magnitude (float64 of the float32 value).
+    cumulative sum in rank order).
 
     Most kernels of a CNN update are single elements (linear weights, biases), whose score is their magnitude, so
-    among them rank order is magnitude order; the few larger kernels (convolutions) are tracked one by one: their
-    ranks, sizes and smallest and largest magnitudes. Element counts, magnitude ranges and elements at given
-    ranked positions follow from those by binary search. An update with a NaN falls back to arrays over all its
-    ranked elements.
+    among them rank order is magnitude order: they are ranked by one sort of 64-bit keys (the float32 magnitude
+    bits and the index, :func:`_single_keys`; zeros, last in index order, are left out of the sort), and merged
+    with the few larger kernels (convolutions, ranked by their norms) in one pass that also adds up ``energy``
+    (:func:`_merged_ranking`). The larger kernels are tracked one by one: their ranks, sizes and smallest and
+    largest magnitudes. Element counts, magnitude ranges and elements at given ranked positions follow from those
+    by binary search, and the top k kernels from one pass comparing each one-element kernel's key with the k-th
+    (:func:`_kept_kernels`). An update with a NaN or an infinity falls back to arrays over all its ranked
+    elements.
     """
 
     def __init__(self, flat: np.ndarray, layout: sparsify.KernelLayout, score: str) -> None:
         if score not in ("rms", "l2"):
             raise sparsify.SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
         self.layout = layout
-        self.mags = flat.astype(np.float64)
-        np.abs(self.mags, out=self.mags)  # |v| of the float32 value, widened exactly
+        self.flat = np.ascontiguousarray(flat, dtype=np.float32)
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         tensors = _tensor_kernels(layout)
-        # per-kernel sums of squares (each as np.add.reduceat over the whole update gives it) and the scores of
-        # sparsify.kernel_scores, tensor by tensor, written in place: a one-element kernel's sum is v^2 and its
-        # score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
-        energy, scores = np.empty(layout.n_kernels), np.empty(layout.n_kernels)
-        at = 0
+        n_k = layout.n_kernels
+        self.shift = max(1, (n_k - 1).bit_length())
+        # per tensor: first element, first kernel, kernels, kernel size, first multi-element kernel's place
+        rows, kernel, conv = [], 0, 0
         for a, n, size in tensors:
-            if size == 1:
-                np.square(self.mags[a : a + n], out=energy[at : at + n])
-                scores[at : at + n] = self.mags[a : a + n]
-                at += n
-            elif n:
-                sums = np.add.reduceat(self.mags[a : a + n] ** 2, np.arange(0, n, size))
-                energy[at : at + sums.size] = sums
-                scores[at : at + sums.size] = np.sqrt(sums / size if score == "rms" else sums)
-                at += sums.size
+            count = n // size if size else 0
+            rows.append((a, kernel, count, size, conv))
+            kernel += count
+            conv += count if size > 1 else 0
+        self.segments = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        big = [(a, n, size) for a, n, size in tensors if n and size > 1]
+        # the multi-element kernels in index order: sums of squares (np.add.reduceat over each tensor, as
+        # sparsify.kernel_scores sums over the whole update), scores, smallest and largest magnitudes
+        parts = [np.abs(self.flat[a : a + n].astype(np.float64)).reshape(-1, size) for a, n, size in big]
+        sums = [np.add.reduceat(m.reshape(-1) ** 2, np.arange(0, m.size, size)) for m, (_, _, size) in zip(parts, big)]
+        conv_energy = np.concatenate(sums) if big else np.zeros(0)
+        conv_score = np.concatenate([np.sqrt(s / size if score == "rms" else s) for s, (_, _, size) in zip(sums, big)]) if big else np.zeros(0)
+        firsts = np.concatenate([np.arange(a, a + n, size) for a, n, size in big]) if big else np.zeros(0, dtype=np.int64)
+        conv_kernel = np.searchsorted(layout.start, firsts)
+        single_rows = self.segments[self.segments[:, 3] == 1, :3]
+        n_single = int(single_rows[:, 2].sum())
+        self.keys = np.empty(n_single, dtype=np.uint64)
+        nonzero, finite = _single_keys(self.flat.view(np.uint32), single_rows, self.shift, self.keys)
+        if not finite or not np.isfinite(conv_energy).all():
+            self._rank_arrays(score)
+            return
+        self.keys[:nonzero].sort()
+        by_rank = np.lexsort((conv_kernel, -conv_score))  # descending score, ties by index
+        self.order = np.empty(n_k, dtype=np.int64)
+        self.energy = np.empty(n_k + 1)
+        big_rank = np.empty(conv_kernel.size, dtype=np.int64)
+        _merged_ranking(self.keys, self.shift, _FLOAT32_SCALE, conv_score[by_rank], conv_kernel[by_rank],
+                        conv_energy[by_rank], self.order, self.energy, big_rank)  # fmt: skip
+        self.conv_rank = np.empty(conv_kernel.size, dtype=np.int64)  # by index
+        self.conv_rank[by_rank] = big_rank
+        # the multi-element kernels by rank: rank, kernel, size, running smallest and largest magnitude
+        self.big_rank = big_rank
+        self.big_kernel = conv_kernel[by_rank]
+        self.big_size = layout.size[self.big_kernel]
+        self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
+        self.big_start = self.big_rank + self.big_extra[:-1]  # ranked position of each one's first element
+        lows = np.concatenate([m.min(axis=1) for m in parts]) if big else np.zeros(0)
+        highs = np.concatenate([m.max(axis=1) for m in parts]) if big else np.zeros(0)
+        self.big_low = np.minimum.accumulate(lows[by_rank]) if big else lows
+        self.big_high = np.maximum.accumulate(highs[by_rank]) if big else highs
+
+    def _rank_arrays(self, score: str) -> None:
+        """The ranking of an update with a NaN or an infinity: ``sparsify.rank_descending`` of
+        ``sparsify.kernel_scores``' scores (the packed-key sort's fallback: ``np.argsort``), the cumulative sum of
+        squares in rank order, and arrays over every ranked element."""
+        mags = np.abs(self.flat.astype(np.float64))
+        energy = np.add.reduceat(mags**2, self.layout.start) if self.layout.n_kernels else np.zeros(0)
+        scores = np.sqrt(energy / self.layout.size) if score == "rms" else np.sqrt(energy)
+        singles = self.layout.size == 1  # a one-element kernel's score is its magnitude
+        scores[singles] = mags[self.layout.start[singles]]
         self.order = sparsify.rank_descending(scores)
         self.energy = np.empty(energy.size + 1)
         self.energy[0] = 0.0
         np.cumsum(energy[self.order], out=self.energy[1:])
-        # kernel -> its rank, in 32 bits where they suffice (read whole by every kept(k))
-        small = np.int32 if self.order.size < 1 << 31 else np.int64
-        self.rank = np.empty(self.order.size, dtype=small)
-        self.rank[self.order] = np.arange(self.order.size, dtype=small)
-        self._element_rank: np.ndarray | None = None
-        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        if np.isnan(self.energy[-1]):  # a NaN (sums of squares are >= 0): ranked last, and it propagates through
-            self._arrays = self._prefix_arrays()  # every running min and max after it
-        # the kernels of more than one element, by rank: rank, kernel, size, smallest and largest magnitude
-        big = [(np.arange(a, a + n, size), size, self.mags[a : a + n].reshape(-1, size))
-               for a, n, size in tensors if n and size > 1]  # fmt: skip
-        firsts = np.concatenate([f for f, _, _ in big]) if big else np.zeros(0, dtype=np.int64)
-        kernels = np.searchsorted(layout.start, firsts)
-        by_rank = np.argsort(self.rank[kernels])
-        self.big_rank = self.rank[kernels][by_rank].astype(np.int64)
-        self.big_kernel = kernels[by_rank]
-        self.big_size = layout.size[self.big_kernel]
-        self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
-        self.big_start = self.big_rank + self.big_extra[:-1]  # ranked position of each one's first element
-        lows = np.concatenate([m.min(axis=1) for _, _, m in big]) if big else np.zeros(0)
-        highs = np.concatenate([m.max(axis=1) for _, _, m in big]) if big else np.zeros(0)
-        self.big_low = np.minimum.accumulate(lows[by_rank]) if big else lows
-        self.big_high = np.maximum.accumulate(highs[by_rank]) if big else highs
-        self.singles_before = self.big_rank - np.arange(self.big_rank.size)  # single kernels ranked above each
+        self.rank = np.empty(self.order.size, dtype=np.int64)
+        self.rank[self.order] = np.arange(self.order.size)
+        self._arrays = self._prefix_arrays()
 
     def _prefix_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(n_el, ranked elements, running min, running max): element counts of the top k kernels and, over the
@@ -345,10 +537,14 @@ class _Ranked:
         sizes = self.layout.size[self.order]
         n_el = np.concatenate([[0], np.cumsum(sizes)])
         rank_el = sparsify.kernel_elements(self.order, self.layout)
-        mags = self.mags[rank_el]
+        mags = self.magnitudes(rank_el)
         low = np.minimum.accumulate(mags) if mags.size else mags
         high = np.maximum.accumulate(mags) if mags.size else mags
         return n_el, rank_el, low, high
+
+    def magnitudes(self, elements: np.ndarray) -> np.ndarray:
+        """|value| of ``elements`` (float64 of the float32 value)."""
+        return np.abs(self.flat[elements]).astype(np.float64)
 
     def n_elements(self, k: int) -> int:
         """Elements of the top k kernels."""
@@ -358,8 +554,7 @@ class _Ranked:
 
     def _single(self, i: int) -> int:
         """The element of the i-th (from 0) single-element kernel in rank order."""
-        r = i + int(np.searchsorted(self.singles_before, i, side="right"))
-        return int(self.layout.start[self.order[r]])
+        return int(self.layout.start[int(self.keys[i]) & ((1 << self.shift) - 1)])
 
     def magnitude_range(self, k: int) -> tuple[float, float]:
         """(smallest, largest) magnitude among the elements of the top k kernels; (0, 0) for k = 0."""
@@ -374,8 +569,8 @@ class _Ranked:
             lows.append(self.big_low[big - 1])
             highs.append(self.big_high[big - 1])
         if k > big:  # singles rank by magnitude: the first is the largest, the last the smallest
-            lows.append(self.mags[self._single(k - big - 1)])
-            highs.append(self.mags[self._single(0)])
+            lows.append(abs(float(self.flat[self._single(k - big - 1)])))
+            highs.append(abs(float(self.flat[self._single(0)])))
         return float(min(lows)), float(max(highs))
 
     def elements_at(self, positions: np.ndarray) -> np.ndarray:
@@ -395,16 +590,61 @@ class _Ranked:
         out[inside] = self.layout.start[self.big_kernel[p]] + positions[inside] - self.big_start[p]
         return out
 
+    def _threshold(self, k: int) -> int:
+        """The key of the last one-element kernel among the top k (0 when there is none)."""
+        singles = k - int(np.searchsorted(self.big_rank, k))
+        return int(self.keys[singles - 1]) if singles > 0 else 0
+
+    def _kept_arrays(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """int64 arrays for the k kept kernels and their elements, one longer (:func:`_kept_kernels`)."""
+        return np.empty(k + 1, dtype=np.int64), np.empty(self.n_elements(k) + 1, dtype=np.int64)
+
     def kept(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(sorted kept kernels, their elements ascending) of the top k kernels."""
-        kept = np.flatnonzero(self.rank < k)
-        if self.layout.n_kernels == self.layout.n_elements:  # every kernel one element
-            return kept, kept
-        if self._element_rank is None:
-            self._element_rank = np.repeat(self.rank, self.layout.size)
-        return kept, np.flatnonzero(self._element_rank < k)
+        if self._arrays is not None:
+            return np.flatnonzero(self.rank < k), np.sort(self._arrays[1][: self._arrays[0][k]])
+        kept, elements = self._kept_arrays(k)
+        _kept_kernels(self.flat.view(np.uint32), self.flat, self.segments, self.shift, k, self._threshold(k),
+                      self.conv_rank, kept, elements, False, 0, 0, _NO_CACHE, _NO_UNIFORMS, _NO_POINTS, 0, False,
+                      _NO_INDICES)  # fmt: skip
+        return kept[:-1], elements[:-1]
+
+    def kept_levels(self, k: int, known: _KnownLevels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sorted kept kernels, their elements ascending, their level indices) of the top k kernels at the L and
+        range of ``known`` (eq. (4), as :func:`quantize.rounded_levels` gives them), which keeps the indices of
+        the elements it quantises for the next k."""
+        if self._arrays is not None:
+            kept, elements = self.kept(k)
+            indices, _ = quantize.rounded_levels(self.magnitudes(elements), known.levels, *known.range,
+                                                 known.uniforms[elements])  # fmt: skip
+            return kept, elements, indices
+        kept, elements = self._kept_arrays(k)
+        indices = np.empty(elements.size - 1, dtype=np.int64)
+        done = min(known.known, k)
+        _kept_kernels(self.flat.view(np.uint32), self.flat, self.segments, self.shift, k, self._threshold(k),
+                      self.conv_rank, kept, elements, True, done, self._threshold(done), known.cache,
+                      known.uniforms, known.points, known.kernel_levels, known.searched, indices)  # fmt: skip
+        known.known = max(known.known, k)
+        return kept[:-1], elements[:-1], indices
 
 
+_NO_CACHE, _NO_INDICES = np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.int64)
+_NO_UNIFORMS, _NO_POINTS = np.zeros(0), np.zeros(0)
+
+
+class _KnownLevels:
+    """Level indices (eq. (4)) of an update's elements at one L and range [u_min, u_max]: the elements of the top
+    ``known`` kernels have theirs in ``cache`` (by element); ``points``: the quantisation points (float64) and
+    ``searched`` which way :func:`quantize.rounded_levels` finds an interval; ``kernel_levels``: L, or 0 when the
+    range is collapsed (every index 0)."""
+
+    def __init__(self, n: int, uniforms: np.ndarray, levels: int, u_min: float, u_max: float) -> None:
+        self.uniforms, self.levels, self.range = uniforms, levels, (u_min, u_max)
+        self.points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
+        self.kernel_levels = levels if self.points[-1] > self.points[0] else 0
+        self.searched = quantize._interval_searched(np.zeros(0), self.points, levels) is not None
+        self.cache = np.empty(n, dtype=np.uint16)
+        self.known = 0
 class _Estimates:
     """(estimated bits, estimated squared error) of keeping the top k kernels at L levels, memoised: exact mask and
     sign bits, level bits from the empirical entropy of the level indices of a subsample of about ``sample_size``
@@ -418,7 +658,7 @@ class _Estimates:
         stride = max(1, uniforms.size // sample_size)
         self.sample = np.arange(0, uniforms.size, stride)
         sampled = ranked.elements_at(self.sample)
-        self.u_sample, self.mags_sample = uniforms[sampled], ranked.mags[sampled]
+        self.u_sample, self.mags_sample = uniforms[sampled], ranked.magnitudes(sampled)
         self.estimates: dict[tuple[int, int], tuple[float, float]] = {}
 
     def __call__(self, k: int, levels: int) -> tuple[float, float]:
@@ -465,9 +705,10 @@ def _least_estimated_error(estimate: _Estimates, levels_grid: Sequence[int], bud
 class _ExactSizes:
     """Payload plans of the top k kernels at one L and their exact sizes [bits].
 
-    Level indices by element for the refinement's L and range. The range is mostly the same for every k it tries
-    (a convolution kernel holds the smallest magnitude, the top single weight the largest); then an element's
-    index is the same whatever k, and only the elements of kernels not quantised yet are quantised.
+    Level indices by element for the refinement's L and range (:class:`_KnownLevels`). The range is mostly the
+    same for every k it tries (a convolution kernel holds the smallest magnitude, the top single weight the
+    largest); then an element's index is the same whatever k, and only the elements of kernels not quantised yet
+    are quantised.
     """
 
     def __init__(self, ranked: _Ranked, uniforms: np.ndarray, levels: int, shapes: Sequence[Sequence[int]]) -> None:
@@ -475,25 +716,16 @@ class _ExactSizes:
         self.uniforms = uniforms
         self.levels = levels
         self.shapes = shapes
-        self.known_range: tuple[float, float] | None = None
-        self.known_ranks = 0  # the elements of the top known_ranks kernels have their index in known
-        self.known = np.empty(0, dtype=np.int64)
+        self.known: _KnownLevels | None = None
 
     def __call__(self, k: int) -> tuple[int, _Plan]:
         """(exact payload bits, plan) of keeping the top k kernels."""
-        ranked, uniforms, levels = self.ranked, self.uniforms, self.levels
-        kept, elements = ranked.kept(k)
+        ranked = self.ranked
         lo, hi = ranked.magnitude_range(k)
-        if self.known_range != (lo, hi):
-            plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
-            self.known_range, self.known_ranks, self.known = (lo, hi), k, np.empty(uniforms.size, dtype=np.int64)
-            self.known[elements] = plan.indices
-        else:
-            if k > self.known_ranks:
-                new = sparsify.kernel_elements(ranked.order[self.known_ranks:k], ranked.layout)
-                self.known[new] = quantize.rounded_levels(ranked.mags[new], levels, lo, hi, uniforms[new])[0]
-                self.known_ranks = k
-            plan = _Plan(kept, elements, self.known[elements], lo, hi, levels)
+        if self.known is None or self.known.range != (lo, hi):
+            self.known = _KnownLevels(self.uniforms.size, self.uniforms, self.levels, lo, hi)
+        kept, elements, indices = ranked.kept_levels(k, self.known)
+        plan = _Plan(kept, elements, indices, lo, hi, self.levels)
         return _plan_bits(plan, self.shapes, ranked.layout.n_kernels), plan
 
 
