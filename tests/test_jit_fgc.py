@@ -96,10 +96,21 @@ def test_ties_between_a_convolution_and_a_weight_rank_by_index() -> None:
     assert np.array_equal(ranked.order, order) and np.array_equal(ranked.energy, energy)
 
 
-def test_rounded_level_equals_rounded_levels() -> None:
+def _quantised(mags: np.ndarray, uniforms: np.ndarray, known: codec._KnownLevels, searched: bool,
+               positions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(indices, cache, terms) of codec._quantise over every element (in the order of ``positions``)."""
+    at = np.arange(mags.size)
+    cache, indices, terms = np.full(mags.size, -1), np.full(mags.size, -1), np.full(mags.size, np.nan)
+    order = at if positions is None else positions
+    codec._quantise(mags, at, order, uniforms, known.points, known.levels, searched, cache, indices, terms)
+    return indices, cache, terms
+
+
+def test_quantise_equals_rounded_levels_and_its_error() -> None:
     """Every regime of quantize.rounded_levels: L of the binary search and of the arithmetic, one interval, ranges
     a few float32 spacings wide (points that collide: zero widths), a collapsed range, magnitudes on, just below and
-    just above every point and outside the range, uniforms at 0 and just below 1."""
+    just above every point and outside the range, uniforms at 0 and just below 1; float64 and float32 values,
+    positions in any order; the error from the terms as rounded_levels sums them."""
     rng = np.random.default_rng(3)
     for trial in range(500):
         levels = int(rng.choice([1, 2, 3, 7, 15, 16, 63, 255, MAX_LEVELS, int(rng.integers(1, MAX_LEVELS + 1))]))
@@ -112,25 +123,28 @@ def test_rounded_level_equals_rounded_levels() -> None:
         near = np.concatenate([points, np.nextafter(points, 0), np.nextafter(points, np.inf), [0.0, 2 * hi + 1]])
         mags = np.concatenate([mags, near]).astype(np.float32).astype(np.float64)
         uniforms = rng.random(mags.size)
-        uniforms[:: 5] = 0.0
-        uniforms[1:: 7] = np.nextafter(1.0, 0.0)
-        want, _ = quantize.rounded_levels(mags, levels, lo, hi, uniforms)
+        uniforms[::5] = 0.0
+        uniforms[1::7] = np.nextafter(1.0, 0.0)
+        want, error = quantize.rounded_levels(mags, levels, lo, hi, uniforms, with_error=True)
         known = codec._KnownLevels(mags.size, uniforms, levels, lo, hi)
-        if known.kernel_levels == 0:
+        if known.collapsed:
             assert not want.any()
             continue
-        got = [codec._rounded_level(m, u, known.points, levels, known.searched) for m, u in zip(mags, uniforms)]
-        assert np.array_equal(got, want), (trial, levels, lo, hi)
-        other = [codec._rounded_level(m, u, known.points, levels, not known.searched and levels > 1)
-                 for m, u in zip(mags, uniforms)]  # fmt: skip
+        indices, cache, terms = _quantised(mags, uniforms, known, known.searched)
+        assert np.array_equal(indices, want) and np.array_equal(cache, want), (trial, levels, lo, hi)
+        assert float(np.clip(terms, 0.0, None).sum()) == error, (trial, levels)
+        shuffled = rng.permutation(mags.size)
+        indices32, _, _ = _quantised(mags.astype(np.float32), uniforms, known, known.searched, shuffled)
+        assert np.array_equal(indices32, want), (trial, levels)
         if known.searched:  # where both apply, the arithmetic gives the search's interval
-            assert np.array_equal(other, want), (trial, levels)
+            assert np.array_equal(_quantised(mags, uniforms, known, False)[0], want), (trial, levels)
 
 
 def test_kept_levels_equal_rounded_levels_of_the_kept_elements_in_any_order_of_k() -> None:
     """The level indices of the top k at one L and range, k growing, shrinking and growing again (the known ones
-    read back, the new ones computed), equal quantize.rounded_levels over the kept elements; a collapsed range
-    gives zeros; an update with a NaN falls back to arrays and gives rounded_levels' indices too."""
+    read back, the new ones computed), equal quantize.rounded_levels over the kept elements, written into the
+    previous k's buffers; a collapsed range gives zeros; an update with a NaN or an infinity falls back to arrays
+    and gives rounded_levels' indices too."""
     rng = np.random.default_rng(4)
     for trial in range(80):
         flat, layout = _random_case(rng, trial)
@@ -142,14 +156,17 @@ def test_kept_levels_equal_rounded_levels_of_the_kept_elements_in_any_order_of_k
         n_k = layout.n_kernels
         ks = [int(k) for k in rng.integers(0, n_k + 1, 6)] + [n_k, 0]
         for levels in (1, 7, 255):
-            known = None
+            known, buffers = None, None
             for k in ks:
                 lo, hi = ranked.magnitude_range(k)
                 if not (math.isfinite(lo) and math.isfinite(hi)):
                     continue
                 if known is None or known.range != (lo, hi):
                     known = codec._KnownLevels(flat.size, uniforms, levels, lo, hi)
-                kept, elements, indices = ranked.kept_levels(k, known)
+                if buffers is not None:  # the last k's arrays, written over
+                    for b in buffers:
+                        b[:] = -7
+                kept, elements, indices, buffers = ranked.kept_levels(k, known, buffers)
                 want_kept, want_elements = ranked.kept(k)
                 assert np.array_equal(kept, want_kept) and np.array_equal(elements, want_elements)
                 mags = np.abs(flat[elements]).astype(np.float64)

@@ -280,9 +280,6 @@ def _tensor_kernels(layout: sparsify.KernelLayout) -> list[tuple[int, int, int]]
 # | j, shift = the bits of a kernel index: keys ascend as |v_e| descends, ties by index (the ranking of eq. (2)
 # among them), and a zero's key is above every other one's. The bits of a finite |v| are below 0x7F800000.
 
-_ABS_BITS = np.uint32(0x7FFFFFFF)
-
-
 @kernel
 def _single_keys(bits: np.ndarray, segments: np.ndarray, shift: int, keys: np.ndarray) -> tuple[int, bool]:
     """Write the keys of the one-element kernels of ``segments`` (rows: first element, first kernel, kernels,
@@ -299,12 +296,11 @@ def _single_keys(bits: np.ndarray, segments: np.ndarray, shift: int, keys: np.nd
             if a >= 0x7F800000:
                 finite = False
             key = (np.uint64(0x7FFFFFFF - a) << up) | np.uint64(j0 + t)
-            if a == 0:
-                back -= 1
-                keys[back] = key
-            else:
-                keys[front] = key
-                front += 1
+            keys[front] = key  # both free slots (the same one when one is left): only the counts branch on a
+            keys[back - 1] = key
+            zero = np.int64(a == 0)
+            front += 1 - zero
+            back -= zero
     tail = keys[front:]
     for t in range(tail.size // 2):  # the zeros were written from the end backwards
         tail[t], tail[tail.size - 1 - t] = tail[tail.size - 1 - t], tail[t]
@@ -313,12 +309,11 @@ def _single_keys(bits: np.ndarray, segments: np.ndarray, shift: int, keys: np.nd
 
 @kernel
 def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score: np.ndarray,
-                    conv_kernel: np.ndarray, conv_energy: np.ndarray, order: np.ndarray, energy: np.ndarray,
+                    conv_kernel: np.ndarray, conv_energy: np.ndarray, energy: np.ndarray,
                     conv_rank: np.ndarray) -> None:  # fmt: skip
     """Merge the sorted keys of the one-element kernels with the multi-element kernels sorted by (score
-    descending, index) into ``order`` (kernels by rank), ``energy`` (``energy[r]``: the running sum of squares of
-    the top r kernels, added in rank order as ``np.cumsum`` adds) and ``conv_rank`` (rank of each multi-element
-    kernel). A one-element kernel's score and sum of squares are |v| and |v|^2 (float64 of the float32 value),
+    descending, index) into ``energy`` (``energy[r]``: the running sum of squares of the top r kernels, added in
+    rank order as ``np.cumsum`` adds) and ``conv_rank`` (rank of each multi-element kernel). A one-element kernel's score and sum of squares are |v| and |v|^2 (float64 of the float32 value),
     |v| rebuilt from the key's bits: ``scale[exponent]`` times the significand (exact)."""
     ns, nc = keys.size, conv_score.size
     up = np.uint64(shift)
@@ -342,12 +337,10 @@ def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score:
             loaded = i
         conv = c < nc and (i == ns or conv_score[c] > m or (conv_score[c] == m and conv_kernel[c] < j))
         if conv:
-            order[r] = conv_kernel[c]
             conv_rank[c] = r
             acc = acc + conv_energy[c]
             c += 1
         else:
-            order[r] = j
             acc = acc + m * m
             i += 1
         energy[r + 1] = acc
@@ -358,57 +351,77 @@ _FLOAT32_SCALE = np.ldexp(1.0, np.maximum(np.arange(256), 1) - 150)
 
 
 @kernel
-def _rounded_level(m: float, u: float, points: np.ndarray, levels: int, searched: bool) -> int:
-    """:func:`quantize.rounded_levels`' level index of one magnitude ``m`` with uniform ``u`` (eqs. (3)-(4)), the
-    points ``points`` (float64, ``points[levels] > points[0]``): the interval [Q_l, Q_{l+1}] found as its
-    ``_interval_searched`` (``searched``: a binary search among Q_1..Q_{L-1}) or ``_interval_once`` finds it
-    (arithmetic estimate, clipped, then one correction each way), then rounded up when ``u < (m - Q_l) / (Q_{l+1}
-    - Q_l)`` (with a zero width: when ``m > Q_l``, as the float division's +inf gives)."""
-    if searched:
-        lower, bound = 0, levels - 1
-        while lower < bound:
-            mid = (lower + bound) >> 1
-            if points[1 + mid] <= m:
-                lower = mid + 1
-            else:
-                bound = mid
-    elif levels == 1:
-        lower = 0
-    else:
-        x = (m - points[0]) / ((points[levels] - points[0]) / levels)
-        x = min(max(x, 0.0), levels - 1.0)
-        lower = int(x)
-        if lower > 0 and m < points[lower]:
-            lower -= 1
-        if lower + 1 < levels and m >= points[lower + 1]:
-            lower += 1
-    above = m - points[lower]
-    width = points[lower + 1] - points[lower]
-    if width == 0.0:
-        return lower + 1 if above > 0.0 else lower
-    return lower + 1 if u < above / width else lower
+def _quantise(values: np.ndarray, elements: np.ndarray, positions: np.ndarray, uniforms: np.ndarray,
+              points: np.ndarray, levels: int, searched: bool, cache: np.ndarray, indices: np.ndarray,
+              terms: np.ndarray) -> None:  # fmt: skip
+    """:func:`quantize.rounded_levels`' level index (eqs. (3)-(4)) of the magnitudes ``|values[e]|`` (float64) of
+    the elements ``e = elements[p]`` at ``positions`` p, with uniforms ``uniforms[e]``, written to ``cache[e]`` and
+    ``indices[p]``; with ``terms`` (one per position, else empty), the term of its expected error before its clip
+    at 0, ``(Q_{l+1} - m)(m - Q_l)``. ``points``: Q_0..Q_L (float64, Q_L > Q_0).
+
+    The interval l of [Q_l, Q_{l+1}] is the one ``rounded_levels`` finds: with ``searched`` (its binary search)
+    the number of Q_1..Q_{L-1} at most m, else its arithmetic estimate clipped to [0, L - 1] and one correction
+    each way. m is rounded up when ``u < (m - Q_l) / (Q_{l+1} - Q_l)`` (a zero width: when m > Q_l, as the float
+    division's +inf gives). The code is inline (a call per element to another compiled function costs more than
+    the arithmetic) and its tests nested rather than joined by ``and`` (fewer branches)."""
+    with_terms = terms.size > 0
+    step = (points[levels] - points[0]) / levels
+    for i in range(positions.size):
+        p = positions[i]
+        e = elements[p]
+        m = abs(np.float64(values[e]))
+        if searched:
+            lower = 0
+            for j in range(1, levels):
+                lower += np.int64(points[j] <= m)
+        elif levels == 1:
+            lower = 0
+        else:
+            x = (m - points[0]) / step
+            if x < 0.0:
+                x = 0.0
+            if x > levels - 1.0:
+                x = levels - 1.0
+            lower = np.int64(x)
+            if lower > 0:
+                if m < points[lower]:
+                    lower -= 1
+            if lower + 1 < levels:
+                if m >= points[lower + 1]:
+                    lower += 1
+        above = m - points[lower]
+        if with_terms:
+            terms[i] = (points[lower + 1] - m) * above
+        width = points[lower + 1] - points[lower]
+        if width == 0.0:
+            level = lower + np.int64(above > 0.0)
+        else:
+            level = lower + np.int64(uniforms[e] < above / width)
+        cache[e] = level
+        indices[p] = level
 
 
 @kernel
-def _kept_kernels(bits: np.ndarray, flat: np.ndarray, segments: np.ndarray, shift: int, k: int, threshold: int,
-                  conv_rank: np.ndarray, kept: np.ndarray, elements: np.ndarray, quantise: bool, known_k: int,
-                  known_threshold: int, cache: np.ndarray, uniforms: np.ndarray, points: np.ndarray, levels: int,
-                  searched: bool, indices: np.ndarray) -> None:  # fmt: skip
-    """The top k kernels in index order into ``kept`` and their elements ascending into ``elements`` (both one
-    longer than they hold: a one-element kernel is written before its test, which only advances the count): a
+def _kept_kernels(bits: np.ndarray, segments: np.ndarray, shift: int, k: int, threshold: int,
+                  conv_rank: np.ndarray, kept: np.ndarray, elements: np.ndarray, gather: bool, known_k: int,
+                  known_threshold: int, cache: np.ndarray, indices: np.ndarray, fresh: np.ndarray) -> int:  # fmt: skip
+    """The top k kernels in index order into ``kept`` and their elements ascending into ``elements``: a
     one-element kernel when its key is at most ``threshold`` (0: none), a multi-element one when its rank
     (``conv_rank``, by the segments' order) is below k. ``segments`` rows: first element, first kernel, kernels,
-    kernel size, first multi-element kernel's place in ``conv_rank``. With ``quantise``, each element's level
-    index (:func:`_rounded_level`; 0 for all when the range is collapsed, ``levels == 0``) into ``indices``, read
-    from ``cache`` for kernels of the top ``known_k`` (keys at most ``known_threshold``) and computed and stored
-    there for the others."""
+    kernel size, first multi-element kernel's place in ``conv_rank``. One-element kernels are written before
+    their test, which only advances the counts (no branch), so ``kept``, ``elements`` and with ``gather``
+    ``indices`` and ``fresh`` are one longer than they hold.
+
+    With ``gather``: each kept element's ``cache`` entry into ``indices``, and the positions (in ``elements``) of the
+    elements of kernels not among the top ``known_k`` (keys above ``known_threshold``), whose cache entry is not
+    known yet, into ``fresh``; returns their number."""
     up = np.uint64(shift)
     limit, known_limit = np.uint64(threshold), np.uint64(known_threshold)
-    nk = ne = 0
+    nk = ne = nf = 0
     for s in range(segments.shape[0]):
         e0, j0, count, size, c0 = segments[s, 0], segments[s, 1], segments[s, 2], segments[s, 3], segments[s, 4]
-        first = ne
         if size == 1:
+            first = ne
             for t in range(count):
                 key = (np.uint64(0x7FFFFFFF - (np.int64(bits[e0 + t]) & 0x7FFFFFFF)) << up) | np.uint64(j0 + t)
                 kept[nk] = j0 + t
@@ -416,31 +429,32 @@ def _kept_kernels(bits: np.ndarray, flat: np.ndarray, segments: np.ndarray, shif
                 inside = np.int64(key <= limit)
                 nk += inside
                 ne += inside
+            for q in range(first, ne if gather else first):
+                e = elements[q]
+                key = (np.uint64(0x7FFFFFFF - (np.int64(bits[e]) & 0x7FFFFFFF)) << up) | np.uint64(j0 + e - e0)
+                if key <= known_limit:
+                    indices[q] = cache[e]
+                else:
+                    fresh[nf] = q
+                    nf += 1
         else:
             for t in range(count):
-                if conv_rank[c0 + t] < k:
+                rank = conv_rank[c0 + t]
+                if rank < k:
                     kept[nk] = j0 + t
                     nk += 1
                     for q in range(size):
-                        elements[ne] = e0 + t * size + q
+                        e = e0 + t * size + q
+                        elements[ne] = e
+                        if not gather:
+                            pass
+                        elif rank < known_k:
+                            indices[ne] = cache[e]
+                        else:
+                            fresh[nf] = ne
+                            nf += 1
                         ne += 1
-        if not quantise:
-            continue
-        for q in range(first, ne):
-            e = elements[q]
-            if levels == 0:
-                indices[q] = 0
-                continue
-            if size == 1:
-                j = j0 + e - e0
-                known = ((np.uint64(0x7FFFFFFF - (np.int64(bits[e]) & 0x7FFFFFFF)) << up) | np.uint64(j)) <= known_limit
-            else:
-                known = conv_rank[c0 + (e - e0) // size] < known_k
-            if known:
-                indices[q] = cache[e]
-            else:
-                level = _rounded_level(abs(np.float64(flat[e])), uniforms[e], points, levels, searched)
-                cache[e] = indices[q] = level
+    return nf
 
 
 class _Ranked:
@@ -467,6 +481,7 @@ class _Ranked:
         self.layout = layout
         self.flat = np.ascontiguousarray(flat, dtype=np.float32)
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._fresh: np.ndarray | None = None  # kept_levels' scratch
         tensors = _tensor_kernels(layout)
         n_k = layout.n_kernels
         self.shift = max(1, (n_k - 1).bit_length())
@@ -478,15 +493,18 @@ class _Ranked:
             kernel += count
             conv += count if size > 1 else 0
         self.segments = np.array(rows, dtype=np.int64).reshape(-1, 5)
-        big = [(a, n, size) for a, n, size in tensors if n and size > 1]
         # the multi-element kernels in index order: sums of squares (np.add.reduceat over each tensor, as
         # sparsify.kernel_scores sums over the whole update), scores, smallest and largest magnitudes
-        parts = [np.abs(self.flat[a : a + n].astype(np.float64)).reshape(-1, size) for a, n, size in big]
-        sums = [np.add.reduceat(m.reshape(-1) ** 2, np.arange(0, m.size, size)) for m, (_, _, size) in zip(parts, big)]
+        parts, sums, scores, kernels = [], [], [], []
+        for a, j, count, size, _ in self.segments[(self.segments[:, 3] > 1) & (self.segments[:, 2] > 0)].tolist():
+            parts.append(np.abs(self.flat[a : a + count * size].astype(np.float64)).reshape(count, size))
+            sums.append(np.add.reduceat(parts[-1].reshape(-1) ** 2, np.arange(0, count * size, size)))
+            scores.append(np.sqrt(sums[-1] / size if score == "rms" else sums[-1]))
+            kernels.append(np.arange(j, j + count))
+        big = bool(parts)
         conv_energy = np.concatenate(sums) if big else np.zeros(0)
-        conv_score = np.concatenate([np.sqrt(s / size if score == "rms" else s) for s, (_, _, size) in zip(sums, big)]) if big else np.zeros(0)
-        firsts = np.concatenate([np.arange(a, a + n, size) for a, n, size in big]) if big else np.zeros(0, dtype=np.int64)
-        conv_kernel = np.searchsorted(layout.start, firsts)
+        conv_score = np.concatenate(scores) if big else np.zeros(0)
+        conv_kernel = np.concatenate(kernels) if big else np.zeros(0, dtype=np.int64)
         single_rows = self.segments[self.segments[:, 3] == 1, :3]
         n_single = int(single_rows[:, 2].sum())
         self.keys = np.empty(n_single, dtype=np.uint64)
@@ -496,11 +514,10 @@ class _Ranked:
             return
         self.keys[:nonzero].sort()
         by_rank = np.lexsort((conv_kernel, -conv_score))  # descending score, ties by index
-        self.order = np.empty(n_k, dtype=np.int64)
         self.energy = np.empty(n_k + 1)
         big_rank = np.empty(conv_kernel.size, dtype=np.int64)
         _merged_ranking(self.keys, self.shift, _FLOAT32_SCALE, conv_score[by_rank], conv_kernel[by_rank],
-                        conv_energy[by_rank], self.order, self.energy, big_rank)  # fmt: skip
+                        conv_energy[by_rank], self.energy, big_rank)  # fmt: skip
         self.conv_rank = np.empty(conv_kernel.size, dtype=np.int64)  # by index
         self.conv_rank[by_rank] = big_rank
         # the multi-element kernels by rank: rank, kernel, size, running smallest and largest magnitude
@@ -514,6 +531,17 @@ class _Ranked:
         self.big_low = np.minimum.accumulate(lows[by_rank]) if big else lows
         self.big_high = np.maximum.accumulate(highs[by_rank]) if big else highs
 
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        """Kernels by rank (descending score, ties by index): the multi-element ones at their ranks, the
+        one-element ones (their keys' kernel indices, in key order) at the others."""
+        order = np.empty(self.layout.n_kernels, dtype=np.int64)
+        singles = np.ones(order.size, dtype=bool)
+        singles[self.big_rank] = False
+        order[singles] = (self.keys & np.uint64((1 << self.shift) - 1)).astype(np.int64)
+        order[self.big_rank] = self.big_kernel
+        return order
+
     def _rank_arrays(self, score: str) -> None:
         """The ranking of an update with a NaN or an infinity: ``sparsify.rank_descending`` of
         ``sparsify.kernel_scores``' scores (the packed-key sort's fallback: ``np.argsort``), the cumulative sum of
@@ -523,7 +551,7 @@ class _Ranked:
         scores = np.sqrt(energy / self.layout.size) if score == "rms" else np.sqrt(energy)
         singles = self.layout.size == 1  # a one-element kernel's score is its magnitude
         scores[singles] = mags[self.layout.start[singles]]
-        self.order = sparsify.rank_descending(scores)
+        self.__dict__["order"] = sparsify.rank_descending(scores)  # the cached property's value
         self.energy = np.empty(energy.size + 1)
         self.energy[0] = 0.0
         np.cumsum(energy[self.order], out=self.energy[1:])
@@ -578,14 +606,15 @@ class _Ranked:
         kernel's elements ascending)."""
         if self._arrays is not None:
             return self._arrays[1][positions]
+        low = np.uint64((1 << self.shift) - 1)
         if self.big_rank.size == 0:
-            return self.layout.start[self.order[positions]]
+            return self.layout.start[(self.keys[positions] & low).astype(np.int64)]
         t = np.searchsorted(self.big_start, positions, side="right")  # big kernels starting at or before
         prev = np.maximum(t - 1, 0)
         inside = (t > 0) & (positions < self.big_start[prev] + self.big_size[prev])
         out = np.empty(positions.size, dtype=np.int64)
-        r = positions[~inside] - self.big_extra[t[~inside]]  # kernel rank of a single after t big kernels
-        out[~inside] = self.layout.start[self.order[r]]
+        single = positions[~inside] - self.big_extra[t[~inside]] - t[~inside]  # singles ranked before it
+        out[~inside] = self.layout.start[(self.keys[single] & low).astype(np.int64)]
         p = prev[inside]
         out[inside] = self.layout.start[self.big_kernel[p]] + positions[inside] - self.big_start[p]
         return out
@@ -604,45 +633,54 @@ class _Ranked:
         if self._arrays is not None:
             return np.flatnonzero(self.rank < k), np.sort(self._arrays[1][: self._arrays[0][k]])
         kept, elements = self._kept_arrays(k)
-        _kept_kernels(self.flat.view(np.uint32), self.flat, self.segments, self.shift, k, self._threshold(k),
-                      self.conv_rank, kept, elements, False, 0, 0, _NO_CACHE, _NO_UNIFORMS, _NO_POINTS, 0, False,
-                      _NO_INDICES)  # fmt: skip
+        _kept_kernels(self.flat.view(np.uint32), self.segments, self.shift, k, self._threshold(k), self.conv_rank,
+                      kept, elements, False, 0, 0, _NO_CACHE, _NO_INDICES, _NO_INDICES)  # fmt: skip
         return kept[:-1], elements[:-1]
 
-    def kept_levels(self, k: int, known: _KnownLevels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(sorted kept kernels, their elements ascending, their level indices) of the top k kernels at the L and
-        range of ``known`` (eq. (4), as :func:`quantize.rounded_levels` gives them), which keeps the indices of
-        the elements it quantises for the next k."""
-        if self._arrays is not None:
+    def kept_levels(self, k: int, known: _KnownLevels, buffers: _Buffers | None = None) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray, _Buffers | None]:  # fmt: skip
+        """(sorted kept kernels, their elements ascending, their level indices, the buffers they view) of the top k
+        kernels at the L and range of ``known`` (eq. (4), as :func:`quantize.rounded_levels` gives them), which
+        keeps the indices of the elements it quantises for the next k. The three arrays view ``buffers`` (int64,
+        n_kernels + 1, n + 1 and n + 1 long; allocated when None), so that a caller can reuse those of a plan it
+        dropped: fresh memory costs a page fault per 4 KiB on first use."""
+        if self._arrays is not None or known.collapsed:  # (rounded_levels' zeros when collapsed)
             kept, elements = self.kept(k)
             indices, _ = quantize.rounded_levels(self.magnitudes(elements), known.levels, *known.range,
                                                  known.uniforms[elements])  # fmt: skip
-            return kept, elements, indices
-        kept, elements = self._kept_arrays(k)
-        indices = np.empty(elements.size - 1, dtype=np.int64)
+            return kept, elements, indices, None
+        if buffers is None:
+            n = self.flat.size
+            buffers = np.empty(self.layout.n_kernels + 1, dtype=np.int64), *np.empty((2, n + 1), dtype=np.int64)
+        if self._fresh is None:
+            self._fresh = np.empty(self.flat.size + 1, dtype=np.int64)
+        n_el = self.n_elements(k)
+        kept, elements, indices = buffers[0][: k + 1], buffers[1][: n_el + 1], buffers[2][: n_el + 1]
         done = min(known.known, k)
-        _kept_kernels(self.flat.view(np.uint32), self.flat, self.segments, self.shift, k, self._threshold(k),
-                      self.conv_rank, kept, elements, True, done, self._threshold(done), known.cache,
-                      known.uniforms, known.points, known.kernel_levels, known.searched, indices)  # fmt: skip
+        n_fresh = _kept_kernels(self.flat.view(np.uint32), self.segments, self.shift, k, self._threshold(k),
+                                self.conv_rank, kept, elements, True, done, self._threshold(done), known.cache,
+                                indices, self._fresh)  # fmt: skip
+        _quantise(self.flat, elements, self._fresh[:n_fresh], known.uniforms, known.points, known.levels,
+                  known.searched, known.cache, indices, _NO_TERMS)  # fmt: skip
         known.known = max(known.known, k)
-        return kept[:-1], elements[:-1], indices
+        return kept[:-1], elements[:-1], indices[:-1], buffers
 
 
-_NO_CACHE, _NO_INDICES = np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.int64)
-_NO_UNIFORMS, _NO_POINTS = np.zeros(0), np.zeros(0)
+_Buffers = tuple[np.ndarray, np.ndarray, np.ndarray]
+_NO_CACHE, _NO_INDICES, _NO_TERMS = np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.int64), np.zeros(0)
 
 
 class _KnownLevels:
     """Level indices (eq. (4)) of an update's elements at one L and range [u_min, u_max]: the elements of the top
     ``known`` kernels have theirs in ``cache`` (by element); ``points``: the quantisation points (float64) and
-    ``searched`` which way :func:`quantize.rounded_levels` finds an interval; ``kernel_levels``: L, or 0 when the
-    range is collapsed (every index 0)."""
+    ``searched`` which way :func:`quantize.rounded_levels` finds an interval; ``collapsed``: Q_L <= Q_0 (every
+    index 0)."""
 
     def __init__(self, n: int, uniforms: np.ndarray, levels: int, u_min: float, u_max: float) -> None:
         self.uniforms, self.levels, self.range = uniforms, levels, (u_min, u_max)
         self.points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
-        self.kernel_levels = levels if self.points[-1] > self.points[0] else 0
-        self.searched = quantize._interval_searched(np.zeros(0), self.points, levels) is not None
+        self.collapsed = not self.points[-1] > self.points[0]
+        self.searched = not self.collapsed and quantize._interval_searched(np.zeros(0), self.points, levels) is not None
         self.cache = np.empty(n, dtype=np.uint16)
         self.known = 0
 class _Estimates:
@@ -659,6 +697,8 @@ class _Estimates:
         self.sample = np.arange(0, uniforms.size, stride)
         sampled = ranked.elements_at(self.sample)
         self.u_sample, self.mags_sample = uniforms[sampled], ranked.magnitudes(sampled)
+        self.at = np.arange(self.sample.size)  # the sample's own positions, for _quantise
+        self.scratch, self.terms = np.empty(self.sample.size, dtype=np.int64), np.empty(self.sample.size)
         self.estimates: dict[tuple[int, int], tuple[float, float]] = {}
 
     def __call__(self, k: int, levels: int) -> tuple[float, float]:
@@ -671,14 +711,35 @@ class _Estimates:
         n = ranked.n_elements(k)
         lo, hi = ranked.magnitude_range(k)
         m = int(np.searchsorted(self.sample, n))  # the sample points among the first n ranked elements
-        idx, q = quantize.rounded_levels(self.mags_sample[:m], levels, lo, hi, self.u_sample[:m], with_error=True)
-        h = _entropy_per_symbol(idx) if hi > lo else 0.0
+        if ranked._arrays is None:
+            q, h = self._sampled(m, levels, lo, hi)
+        else:
+            mags, u = self.mags_sample[:m], self.u_sample[:m]
+            idx, q = quantize.rounded_levels(mags, levels, lo, hi, u, with_error=True)
+            h = _entropy_per_symbol(idx) if hi > lo else 0.0
         p = k / n_k
         mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
         bits = self.minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
         q_err = q * (n / max(m, 1))
         self.estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
         return self.estimates[k, levels]
+
+    def _sampled(self, m: int, levels: int, lo: float, hi: float) -> tuple[float, float]:
+        """(expected rounding error, level index entropy [bits per index]) of the first m sampled magnitudes at L
+        = levels and range [lo, hi]: :func:`quantize.rounded_levels`' error (its terms clipped at 0 and summed by
+        numpy, as it sums them) and the entropy of its indices' histogram, the terms and indices from one pass
+        (:func:`_quantise`)."""
+        points = quantize.quantization_points(levels, lo, hi).astype(np.float64)
+        if not points[-1] > points[0]:  # collapsed: every index 0
+            _, q = quantize.rounded_levels(self.mags_sample[:m], levels, lo, hi, self.u_sample[:m], with_error=True)
+            return q, 0.0
+        searched = quantize._interval_searched(np.zeros(0), points, levels) is not None
+        levels_out, terms = self.scratch[:m], self.terms[:m]
+        _quantise(self.mags_sample, self.at, self.at[:m], self.u_sample, points, levels, searched, levels_out,
+                  levels_out, terms)  # fmt: skip
+        q = float(np.clip(terms, 0.0, None).sum())
+        h = coding.entropy_bits(np.bincount(levels_out, minlength=levels + 1)) / m if hi > lo and m else 0.0
+        return q, h
 
 
 def _least_estimated_error(estimate: _Estimates, levels_grid: Sequence[int], budget_bits: float) -> tuple[int, int]:
@@ -708,7 +769,7 @@ class _ExactSizes:
     Level indices by element for the refinement's L and range (:class:`_KnownLevels`). The range is mostly the
     same for every k it tries (a convolution kernel holds the smallest magnitude, the top single weight the
     largest); then an element's index is the same whatever k, and only the elements of kernels not quantised yet
-    are quantised.
+    are quantised. The arrays of a plan given back by :meth:`release` are reused by the next one.
     """
 
     def __init__(self, ranked: _Ranked, uniforms: np.ndarray, levels: int, shapes: Sequence[Sequence[int]]) -> None:
@@ -717,6 +778,8 @@ class _ExactSizes:
         self.levels = levels
         self.shapes = shapes
         self.known: _KnownLevels | None = None
+        self._spare: list[_Buffers] = []
+        self._buffers: dict[int, _Buffers] = {}  # id(plan) -> the buffers its arrays view
 
     def __call__(self, k: int) -> tuple[int, _Plan]:
         """(exact payload bits, plan) of keeping the top k kernels."""
@@ -724,20 +787,31 @@ class _ExactSizes:
         lo, hi = ranked.magnitude_range(k)
         if self.known is None or self.known.range != (lo, hi):
             self.known = _KnownLevels(self.uniforms.size, self.uniforms, self.levels, lo, hi)
-        kept, elements, indices = ranked.kept_levels(k, self.known)
+        spare = self._spare.pop() if self._spare else None
+        kept, elements, indices, buffers = ranked.kept_levels(k, self.known, spare)
         plan = _Plan(kept, elements, indices, lo, hi, self.levels)
+        if buffers is not None:
+            self._buffers[id(plan)] = buffers
         return _plan_bits(plan, self.shapes, ranked.layout.n_kernels), plan
+
+    def release(self, plan: _Plan) -> None:
+        """``plan`` is no longer used: its arrays' memory goes to the next plan."""
+        buffers = self._buffers.pop(id(plan), None)
+        if buffers is not None:
+            self._spare.append(buffers)
 
 
 def _refined(exact: _ExactSizes, k: int, budget_bits: float, minimum: int, refine_steps: int) -> _Plan:
     """The plan of the largest k found to fit ``budget_bits`` by exact sizes, starting from the estimate's k:
     secant guesses, then bisection, between the largest fitting and the smallest failing k (to within 0.5 % of
     k); steps past ``refine_steps`` continue only until something fits, and k = 0 (header only) is the last
-    resort."""
+    resort. Plans it drops are released to ``exact``."""
     n_k = exact.ranked.layout.n_kernels
     size, plan = exact(k)
     fits_k, fits_plan = (k, plan) if size <= budget_bits else (0, None)
     bad_k = n_k + 1 if size <= budget_bits else k
+    if fits_plan is None:
+        exact.release(plan)
     steps = 0
     while bad_k - fits_k > max(1, fits_k // 200) and (steps < refine_steps or fits_plan is None):
         steps += 1
@@ -746,9 +820,12 @@ def _refined(exact: _ExactSizes, k: int, budget_bits: float, minimum: int, refin
         k = min(k, n_k)
         size, plan = exact(k)
         if size <= budget_bits:
+            if fits_plan is not None:
+                exact.release(fits_plan)
             fits_k, fits_plan = k, plan
         else:
             bad_k = k
+            exact.release(plan)
     if fits_plan is None:
         fits_plan = exact(0)[1]
     return fits_plan
