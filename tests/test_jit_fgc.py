@@ -69,7 +69,9 @@ def test_ranked_order_energy_and_kept_sets_equal_the_numpy_formulation() -> None
         order, energy = _plain_ranking(flat, layout, score)
         assert ranked._arrays is None
         assert np.array_equal(ranked.order, order), trial
-        assert np.array_equal(ranked.energy.view(np.uint64), energy.view(np.uint64)), trial
+        got = np.array([ranked.energy(k) for k in range(layout.n_kernels + 1)])
+        assert np.array_equal(got.view(np.uint64), energy.view(np.uint64)), trial
+        assert ranked.total_energy == energy[-1]
         rank_el = sparsify.kernel_elements(order, layout)
         n_el = np.concatenate([[0], np.cumsum(layout.size[order])])
         for k in range(layout.n_kernels + 1):
@@ -93,7 +95,8 @@ def test_ties_between_a_convolution_and_a_weight_rank_by_index() -> None:
     ranked = codec._Ranked(flat, layout, "rms")
     order, energy = _plain_ranking(flat, layout, "rms")
     assert order[:6].tolist() == [10, 0, 2, 4, 5, 9]
-    assert np.array_equal(ranked.order, order) and np.array_equal(ranked.energy, energy)
+    assert np.array_equal(ranked.order, order)
+    assert [ranked.energy(k) for k in range(layout.n_kernels + 1)] == energy.tolist()
 
 
 def _quantised(mags: np.ndarray, uniforms: np.ndarray, known: codec._KnownLevels, searched: bool,
@@ -172,3 +175,18 @@ def test_kept_levels_equal_rounded_levels_of_the_kept_elements_in_any_order_of_k
                 mags = np.abs(flat[elements]).astype(np.float64)
                 want, _ = quantize.rounded_levels(mags, levels, lo, hi, uniforms[elements])
                 assert indices.dtype == np.int64 and np.array_equal(indices, want), (trial, levels, k)
+
+
+def test_energy_resumes_from_the_marked_states_at_block_boundaries() -> None:
+    """Kernel counts that are and are not multiples of the marks' block, every k, against np.cumsum in rank
+    order (k = n_kernels resumes from the state marked after the last rank)."""
+    rng = np.random.default_rng(5)
+    block = codec._ENERGY_BLOCK
+    for shapes in ([(2 * block,)], [(block - 1,)], [(3, 1, 2, 2), (2 * block - 3,)], [(block, 1, 1, 1)], [(0,)]):
+        n = sum(math.prod(s) for s in shapes)
+        flat = (rng.normal(size=n) * rng.random(n)).astype(np.float32)
+        layout = sparsify.kernel_layout(shapes)
+        ranked = codec._Ranked(flat, layout, "rms")
+        _, energy = _plain_ranking(flat, layout, "rms")
+        got = np.array([ranked.energy(k) for k in range(layout.n_kernels + 1)])
+        assert np.array_equal(got.view(np.uint64), energy.view(np.uint64)), shapes

@@ -309,22 +309,28 @@ def _single_keys(bits: np.ndarray, segments: np.ndarray, shift: int, keys: np.nd
 
 @kernel
 def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score: np.ndarray,
-                    conv_kernel: np.ndarray, conv_energy: np.ndarray, energy: np.ndarray,
-                    conv_rank: np.ndarray) -> None:  # fmt: skip
+                    conv_kernel: np.ndarray, conv_energy: np.ndarray, r: int, i: int, c: int, acc: float, stop: int,
+                    conv_rank: np.ndarray, block: int, marks: np.ndarray, marked: np.ndarray) -> float:  # fmt: skip
     """Merge the sorted keys of the one-element kernels with the multi-element kernels sorted by (score
-    descending, index) into ``energy`` (``energy[r]``: the running sum of squares of the top r kernels, added in
-    rank order as ``np.cumsum`` adds) and ``conv_rank`` (rank of each multi-element kernel). A one-element kernel's score and sum of squares are |v| and |v|^2 (float64 of the float32 value),
-    |v| rebuilt from the key's bits: ``scale[exponent]`` times the significand (exact)."""
+    descending, index), from rank r (i one-element and c multi-element kernels ranked before it, ``acc`` the sum of
+    squares of those) up to rank ``stop``, adding each kernel's sum of squares to ``acc`` in rank order (as
+    ``np.cumsum`` adds them); returns ``acc``. A one-element kernel's score and sum of squares are |v| and |v|^2
+    (float64 of the float32 value), |v| rebuilt from the key's bits: ``scale[exponent]`` times the significand
+    (exact). With ``marks`` (else empty): the rank of each multi-element kernel into ``conv_rank``, and before
+    every rank that is a multiple of ``block`` the state (``acc`` into ``marks``, i and c into ``marked``), from
+    which a later call resumes."""
     ns, nc = keys.size, conv_score.size
+    record = marks.size > 0
     up = np.uint64(shift)
     low = (np.uint64(1) << up) - np.uint64(1)
-    i = c = 0
-    acc = 0.0
-    energy[0] = 0.0
     m = 0.0
     j = np.int64(0)
     loaded = -1
-    for r in range(ns + nc):
+    while r < stop:
+        if record and r % block == 0:
+            marks[r // block] = acc
+            marked[r // block, 0] = i
+            marked[r // block, 1] = c
         if i < ns and loaded != i:
             key = keys[i]
             a = np.int64(0x7FFFFFFF) - np.int64(key >> up)
@@ -337,13 +343,19 @@ def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score:
             loaded = i
         conv = c < nc and (i == ns or conv_score[c] > m or (conv_score[c] == m and conv_kernel[c] < j))
         if conv:
-            conv_rank[c] = r
+            if record:
+                conv_rank[c] = r
             acc = acc + conv_energy[c]
             c += 1
         else:
             acc = acc + m * m
             i += 1
-        energy[r + 1] = acc
+        r += 1
+    if record and r % block == 0:
+        marks[r // block] = acc
+        marked[r // block, 0] = i
+        marked[r // block, 1] = c
+    return acc
 
 
 #: ``_FLOAT32_SCALE[e]``: the weight of a float32 significand's last bit at biased exponent e (float64, exact).
@@ -461,16 +473,17 @@ class _Ranked:
     """An update's kernels ranked once for :func:`compress`, answering for any number k of top kernels kept (eq.
     (2)) what its estimates and exact sizes read, without arrays over the ranked elements.
 
-    ``order``: kernels by descending score, ties by index; ``energy[k]``: squared norm of the top k kernels (the
-    cumulative sum in rank order).
+    ``order``: kernels by descending score, ties by index; ``energy(k)``: squared norm of the top k kernels (the
+    cumulative sum in rank order), ``total_energy`` that of all.
 
     Most kernels of a CNN update are single elements (linear weights, biases), whose score is their magnitude, so
     among them rank order is magnitude order: they are ranked by one sort of 64-bit keys (the float32 magnitude
     bits and the index, :func:`_single_keys`; zeros, last in index order, are left out of the sort), and merged
-    with the few larger kernels (convolutions, ranked by their norms) in one pass that also adds up ``energy``
-    (:func:`_merged_ranking`). The larger kernels are tracked one by one: their ranks, sizes and smallest and
-    largest magnitudes. Element counts, magnitude ranges and elements at given ranked positions follow from those
-    by binary search, and the top k kernels from one pass comparing each one-element kernel's key with the k-th
+    with the few larger kernels (convolutions, ranked by their norms) in one pass that adds up the sums of squares
+    and marks its state every :data:`_ENERGY_BLOCK` ranks (:func:`_merged_ranking`), from which ``energy(k)``
+    resumes. The larger kernels are tracked one by one: their ranks, sizes and smallest and largest magnitudes.
+    Element counts, magnitude ranges and elements at given ranked positions follow from those by binary search,
+    and the top k kernels from one pass comparing each one-element kernel's key with the k-th
     (:func:`_kept_kernels`). An update with a NaN or an infinity falls back to arrays over all its ranked
     elements.
     """
@@ -514,10 +527,13 @@ class _Ranked:
             return
         self.keys[:nonzero].sort()
         by_rank = np.lexsort((conv_kernel, -conv_score))  # descending score, ties by index
-        self.energy = np.empty(n_k + 1)
         big_rank = np.empty(conv_kernel.size, dtype=np.int64)
-        _merged_ranking(self.keys, self.shift, _FLOAT32_SCALE, conv_score[by_rank], conv_kernel[by_rank],
-                        conv_energy[by_rank], self.energy, big_rank)  # fmt: skip
+        self._merge = (self.keys, self.shift, _FLOAT32_SCALE, conv_score[by_rank], conv_kernel[by_rank],
+                       conv_energy[by_rank])  # the sorted inputs of _merged_ranking
+        self._marks = np.empty(n_k // _ENERGY_BLOCK + 1)
+        self._marked = np.empty((self._marks.size, 2), dtype=np.int64)
+        self.total_energy = _merged_ranking(*self._merge, 0, 0, 0, 0.0, n_k, big_rank, _ENERGY_BLOCK, self._marks,
+                                            self._marked)  # fmt: skip
         self.conv_rank = np.empty(conv_kernel.size, dtype=np.int64)  # by index
         self.conv_rank[by_rank] = big_rank
         # the multi-element kernels by rank: rank, kernel, size, running smallest and largest magnitude
@@ -552,9 +568,10 @@ class _Ranked:
         singles = self.layout.size == 1  # a one-element kernel's score is its magnitude
         scores[singles] = mags[self.layout.start[singles]]
         self.__dict__["order"] = sparsify.rank_descending(scores)  # the cached property's value
-        self.energy = np.empty(energy.size + 1)
-        self.energy[0] = 0.0
-        np.cumsum(energy[self.order], out=self.energy[1:])
+        self._energy = np.empty(energy.size + 1)
+        self._energy[0] = 0.0
+        np.cumsum(energy[self.order], out=self._energy[1:])
+        self.total_energy = float(self._energy[-1])
         self.rank = np.empty(self.order.size, dtype=np.int64)
         self.rank[self.order] = np.arange(self.order.size)
         self._arrays = self._prefix_arrays()
@@ -569,6 +586,17 @@ class _Ranked:
         low = np.minimum.accumulate(mags) if mags.size else mags
         high = np.maximum.accumulate(mags) if mags.size else mags
         return n_el, rank_el, low, high
+
+    def energy(self, k: int) -> float:
+        """Squared norm of the top k kernels: the sum of their sums of squares added in rank order, as
+        ``np.cumsum`` of them in rank order gives it (resumed from the last state :func:`_merged_ranking` marked
+        before rank k)."""
+        if self._arrays is not None:
+            return float(self._energy[k])
+        b = k // _ENERGY_BLOCK
+        i, c = self._marked[b]
+        return _merged_ranking(*self._merge, b * _ENERGY_BLOCK, int(i), int(c), float(self._marks[b]), k, _NO_RANKS,
+                               _ENERGY_BLOCK, _NO_TERMS, _NO_MARKED)  # fmt: skip
 
     def magnitudes(self, elements: np.ndarray) -> np.ndarray:
         """|value| of ``elements`` (float64 of the float32 value)."""
@@ -668,6 +696,9 @@ class _Ranked:
 
 _Buffers = tuple[np.ndarray, np.ndarray, np.ndarray]
 _NO_CACHE, _NO_INDICES, _NO_TERMS = np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.int64), np.zeros(0)
+_NO_RANKS, _NO_MARKED = np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
+#: Ranks between the states of the ranking's merge that _Ranked keeps (its energy of any k resumes from one).
+_ENERGY_BLOCK = 256
 
 
 class _KnownLevels:
@@ -703,9 +734,9 @@ class _Estimates:
 
     def __call__(self, k: int, levels: int) -> tuple[float, float]:
         """(estimated bits, estimated squared error) of keeping the top k kernels at L = levels."""
-        ranked, energy, n_k = self.ranked, self.ranked.energy, self.n_k
+        ranked, n_k = self.ranked, self.n_k
         if k == 0:
-            return float(self.minimum), float(energy[-1])
+            return float(self.minimum), ranked.total_energy
         if (k, levels) in self.estimates:
             return self.estimates[k, levels]
         n = ranked.n_elements(k)
@@ -721,7 +752,7 @@ class _Estimates:
         mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
         bits = self.minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
         q_err = q * (n / max(m, 1))
-        self.estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
+        self.estimates[k, levels] = bits, float(ranked.total_energy - ranked.energy(k)) + q_err
         return self.estimates[k, levels]
 
     def _sampled(self, m: int, levels: int, lo: float, hi: float) -> tuple[float, float]:
