@@ -190,3 +190,37 @@ def test_energy_resumes_from_the_marked_states_at_block_boundaries() -> None:
         _, energy = _plain_ranking(flat, layout, "rms")
         got = np.array([ranked.energy(k) for k in range(layout.n_kernels + 1)])
         assert np.array_equal(got.view(np.uint64), energy.view(np.uint64)), shapes
+
+
+def test_exact_sizes_from_the_last_plan_equal_those_from_a_pass_over_the_update() -> None:
+    """The refinement's plans of k near the last one's (kernels merged in or left out of its arrays, into reused
+    arrays of released plans) equal those of a fresh pass over the update (a new _ExactSizes per k): kept
+    kernels, elements, level indices and sizes; k growing and shrinking, released and kept plans, the range
+    changing with k (the smallest magnitude in the weights)."""
+    from test_codec_shortcuts import _flat, _update
+
+    rng = np.random.default_rng(6)
+    for seed, smallest_in_conv in ((0, True), (1, False), (2, True)):
+        update = _update(seed, smallest_in_conv=smallest_in_conv)
+        flat = _flat(update)
+        shapes = [tuple(v.shape) for v in update.values()]
+        layout = sparsify.kernel_layout(shapes)
+        ranked = codec._Ranked(flat, layout, "rms")
+        merged = []
+        incremental = ranked.kept_levels_from
+        ranked.kept_levels_from = lambda *args: merged.append(args[0]) or incremental(*args)
+        uniforms = np.random.default_rng(seed).random(flat.size)
+        for levels in (1, 7, 255):
+            exact = codec._ExactSizes(ranked, uniforms, levels, shapes)
+            k = int(rng.integers(1, layout.n_kernels))
+            for step in range(25):
+                k = int(np.clip(k + rng.integers(-k // 20 - 1, k // 20 + 2), 0, layout.n_kernels))
+                size, plan = exact(k)
+                want_size, want = codec._ExactSizes(ranked, uniforms, levels, shapes)(k)
+                assert size == want_size, (seed, levels, step, k)
+                for a, b in ((plan.kept, want.kept), (plan.elements, want.elements), (plan.indices, want.indices)):
+                    assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b), (seed, levels, step, k)
+                if rng.random() < 0.5:
+                    exact.release(plan)
+        # plans that came from the last one's arrays (none when the range changes with every k)
+        assert len(merged) > 10 if smallest_in_conv else not merged

@@ -326,11 +326,15 @@ def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score:
     m = 0.0
     j = np.int64(0)
     loaded = -1
+    until = (-r) % block  # ranks to the next multiple of block (no division per rank)
     while r < stop:
-        if record and r % block == 0:
-            marks[r // block] = acc
-            marked[r // block, 0] = i
-            marked[r // block, 1] = c
+        if until == 0:
+            until = block
+            if record:
+                marks[r // block] = acc
+                marked[r // block, 0] = i
+                marked[r // block, 1] = c
+        until -= 1
         if i < ns and loaded != i:
             key = keys[i]
             a = np.int64(0x7FFFFFFF) - np.int64(key >> up)
@@ -467,6 +471,44 @@ def _kept_kernels(bits: np.ndarray, segments: np.ndarray, shift: int, k: int, th
                             nf += 1
                         ne += 1
     return nf
+
+
+@kernel
+def _merged_sorted(a: np.ndarray, b: np.ndarray, out: np.ndarray, a_values: np.ndarray, b_values: np.ndarray,
+                   out_values: np.ndarray) -> None:  # fmt: skip
+    """The ascending arrays ``a`` and ``b`` (no value in both) merged into ``out`` (ascending, their sizes
+    together); with ``out_values`` (else empty), the values that go with them (``a_values``, ``b_values``) carried
+    along."""
+    carry = out_values.size > 0
+    i = j = 0
+    for o in range(out.size):
+        if j >= b.size or (i < a.size and a[i] < b[j]):
+            out[o] = a[i]
+            if carry:
+                out_values[o] = a_values[i]
+            i += 1
+        else:
+            out[o] = b[j]
+            if carry:
+                out_values[o] = b_values[j]
+            j += 1
+
+
+@kernel
+def _without_sorted(a: np.ndarray, drop: np.ndarray, out: np.ndarray, a_values: np.ndarray,
+                    out_values: np.ndarray) -> None:  # fmt: skip
+    """The ascending array ``a`` less the ascending ``drop`` (all in ``a``) into ``out``; with ``out_values``
+    (else empty), the ``a_values`` that go with the ones kept carried along."""
+    carry = out_values.size > 0
+    j = o = 0
+    for i in range(a.size):
+        if j < drop.size and a[i] == drop[j]:
+            j += 1
+            continue
+        out[o] = a[i]
+        if carry:
+            out_values[o] = a_values[i]
+        o += 1
 
 
 class _Ranked:
@@ -694,6 +736,39 @@ class _Ranked:
         return kept[:-1], elements[:-1], indices[:-1], buffers
 
 
+    def _ranked_between(self, k0: int, k1: int) -> np.ndarray:
+        """The kernels ranked k0 to k1 - 1 (k0 <= k1), ascending."""
+        b0, b1 = (int(b) for b in np.searchsorted(self.big_rank, [k0, k1]))
+        singles = (self.keys[k0 - b0 : k1 - b1] & np.uint64((1 << self.shift) - 1)).astype(np.int64)
+        return np.sort(np.concatenate([singles, self.big_kernel[b0:b1]]))
+
+    def kept_levels_from(self, k: int, known: _KnownLevels, previous: tuple[int, np.ndarray, np.ndarray, np.ndarray],
+                         buffers: _Buffers | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Buffers]:
+        """:meth:`kept_levels` of the top k from ``previous``, (k0, kept, elements, level indices) of the top k0 at
+        the same L and range (not collapsed; arrays not in ``buffers``): the kernels ranked between k0 and k, few
+        when k is near k0, merged in (their elements quantised, :func:`_quantise`) or left out, in one pass over
+        the previous arrays instead of one over the whole update."""
+        k0, kept0, elements0, indices0 = previous
+        delta = self._ranked_between(min(k0, k), max(k0, k))
+        delta_elements = sparsify.kernel_elements(delta, self.layout)  # ascending: kernels tile the update in order
+        if buffers is None:
+            n = self.flat.size
+            buffers = np.empty(self.layout.n_kernels + 1, dtype=np.int64), *np.empty((2, n + 1), dtype=np.int64)
+        n_el = self.n_elements(k)
+        kept, elements, indices = buffers[0][:k], buffers[1][:n_el], buffers[2][:n_el]
+        if k > k0:
+            delta_indices = np.empty(delta_elements.size, dtype=np.int64)
+            _quantise(self.flat, delta_elements, np.arange(delta_elements.size), known.uniforms, known.points,
+                      known.levels, known.searched, known.cache, delta_indices, _NO_TERMS)  # fmt: skip
+            _merged_sorted(kept0, delta, kept, _NO_INDICES, _NO_INDICES, _NO_INDICES)
+            _merged_sorted(elements0, delta_elements, elements, indices0, delta_indices, indices)
+        else:
+            _without_sorted(kept0, delta, kept, _NO_INDICES, _NO_INDICES)
+            _without_sorted(elements0, delta_elements, elements, indices0, indices)
+        known.known = max(known.known, k)
+        return kept, elements, indices, buffers
+
+
 _Buffers = tuple[np.ndarray, np.ndarray, np.ndarray]
 _NO_CACHE, _NO_INDICES, _NO_TERMS = np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.int64), np.zeros(0)
 _NO_RANKS, _NO_MARKED = np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
@@ -811,15 +886,27 @@ class _ExactSizes:
         self.known: _KnownLevels | None = None
         self._spare: list[_Buffers] = []
         self._buffers: dict[int, _Buffers] = {}  # id(plan) -> the buffers its arrays view
+        # the last plan's k, kept kernels, elements, level indices and buffers (at the range of self.known)
+        self._last: tuple[int, np.ndarray, np.ndarray, np.ndarray, _Buffers] | None = None
 
     def __call__(self, k: int) -> tuple[int, _Plan]:
-        """(exact payload bits, plan) of keeping the top k kernels."""
+        """(exact payload bits, plan) of keeping the top k kernels: from the last plan's arrays when its range is
+        the same and its k within a quarter of this one (:meth:`_Ranked.kept_levels_from`), else from a pass over
+        the update (:meth:`_Ranked.kept_levels`)."""
         ranked = self.ranked
         lo, hi = ranked.magnitude_range(k)
         if self.known is None or self.known.range != (lo, hi):
             self.known = _KnownLevels(self.uniforms.size, self.uniforms, self.levels, lo, hi)
-        spare = self._spare.pop() if self._spare else None
-        kept, elements, indices, buffers = ranked.kept_levels(k, self.known, spare)
+            self._last = None
+        last = self._last
+        spare = next((b for b in self._spare if last is None or b is not last[4]), None)  # not the last's arrays
+        if spare is not None:
+            self._spare.remove(spare)
+        if last is not None and last[4] is not None and not self.known.collapsed and 0 < abs(k - last[0]) <= k // 4:
+            kept, elements, indices, buffers = ranked.kept_levels_from(k, self.known, last[:4], spare)
+        else:
+            kept, elements, indices, buffers = ranked.kept_levels(k, self.known, spare)
+        self._last = (k, kept, elements, indices, buffers)
         plan = _Plan(kept, elements, indices, lo, hi, self.levels)
         if buffers is not None:
             self._buffers[id(plan)] = buffers
