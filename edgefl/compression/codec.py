@@ -316,70 +316,348 @@ def _tensor_kernels(layout: sparsify.KernelLayout) -> list[tuple[int, int, int]]
     return out
 
 
+# --- AnycostFL's ranking kernels ------------------------------------------------------------------------------
+# A one-element kernel j of element e (a linear weight, a bias) has the key ((0x7FFFFFFF - |bits(v_e)|) << shift)
+# | j, shift = the bits of a kernel index: keys ascend as |v_e| descends, ties by index (the ranking of eq. (2)
+# among them), and a zero's key is above every other one's. The bits of a finite |v| are below 0x7F800000.
+
+@kernel
+def _single_keys(bits: np.ndarray, segments: np.ndarray, shift: int, keys: np.ndarray) -> tuple[int, bool]:
+    """Write the keys of the one-element kernels of ``segments`` (rows: first element, first kernel, kernels,
+    kernel size 1) into ``keys``: those of non-zero magnitudes first in index order, then those of zeros in index
+    order. Returns (number of non-zero magnitudes, whether every magnitude is finite); ``bits``: the update's
+    float32 values as uint32."""
+    front, back = 0, keys.size
+    finite = True
+    up = np.uint64(shift)
+    for s in range(segments.shape[0]):
+        e0, j0, count = segments[s, 0], segments[s, 1], segments[s, 2]
+        for t in range(count):
+            a = np.int64(bits[e0 + t]) & 0x7FFFFFFF
+            if a >= 0x7F800000:
+                finite = False
+            key = (np.uint64(0x7FFFFFFF - a) << up) | np.uint64(j0 + t)
+            keys[front] = key  # both free slots (the same one when one is left): only the counts branch on a
+            keys[back - 1] = key
+            zero = np.int64(a == 0)
+            front += 1 - zero
+            back -= zero
+    tail = keys[front:]
+    for t in range(tail.size // 2):  # the zeros were written from the end backwards
+        tail[t], tail[tail.size - 1 - t] = tail[tail.size - 1 - t], tail[t]
+    return front, finite
+
+
+@kernel
+def _merged_ranking(keys: np.ndarray, shift: int, scale: np.ndarray, conv_score: np.ndarray,
+                    conv_kernel: np.ndarray, conv_energy: np.ndarray, r: int, i: int, c: int, acc: float, stop: int,
+                    conv_rank: np.ndarray, block: int, marks: np.ndarray, marked: np.ndarray) -> float:  # fmt: skip
+    """Merge the sorted keys of the one-element kernels with the multi-element kernels sorted by (score
+    descending, index), from rank r (i one-element and c multi-element kernels ranked before it, ``acc`` the sum of
+    squares of those) up to rank ``stop``, adding each kernel's sum of squares to ``acc`` in rank order (as
+    ``np.cumsum`` adds them); returns ``acc``. A one-element kernel's score and sum of squares are |v| and |v|^2
+    (float64 of the float32 value), |v| rebuilt from the key's bits: ``scale[exponent]`` times the significand
+    (exact). With ``marks`` (else empty): the rank of each multi-element kernel into ``conv_rank``, and before
+    every rank that is a multiple of ``block`` the state (``acc`` into ``marks``, i and c into ``marked``), from
+    which a later call resumes."""
+    ns, nc = keys.size, conv_score.size
+    record = marks.size > 0
+    up = np.uint64(shift)
+    low = (np.uint64(1) << up) - np.uint64(1)
+    m = 0.0
+    j = np.int64(0)
+    loaded = -1
+    until = (-r) % block  # ranks to the next multiple of block (no division per rank)
+    while r < stop:
+        if until == 0:
+            until = block
+            if record:
+                marks[r // block] = acc
+                marked[r // block, 0] = i
+                marked[r // block, 1] = c
+        until -= 1
+        if i < ns and loaded != i:
+            key = keys[i]
+            a = np.int64(0x7FFFFFFF) - np.int64(key >> up)
+            exponent = a >> 23
+            significand = a & 0x7FFFFF
+            if exponent:
+                significand |= 0x800000
+            m = significand * scale[exponent]
+            j = np.int64(key & low)
+            loaded = i
+        conv = c < nc and (i == ns or conv_score[c] > m or (conv_score[c] == m and conv_kernel[c] < j))
+        if conv:
+            if record:
+                conv_rank[c] = r
+            acc = acc + conv_energy[c]
+            c += 1
+        else:
+            acc = acc + m * m
+            i += 1
+        r += 1
+    if record and r % block == 0:
+        marks[r // block] = acc
+        marked[r // block, 0] = i
+        marked[r // block, 1] = c
+    return acc
+
+
+#: ``_FLOAT32_SCALE[e]``: the weight of a float32 significand's last bit at biased exponent e (float64, exact).
+_FLOAT32_SCALE = np.ldexp(1.0, np.maximum(np.arange(256), 1) - 150)
+
+
+@kernel
+def _quantise(values: np.ndarray, elements: np.ndarray, positions: np.ndarray, uniforms: np.ndarray,
+              points: np.ndarray, levels: int, searched: bool, cache: np.ndarray, indices: np.ndarray,
+              terms: np.ndarray) -> None:  # fmt: skip
+    """:func:`quantize.rounded_levels`' level index (eqs. (3)-(4)) of the magnitudes ``|values[e]|`` (float64) of
+    the elements ``e = elements[p]`` at ``positions`` p, with uniforms ``uniforms[e]``, written to ``cache[e]`` and
+    ``indices[p]``; with ``terms`` (one per position, else empty), the term of its expected error before its clip
+    at 0, ``(Q_{l+1} - m)(m - Q_l)``. ``points``: Q_0..Q_L (float64, Q_L > Q_0).
+
+    The interval l of [Q_l, Q_{l+1}] is the one ``rounded_levels`` finds: with ``searched`` (its binary search)
+    the number of Q_1..Q_{L-1} at most m, else its arithmetic estimate clipped to [0, L - 1] and one correction
+    each way. m is rounded up when ``u < (m - Q_l) / (Q_{l+1} - Q_l)`` (a zero width: when m > Q_l, as the float
+    division's +inf gives). The code is inline (a call per element to another compiled function costs more than
+    the arithmetic) and its tests nested rather than joined by ``and`` (fewer branches)."""
+    with_terms = terms.size > 0
+    step = (points[levels] - points[0]) / levels
+    for i in range(positions.size):
+        p = positions[i]
+        e = elements[p]
+        m = abs(np.float64(values[e]))
+        if searched:
+            lower = 0
+            for j in range(1, levels):
+                lower += np.int64(points[j] <= m)
+        elif levels == 1:
+            lower = 0
+        else:
+            x = (m - points[0]) / step
+            if x < 0.0:
+                x = 0.0
+            if x > levels - 1.0:
+                x = levels - 1.0
+            lower = np.int64(x)
+            if lower > 0:
+                if m < points[lower]:
+                    lower -= 1
+            if lower + 1 < levels:
+                if m >= points[lower + 1]:
+                    lower += 1
+        above = m - points[lower]
+        if with_terms:
+            terms[i] = (points[lower + 1] - m) * above
+        width = points[lower + 1] - points[lower]
+        if width == 0.0:
+            level = lower + np.int64(above > 0.0)
+        else:
+            level = lower + np.int64(uniforms[e] < above / width)
+        cache[e] = level
+        indices[p] = level
+
+
+@kernel
+def _kept_kernels(bits: np.ndarray, segments: np.ndarray, shift: int, k: int, threshold: int,
+                  conv_rank: np.ndarray, kept: np.ndarray, elements: np.ndarray, gather: bool, known_k: int,
+                  known_threshold: int, cache: np.ndarray, indices: np.ndarray, fresh: np.ndarray) -> int:  # fmt: skip
+    """The top k kernels in index order into ``kept`` and their elements ascending into ``elements``: a
+    one-element kernel when its key is at most ``threshold`` (0: none), a multi-element one when its rank
+    (``conv_rank``, by the segments' order) is below k. ``segments`` rows: first element, first kernel, kernels,
+    kernel size, first multi-element kernel's place in ``conv_rank``. One-element kernels are written before
+    their test, which only advances the counts (no branch), so ``kept``, ``elements`` and with ``gather``
+    ``indices`` and ``fresh`` are one longer than they hold.
+
+    With ``gather``: each kept element's ``cache`` entry into ``indices``, and the positions (in ``elements``) of the
+    elements of kernels not among the top ``known_k`` (keys above ``known_threshold``), whose cache entry is not
+    known yet, into ``fresh``; returns their number."""
+    up = np.uint64(shift)
+    limit, known_limit = np.uint64(threshold), np.uint64(known_threshold)
+    nk = ne = nf = 0
+    for s in range(segments.shape[0]):
+        e0, j0, count, size, c0 = segments[s, 0], segments[s, 1], segments[s, 2], segments[s, 3], segments[s, 4]
+        if size == 1:
+            first = ne
+            for t in range(count):
+                key = (np.uint64(0x7FFFFFFF - (np.int64(bits[e0 + t]) & 0x7FFFFFFF)) << up) | np.uint64(j0 + t)
+                kept[nk] = j0 + t
+                elements[ne] = e0 + t
+                inside = np.int64(key <= limit)
+                nk += inside
+                ne += inside
+            for q in range(first, ne if gather else first):
+                e = elements[q]
+                key = (np.uint64(0x7FFFFFFF - (np.int64(bits[e]) & 0x7FFFFFFF)) << up) | np.uint64(j0 + e - e0)
+                if key <= known_limit:
+                    indices[q] = cache[e]
+                else:
+                    fresh[nf] = q
+                    nf += 1
+        else:
+            for t in range(count):
+                rank = conv_rank[c0 + t]
+                if rank < k:
+                    kept[nk] = j0 + t
+                    nk += 1
+                    for q in range(size):
+                        e = e0 + t * size + q
+                        elements[ne] = e
+                        if not gather:
+                            pass
+                        elif rank < known_k:
+                            indices[ne] = cache[e]
+                        else:
+                            fresh[nf] = ne
+                            nf += 1
+                        ne += 1
+    return nf
+
+
+@kernel
+def _merged_sorted(a: np.ndarray, b: np.ndarray, out: np.ndarray, a_values: np.ndarray, b_values: np.ndarray,
+                   out_values: np.ndarray) -> None:  # fmt: skip
+    """The ascending arrays ``a`` and ``b`` (no value in both) merged into ``out`` (ascending, their sizes
+    together); with ``out_values`` (else empty), the values that go with them (``a_values``, ``b_values``) carried
+    along."""
+    carry = out_values.size > 0
+    i = j = 0
+    for o in range(out.size):
+        if j >= b.size or (i < a.size and a[i] < b[j]):
+            out[o] = a[i]
+            if carry:
+                out_values[o] = a_values[i]
+            i += 1
+        else:
+            out[o] = b[j]
+            if carry:
+                out_values[o] = b_values[j]
+            j += 1
+
+
+@kernel
+def _without_sorted(a: np.ndarray, drop: np.ndarray, out: np.ndarray, a_values: np.ndarray,
+                    out_values: np.ndarray) -> None:  # fmt: skip
+    """The ascending array ``a`` less the ascending ``drop`` (all in ``a``) into ``out``; with ``out_values``
+    (else empty), the ``a_values`` that go with the ones kept carried along."""
+    carry = out_values.size > 0
+    j = o = 0
+    for i in range(a.size):
+        if j < drop.size and a[i] == drop[j]:
+            j += 1
+            continue
+        out[o] = a[i]
+        if carry:
+            out_values[o] = a_values[i]
+        o += 1
+
+
 class _Ranked:
     """An update's kernels ranked once for :func:`compress`, answering for any number k of top kernels kept (eq.
     (2)) what its estimates and exact sizes read, without arrays over the ranked elements.
 
-    ``order``: kernels by descending score, ties by index; ``energy[k]``: squared norm of the top k kernels (the
-    cumulative sum in rank order); ``mags``: every element's magnitude (float64 of the float32 value).
+    ``order``: kernels by descending score, ties by index; ``energy(k)``: squared norm of the top k kernels (the
+    cumulative sum in rank order), ``total_energy`` that of all.
 
     Most kernels of a CNN update are single elements (linear weights, biases), whose score is their magnitude, so
-    among them rank order is magnitude order; the few larger kernels (convolutions) are tracked one by one: their
-    ranks, sizes and smallest and largest magnitudes. Element counts, magnitude ranges and elements at given
-    ranked positions follow from those by binary search. An update with a NaN falls back to arrays over all its
-    ranked elements.
+    among them rank order is magnitude order: they are ranked by one sort of 64-bit keys (the float32 magnitude
+    bits and the index, :func:`_single_keys`; zeros, last in index order, are left out of the sort), and merged
+    with the few larger kernels (convolutions, ranked by their norms) in one pass that adds up the sums of squares
+    and marks its state every :data:`_ENERGY_BLOCK` ranks (:func:`_merged_ranking`), from which ``energy(k)``
+    resumes. The larger kernels are tracked one by one: their ranks, sizes and smallest and largest magnitudes.
+    Element counts, magnitude ranges and elements at given ranked positions follow from those by binary search,
+    and the top k kernels from one pass comparing each one-element kernel's key with the k-th
+    (:func:`_kept_kernels`). An update with a NaN or an infinity falls back to arrays over all its ranked
+    elements.
     """
 
     def __init__(self, flat: np.ndarray, layout: sparsify.KernelLayout, score: str) -> None:
         if score not in ("rms", "l2"):
             raise sparsify.SparsifyError(f"score={score!r}: must be 'rms' or 'l2'")
         self.layout = layout
-        self.mags = flat.astype(np.float64)
-        np.abs(self.mags, out=self.mags)  # |v| of the float32 value, widened exactly
-        tensors = _tensor_kernels(layout)
-        # per-kernel sums of squares (each as np.add.reduceat over the whole update gives it) and the scores of
-        # sparsify.kernel_scores, tensor by tensor, written in place: a one-element kernel's sum is v^2 and its
-        # score, sqrt(v^2 / 1) or sqrt(v^2), is |v|
-        energy, scores = np.empty(layout.n_kernels), np.empty(layout.n_kernels)
-        at = 0
-        for a, n, size in tensors:
-            if size == 1:
-                np.square(self.mags[a : a + n], out=energy[at : at + n])
-                scores[at : at + n] = self.mags[a : a + n]
-                at += n
-            elif n:
-                sums = np.add.reduceat(self.mags[a : a + n] ** 2, np.arange(0, n, size))
-                energy[at : at + sums.size] = sums
-                scores[at : at + sums.size] = np.sqrt(sums / size if score == "rms" else sums)
-                at += sums.size
-        self.order = sparsify.rank_descending(scores)
-        self.energy = np.empty(energy.size + 1)
-        self.energy[0] = 0.0
-        np.cumsum(energy[self.order], out=self.energy[1:])
-        # kernel -> its rank, in 32 bits where they suffice (read whole by every kept(k))
-        small = np.int32 if self.order.size < 1 << 31 else np.int64
-        self.rank = np.empty(self.order.size, dtype=small)
-        self.rank[self.order] = np.arange(self.order.size, dtype=small)
-        self._element_rank: np.ndarray | None = None
+        self.flat = np.ascontiguousarray(flat, dtype=np.float32)
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        if np.isnan(self.energy[-1]):  # a NaN (sums of squares are >= 0): ranked last, and it propagates through
-            self._arrays = self._prefix_arrays()  # every running min and max after it
-        # the kernels of more than one element, by rank: rank, kernel, size, smallest and largest magnitude
-        big = [(np.arange(a, a + n, size), size, self.mags[a : a + n].reshape(-1, size))
-               for a, n, size in tensors if n and size > 1]  # fmt: skip
-        firsts = np.concatenate([f for f, _, _ in big]) if big else np.zeros(0, dtype=np.int64)
-        kernels = np.searchsorted(layout.start, firsts)
-        by_rank = np.argsort(self.rank[kernels])
-        self.big_rank = self.rank[kernels][by_rank].astype(np.int64)
-        self.big_kernel = kernels[by_rank]
+        self._fresh: np.ndarray | None = None  # kept_levels' scratch
+        tensors = _tensor_kernels(layout)
+        n_k = layout.n_kernels
+        self.shift = max(1, (n_k - 1).bit_length())
+        # per tensor: first element, first kernel, kernels, kernel size, first multi-element kernel's place
+        rows, kernel, conv = [], 0, 0
+        for a, n, size in tensors:
+            count = n // size if size else 0
+            rows.append((a, kernel, count, size, conv))
+            kernel += count
+            conv += count if size > 1 else 0
+        self.segments = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        # the multi-element kernels in index order: sums of squares (np.add.reduceat over each tensor, as
+        # sparsify.kernel_scores sums over the whole update), scores, smallest and largest magnitudes
+        parts, sums, scores, kernels = [], [], [], []
+        for a, j, count, size, _ in self.segments[(self.segments[:, 3] > 1) & (self.segments[:, 2] > 0)].tolist():
+            parts.append(np.abs(self.flat[a : a + count * size].astype(np.float64)).reshape(count, size))
+            sums.append(np.add.reduceat(parts[-1].reshape(-1) ** 2, np.arange(0, count * size, size)))
+            scores.append(np.sqrt(sums[-1] / size if score == "rms" else sums[-1]))
+            kernels.append(np.arange(j, j + count))
+        big = bool(parts)
+        conv_energy = np.concatenate(sums) if big else np.zeros(0)
+        conv_score = np.concatenate(scores) if big else np.zeros(0)
+        conv_kernel = np.concatenate(kernels) if big else np.zeros(0, dtype=np.int64)
+        single_rows = self.segments[self.segments[:, 3] == 1, :3]
+        n_single = int(single_rows[:, 2].sum())
+        self.keys = np.empty(n_single, dtype=np.uint64)
+        nonzero, finite = _single_keys(self.flat.view(np.uint32), single_rows, self.shift, self.keys)
+        if not finite or not np.isfinite(conv_energy).all():
+            self._rank_arrays(score)
+            return
+        self.keys[:nonzero].sort()
+        by_rank = np.lexsort((conv_kernel, -conv_score))  # descending score, ties by index
+        big_rank = np.empty(conv_kernel.size, dtype=np.int64)
+        self._merge = (self.keys, self.shift, _FLOAT32_SCALE, conv_score[by_rank], conv_kernel[by_rank],
+                       conv_energy[by_rank])  # the sorted inputs of _merged_ranking
+        self._marks = np.empty(n_k // _ENERGY_BLOCK + 1)
+        self._marked = np.empty((self._marks.size, 2), dtype=np.int64)
+        self.total_energy = _merged_ranking(*self._merge, 0, 0, 0, 0.0, n_k, big_rank, _ENERGY_BLOCK, self._marks,
+                                            self._marked)  # fmt: skip
+        self.conv_rank = np.empty(conv_kernel.size, dtype=np.int64)  # by index
+        self.conv_rank[by_rank] = big_rank
+        # the multi-element kernels by rank: rank, kernel, size, running smallest and largest magnitude
+        self.big_rank = big_rank
+        self.big_kernel = conv_kernel[by_rank]
         self.big_size = layout.size[self.big_kernel]
         self.big_extra = np.concatenate([[0], np.cumsum(self.big_size - 1)])  # extra elements of the first i
         self.big_start = self.big_rank + self.big_extra[:-1]  # ranked position of each one's first element
-        lows = np.concatenate([m.min(axis=1) for _, _, m in big]) if big else np.zeros(0)
-        highs = np.concatenate([m.max(axis=1) for _, _, m in big]) if big else np.zeros(0)
+        lows = np.concatenate([m.min(axis=1) for m in parts]) if big else np.zeros(0)
+        highs = np.concatenate([m.max(axis=1) for m in parts]) if big else np.zeros(0)
         self.big_low = np.minimum.accumulate(lows[by_rank]) if big else lows
         self.big_high = np.maximum.accumulate(highs[by_rank]) if big else highs
-        self.singles_before = self.big_rank - np.arange(self.big_rank.size)  # single kernels ranked above each
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        """Kernels by rank (descending score, ties by index): the multi-element ones at their ranks, the
+        one-element ones (their keys' kernel indices, in key order) at the others."""
+        order = np.empty(self.layout.n_kernels, dtype=np.int64)
+        singles = np.ones(order.size, dtype=bool)
+        singles[self.big_rank] = False
+        order[singles] = (self.keys & np.uint64((1 << self.shift) - 1)).astype(np.int64)
+        order[self.big_rank] = self.big_kernel
+        return order
+
+    def _rank_arrays(self, score: str) -> None:
+        """The ranking of an update with a NaN or an infinity: ``sparsify.rank_descending`` of
+        ``sparsify.kernel_scores``' scores (the packed-key sort's fallback: ``np.argsort``), the cumulative sum of
+        squares in rank order, and arrays over every ranked element."""
+        mags = np.abs(self.flat.astype(np.float64))
+        energy = np.add.reduceat(mags**2, self.layout.start) if self.layout.n_kernels else np.zeros(0)
+        scores = np.sqrt(energy / self.layout.size) if score == "rms" else np.sqrt(energy)
+        singles = self.layout.size == 1  # a one-element kernel's score is its magnitude
+        scores[singles] = mags[self.layout.start[singles]]
+        self.__dict__["order"] = sparsify.rank_descending(scores)  # the cached property's value
+        self._energy = np.empty(energy.size + 1)
+        self._energy[0] = 0.0
+        np.cumsum(energy[self.order], out=self._energy[1:])
+        self.total_energy = float(self._energy[-1])
+        self.rank = np.empty(self.order.size, dtype=np.int64)
+        self.rank[self.order] = np.arange(self.order.size)
+        self._arrays = self._prefix_arrays()
 
     def _prefix_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(n_el, ranked elements, running min, running max): element counts of the top k kernels and, over the
@@ -387,10 +665,25 @@ class _Ranked:
         sizes = self.layout.size[self.order]
         n_el = np.concatenate([[0], np.cumsum(sizes)])
         rank_el = sparsify.kernel_elements(self.order, self.layout)
-        mags = self.mags[rank_el]
+        mags = self.magnitudes(rank_el)
         low = np.minimum.accumulate(mags) if mags.size else mags
         high = np.maximum.accumulate(mags) if mags.size else mags
         return n_el, rank_el, low, high
+
+    def energy(self, k: int) -> float:
+        """Squared norm of the top k kernels: the sum of their sums of squares added in rank order, as
+        ``np.cumsum`` of them in rank order gives it (resumed from the last state :func:`_merged_ranking` marked
+        before rank k)."""
+        if self._arrays is not None:
+            return float(self._energy[k])
+        b = k // _ENERGY_BLOCK
+        i, c = self._marked[b]
+        return _merged_ranking(*self._merge, b * _ENERGY_BLOCK, int(i), int(c), float(self._marks[b]), k, _NO_RANKS,
+                               _ENERGY_BLOCK, _NO_TERMS, _NO_MARKED)  # fmt: skip
+
+    def magnitudes(self, elements: np.ndarray) -> np.ndarray:
+        """|value| of ``elements`` (float64 of the float32 value)."""
+        return np.abs(self.flat[elements]).astype(np.float64)
 
     def n_elements(self, k: int) -> int:
         """Elements of the top k kernels."""
@@ -400,8 +693,7 @@ class _Ranked:
 
     def _single(self, i: int) -> int:
         """The element of the i-th (from 0) single-element kernel in rank order."""
-        r = i + int(np.searchsorted(self.singles_before, i, side="right"))
-        return int(self.layout.start[self.order[r]])
+        return int(self.layout.start[int(self.keys[i]) & ((1 << self.shift) - 1)])
 
     def magnitude_range(self, k: int) -> tuple[float, float]:
         """(smallest, largest) magnitude among the elements of the top k kernels; (0, 0) for k = 0."""
@@ -416,8 +708,8 @@ class _Ranked:
             lows.append(self.big_low[big - 1])
             highs.append(self.big_high[big - 1])
         if k > big:  # singles rank by magnitude: the first is the largest, the last the smallest
-            lows.append(self.mags[self._single(k - big - 1)])
-            highs.append(self.mags[self._single(0)])
+            lows.append(abs(float(self.flat[self._single(k - big - 1)])))
+            highs.append(abs(float(self.flat[self._single(0)])))
         return float(min(lows)), float(max(highs))
 
     def elements_at(self, positions: np.ndarray) -> np.ndarray:
@@ -425,28 +717,119 @@ class _Ranked:
         kernel's elements ascending)."""
         if self._arrays is not None:
             return self._arrays[1][positions]
+        low = np.uint64((1 << self.shift) - 1)
         if self.big_rank.size == 0:
-            return self.layout.start[self.order[positions]]
+            return self.layout.start[(self.keys[positions] & low).astype(np.int64)]
         t = np.searchsorted(self.big_start, positions, side="right")  # big kernels starting at or before
         prev = np.maximum(t - 1, 0)
         inside = (t > 0) & (positions < self.big_start[prev] + self.big_size[prev])
         out = np.empty(positions.size, dtype=np.int64)
-        r = positions[~inside] - self.big_extra[t[~inside]]  # kernel rank of a single after t big kernels
-        out[~inside] = self.layout.start[self.order[r]]
+        single = positions[~inside] - self.big_extra[t[~inside]] - t[~inside]  # singles ranked before it
+        out[~inside] = self.layout.start[(self.keys[single] & low).astype(np.int64)]
         p = prev[inside]
         out[inside] = self.layout.start[self.big_kernel[p]] + positions[inside] - self.big_start[p]
         return out
 
+    def _threshold(self, k: int) -> int:
+        """The key of the last one-element kernel among the top k (0 when there is none)."""
+        singles = k - int(np.searchsorted(self.big_rank, k))
+        return int(self.keys[singles - 1]) if singles > 0 else 0
+
+    def _kept_arrays(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """int64 arrays for the k kept kernels and their elements, one longer (:func:`_kept_kernels`)."""
+        return np.empty(k + 1, dtype=np.int64), np.empty(self.n_elements(k) + 1, dtype=np.int64)
+
     def kept(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(sorted kept kernels, their elements ascending) of the top k kernels."""
-        kept = np.flatnonzero(self.rank < k)
-        if self.layout.n_kernels == self.layout.n_elements:  # every kernel one element
-            return kept, kept
-        if self._element_rank is None:
-            self._element_rank = np.repeat(self.rank, self.layout.size)
-        return kept, np.flatnonzero(self._element_rank < k)
+        if self._arrays is not None:
+            return np.flatnonzero(self.rank < k), np.sort(self._arrays[1][: self._arrays[0][k]])
+        kept, elements = self._kept_arrays(k)
+        _kept_kernels(self.flat.view(np.uint32), self.segments, self.shift, k, self._threshold(k), self.conv_rank,
+                      kept, elements, False, 0, 0, _NO_CACHE, _NO_INDICES, _NO_INDICES)  # fmt: skip
+        return kept[:-1], elements[:-1]
+
+    def kept_levels(self, k: int, known: _KnownLevels, buffers: _Buffers | None = None) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray, _Buffers | None]:  # fmt: skip
+        """(sorted kept kernels, their elements ascending, their level indices, the buffers they view) of the top k
+        kernels at the L and range of ``known`` (eq. (4), as :func:`quantize.rounded_levels` gives them), which
+        keeps the indices of the elements it quantises for the next k. The three arrays view ``buffers`` (int64,
+        n_kernels + 1, n + 1 and n + 1 long; allocated when None), so that a caller can reuse those of a plan it
+        dropped: fresh memory costs a page fault per 4 KiB on first use."""
+        if self._arrays is not None or known.collapsed:  # (rounded_levels' zeros when collapsed)
+            kept, elements = self.kept(k)
+            indices, _ = quantize.rounded_levels(self.magnitudes(elements), known.levels, *known.range,
+                                                 known.uniforms[elements])  # fmt: skip
+            return kept, elements, indices, None
+        if buffers is None:
+            n = self.flat.size
+            buffers = np.empty(self.layout.n_kernels + 1, dtype=np.int64), *np.empty((2, n + 1), dtype=np.int64)
+        if self._fresh is None:
+            self._fresh = np.empty(self.flat.size + 1, dtype=np.int64)
+        n_el = self.n_elements(k)
+        kept, elements, indices = buffers[0][: k + 1], buffers[1][: n_el + 1], buffers[2][: n_el + 1]
+        done = min(known.known, k)
+        n_fresh = _kept_kernels(self.flat.view(np.uint32), self.segments, self.shift, k, self._threshold(k),
+                                self.conv_rank, kept, elements, True, done, self._threshold(done), known.cache,
+                                indices, self._fresh)  # fmt: skip
+        _quantise(self.flat, elements, self._fresh[:n_fresh], known.uniforms, known.points, known.levels,
+                  known.searched, known.cache, indices, _NO_TERMS)  # fmt: skip
+        known.known = max(known.known, k)
+        return kept[:-1], elements[:-1], indices[:-1], buffers
 
 
+    def _ranked_between(self, k0: int, k1: int) -> np.ndarray:
+        """The kernels ranked k0 to k1 - 1 (k0 <= k1), ascending."""
+        b0, b1 = (int(b) for b in np.searchsorted(self.big_rank, [k0, k1]))
+        singles = (self.keys[k0 - b0 : k1 - b1] & np.uint64((1 << self.shift) - 1)).astype(np.int64)
+        return np.sort(np.concatenate([singles, self.big_kernel[b0:b1]]))
+
+    def kept_levels_from(self, k: int, known: _KnownLevels, previous: tuple[int, np.ndarray, np.ndarray, np.ndarray],
+                         buffers: _Buffers | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Buffers]:
+        """:meth:`kept_levels` of the top k from ``previous``, (k0, kept, elements, level indices) of the top k0 at
+        the same L and range (not collapsed; arrays not in ``buffers``): the kernels ranked between k0 and k, few
+        when k is near k0, merged in (their elements quantised, :func:`_quantise`) or left out, in one pass over
+        the previous arrays instead of one over the whole update."""
+        k0, kept0, elements0, indices0 = previous
+        delta = self._ranked_between(min(k0, k), max(k0, k))
+        delta_elements = sparsify.kernel_elements(delta, self.layout)  # ascending: kernels tile the update in order
+        if buffers is None:
+            n = self.flat.size
+            buffers = np.empty(self.layout.n_kernels + 1, dtype=np.int64), *np.empty((2, n + 1), dtype=np.int64)
+        n_el = self.n_elements(k)
+        kept, elements, indices = buffers[0][:k], buffers[1][:n_el], buffers[2][:n_el]
+        if k > k0:
+            delta_indices = np.empty(delta_elements.size, dtype=np.int64)
+            _quantise(self.flat, delta_elements, np.arange(delta_elements.size), known.uniforms, known.points,
+                      known.levels, known.searched, known.cache, delta_indices, _NO_TERMS)  # fmt: skip
+            _merged_sorted(kept0, delta, kept, _NO_INDICES, _NO_INDICES, _NO_INDICES)
+            _merged_sorted(elements0, delta_elements, elements, indices0, delta_indices, indices)
+        else:
+            _without_sorted(kept0, delta, kept, _NO_INDICES, _NO_INDICES)
+            _without_sorted(elements0, delta_elements, elements, indices0, indices)
+        known.known = max(known.known, k)
+        return kept, elements, indices, buffers
+
+
+_Buffers = tuple[np.ndarray, np.ndarray, np.ndarray]
+_NO_CACHE, _NO_INDICES, _NO_TERMS = np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.int64), np.zeros(0)
+_NO_RANKS, _NO_MARKED = np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
+#: Ranks between the states of the ranking's merge that _Ranked keeps (its energy of any k resumes from one).
+_ENERGY_BLOCK = 256
+
+
+class _KnownLevels:
+    """Level indices (eq. (4)) of an update's elements at one L and range [u_min, u_max]: the elements of the top
+    ``known`` kernels have theirs in ``cache`` (by element); ``points``: the quantisation points (float64) and
+    ``searched`` which way :func:`quantize.rounded_levels` finds an interval; ``collapsed``: Q_L <= Q_0 (every
+    index 0)."""
+
+    def __init__(self, n: int, uniforms: np.ndarray, levels: int, u_min: float, u_max: float) -> None:
+        self.uniforms, self.levels, self.range = uniforms, levels, (u_min, u_max)
+        self.points = quantize.quantization_points(levels, u_min, u_max).astype(np.float64)
+        self.collapsed = not self.points[-1] > self.points[0]
+        self.searched = not self.collapsed and quantize._interval_searched(np.zeros(0), self.points, levels) is not None
+        self.cache = np.empty(n, dtype=np.uint16)
+        self.known = 0
 class _Estimates:
     """(estimated bits, estimated squared error) of keeping the top k kernels at L levels, memoised: exact mask and
     sign bits, level bits from the empirical entropy of the level indices of a subsample of about ``sample_size``
@@ -460,27 +843,50 @@ class _Estimates:
         stride = max(1, uniforms.size // sample_size)
         self.sample = np.arange(0, uniforms.size, stride)
         sampled = ranked.elements_at(self.sample)
-        self.u_sample, self.mags_sample = uniforms[sampled], ranked.mags[sampled]
+        self.u_sample, self.mags_sample = uniforms[sampled], ranked.magnitudes(sampled)
+        self.at = np.arange(self.sample.size)  # the sample's own positions, for _quantise
+        self.scratch, self.terms = np.empty(self.sample.size, dtype=np.int64), np.empty(self.sample.size)
         self.estimates: dict[tuple[int, int], tuple[float, float]] = {}
 
     def __call__(self, k: int, levels: int) -> tuple[float, float]:
         """(estimated bits, estimated squared error) of keeping the top k kernels at L = levels."""
-        ranked, energy, n_k = self.ranked, self.ranked.energy, self.n_k
+        ranked, n_k = self.ranked, self.n_k
         if k == 0:
-            return float(self.minimum), float(energy[-1])
+            return float(self.minimum), ranked.total_energy
         if (k, levels) in self.estimates:
             return self.estimates[k, levels]
         n = ranked.n_elements(k)
         lo, hi = ranked.magnitude_range(k)
         m = int(np.searchsorted(self.sample, n))  # the sample points among the first n ranked elements
-        idx, q = quantize.rounded_levels(self.mags_sample[:m], levels, lo, hi, self.u_sample[:m], with_error=True)
-        h = _entropy_per_symbol(idx) if hi > lo else 0.0
+        if ranked._arrays is None:
+            q, h = self._sampled(m, levels, lo, hi)
+        else:
+            mags, u = self.mags_sample[:m], self.u_sample[:m]
+            idx, q = quantize.rounded_levels(mags, levels, lo, hi, u, with_error=True)
+            h = _entropy_per_symbol(idx) if hi > lo else 0.0
         p = k / n_k
         mask = n_k * _binary_entropy(min(p, 1 - p)) * 1.03 + 200
         bits = self.minimum + 150 + mask + n * (1.0 + h) + min(n, 256 * 4 + 2000)
         q_err = q * (n / max(m, 1))
-        self.estimates[k, levels] = bits, float(energy[-1] - energy[k]) + q_err
+        self.estimates[k, levels] = bits, float(ranked.total_energy - ranked.energy(k)) + q_err
         return self.estimates[k, levels]
+
+    def _sampled(self, m: int, levels: int, lo: float, hi: float) -> tuple[float, float]:
+        """(expected rounding error, level index entropy [bits per index]) of the first m sampled magnitudes at L
+        = levels and range [lo, hi]: :func:`quantize.rounded_levels`' error (its terms clipped at 0 and summed by
+        numpy, as it sums them) and the entropy of its indices' histogram, the terms and indices from one pass
+        (:func:`_quantise`)."""
+        points = quantize.quantization_points(levels, lo, hi).astype(np.float64)
+        if not points[-1] > points[0]:  # collapsed: every index 0
+            _, q = quantize.rounded_levels(self.mags_sample[:m], levels, lo, hi, self.u_sample[:m], with_error=True)
+            return q, 0.0
+        searched = quantize._interval_searched(np.zeros(0), points, levels) is not None
+        levels_out, terms = self.scratch[:m], self.terms[:m]
+        _quantise(self.mags_sample, self.at, self.at[:m], self.u_sample, points, levels, searched, levels_out,
+                  levels_out, terms)  # fmt: skip
+        q = float(np.clip(terms, 0.0, None).sum())
+        h = coding.entropy_bits(np.bincount(levels_out, minlength=levels + 1)) / m if hi > lo and m else 0.0
+        return q, h
 
 
 def _least_estimated_error(estimate: _Estimates, levels_grid: Sequence[int], budget_bits: float) -> tuple[int, int]:
@@ -507,9 +913,10 @@ def _least_estimated_error(estimate: _Estimates, levels_grid: Sequence[int], bud
 class _ExactSizes:
     """Payload plans of the top k kernels at one L and their exact sizes [bits].
 
-    Level indices by element for the refinement's L and range. The range is mostly the same for every k it tries
-    (a convolution kernel holds the smallest magnitude, the top single weight the largest); then an element's
-    index is the same whatever k, and only the elements of kernels not quantised yet are quantised.
+    Level indices by element for the refinement's L and range (:class:`_KnownLevels`). The range is mostly the
+    same for every k it tries (a convolution kernel holds the smallest magnitude, the top single weight the
+    largest); then an element's index is the same whatever k, and only the elements of kernels not quantised yet
+    are quantised. The arrays of a plan given back by :meth:`release` are reused by the next one.
     """
 
     def __init__(self, ranked: _Ranked, uniforms: np.ndarray, levels: int, shapes: Sequence[Sequence[int]]) -> None:
@@ -517,37 +924,53 @@ class _ExactSizes:
         self.uniforms = uniforms
         self.levels = levels
         self.shapes = shapes
-        self.known_range: tuple[float, float] | None = None
-        self.known_ranks = 0  # the elements of the top known_ranks kernels have their index in known
-        self.known = np.empty(0, dtype=np.int64)
+        self.known: _KnownLevels | None = None
+        self._spare: list[_Buffers] = []
+        self._buffers: dict[int, _Buffers] = {}  # id(plan) -> the buffers its arrays view
+        # the last plan's k, kept kernels, elements, level indices and buffers (at the range of self.known)
+        self._last: tuple[int, np.ndarray, np.ndarray, np.ndarray, _Buffers] | None = None
 
     def __call__(self, k: int) -> tuple[int, _Plan]:
-        """(exact payload bits, plan) of keeping the top k kernels."""
-        ranked, uniforms, levels = self.ranked, self.uniforms, self.levels
-        kept, elements = ranked.kept(k)
+        """(exact payload bits, plan) of keeping the top k kernels: from the last plan's arrays when its range is
+        the same and its k within a quarter of this one (:meth:`_Ranked.kept_levels_from`), else from a pass over
+        the update (:meth:`_Ranked.kept_levels`)."""
+        ranked = self.ranked
         lo, hi = ranked.magnitude_range(k)
-        if self.known_range != (lo, hi):
-            plan = _quantised(kept, elements, ranked.mags[elements], uniforms[elements], levels, lo, hi)
-            self.known_range, self.known_ranks, self.known = (lo, hi), k, np.empty(uniforms.size, dtype=np.int64)
-            self.known[elements] = plan.indices
+        if self.known is None or self.known.range != (lo, hi):
+            self.known = _KnownLevels(self.uniforms.size, self.uniforms, self.levels, lo, hi)
+            self._last = None
+        last = self._last
+        spare = next((b for b in self._spare if last is None or b is not last[4]), None)  # not the last's arrays
+        if spare is not None:
+            self._spare.remove(spare)
+        if last is not None and last[4] is not None and not self.known.collapsed and 0 < abs(k - last[0]) <= k // 4:
+            kept, elements, indices, buffers = ranked.kept_levels_from(k, self.known, last[:4], spare)
         else:
-            if k > self.known_ranks:
-                new = sparsify.kernel_elements(ranked.order[self.known_ranks:k], ranked.layout)
-                self.known[new] = quantize.rounded_levels(ranked.mags[new], levels, lo, hi, uniforms[new])[0]
-                self.known_ranks = k
-            plan = _Plan(kept, elements, self.known[elements], lo, hi, levels)
+            kept, elements, indices, buffers = ranked.kept_levels(k, self.known, spare)
+        self._last = (k, kept, elements, indices, buffers)
+        plan = _Plan(kept, elements, indices, lo, hi, self.levels)
+        if buffers is not None:
+            self._buffers[id(plan)] = buffers
         return _plan_bits(plan, self.shapes, ranked.layout.n_kernels), plan
+
+    def release(self, plan: _Plan) -> None:
+        """``plan`` is no longer used: its arrays' memory goes to the next plan."""
+        buffers = self._buffers.pop(id(plan), None)
+        if buffers is not None:
+            self._spare.append(buffers)
 
 
 def _refined(exact: _ExactSizes, k: int, budget_bits: float, minimum: int, refine_steps: int) -> _Plan:
     """The plan of the largest k found to fit ``budget_bits`` by exact sizes, starting from the estimate's k:
     secant guesses, then bisection, between the largest fitting and the smallest failing k (to within 0.5 % of
     k); steps past ``refine_steps`` continue only until something fits, and k = 0 (header only) is the last
-    resort."""
+    resort. Plans it drops are released to ``exact``."""
     n_k = exact.ranked.layout.n_kernels
     size, plan = exact(k)
     fits_k, fits_plan = (k, plan) if size <= budget_bits else (0, None)
     bad_k = n_k + 1 if size <= budget_bits else k
+    if fits_plan is None:
+        exact.release(plan)
     steps = 0
     while bad_k - fits_k > max(1, fits_k // 200) and (steps < refine_steps or fits_plan is None):
         steps += 1
@@ -556,9 +979,12 @@ def _refined(exact: _ExactSizes, k: int, budget_bits: float, minimum: int, refin
         k = min(k, n_k)
         size, plan = exact(k)
         if size <= budget_bits:
+            if fits_plan is not None:
+                exact.release(fits_plan)
             fits_k, fits_plan = k, plan
         else:
             bad_k = k
+            exact.release(plan)
     if fits_plan is None:
         fits_plan = exact(0)[1]
     return fits_plan
