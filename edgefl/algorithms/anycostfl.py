@@ -76,6 +76,8 @@ class AnycostFL(Method):
     ``sqrt(alpha)`` (so about ``alpha`` of the FLOPs and parameters) and plans ``alpha beta S`` upload bits.
     """
 
+    codec = "anycostfl"
+
     name = "anycostfl"
     Settings = AnycostFLSettings
     needs = Needs(deadline=True, budget=True, surrogate=True, cost_modes=("physical",))

@@ -429,6 +429,10 @@ class Method(ABC):
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         """The next global state from the updates that arrived in time (may be empty)."""
 
+    #: The codec whose compiled kernels a worker loads when it starts (:func:`edgefl.compression.warm.warm_up`);
+    #: None: the method compresses nothing.
+    codec: str | None = None
+
     def evaluate(self, state: State) -> tuple[float, float]:
         """(test accuracy in [0, 1], mean test loss) of the global model; a method with its own inference
         rule (HeteroFL's static batch norm) overrides this."""

@@ -102,6 +102,8 @@ def smallest_full_payload_bits(shapes: dict[str, tuple[int, ...]]) -> int:
 class FedHQ(BudgetedMethod):
     """Full update, L intervals per device from its bit budget; weights n_i / (1 + q_i) (:func:`fedhq_weights`)."""
 
+    codec = "topk"
+
     name = "fedhq"
     needs = Needs(surrogate=True, cost_modes=("physical",))  # its plan needs no real model
 

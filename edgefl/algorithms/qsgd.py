@@ -30,6 +30,8 @@ before entropy coding); the knob the budget moves is the sparsity k."""
 class QSGD(BudgetedMethod):
     """Element-wise top-k + unbiased stochastic quantisation with ``LEVELS`` intervals; k from the bit budget."""
 
+    codec = "topk"
+
     name = "qsgd"
     levels = LEVELS
 

@@ -35,6 +35,8 @@ class STC(BudgetedMethod):
     of) and saved in :meth:`state_dict` as float64 tensors.
     """
 
+    codec = "stc"
+
     name = "stc"
 
     def __init__(self, *, settings=None, setup) -> None:

@@ -56,6 +56,8 @@ class LatticeUpdate:
 class UVeQFed(BudgetedMethod):
     """Top-k sub-vectors + subtractive-dithered A2 lattice quantisation + entropy coding; k from the bit budget."""
 
+    codec = "uveqfed"
+
     name = "uveqfed"
     Settings = UVeQFedSettings
 
