@@ -12,11 +12,11 @@ cores; doubling devices costs <= 2.2x.
 Measured (defaults) at 333578a on the shared 2-core machine while it was quiet (load ~1), two runs of the
 script: 10^4 devices 6.0 and 6.1 s (CPU = wall): **33,473 and 32,600 jobs/s**; 2x10^4 devices 7.8 and 7.7 s,
 doubling 1.31x and 1.32x; peak 197-199 MB: both targets met. Earlier, same machine: 16ffbe9 (before the rarer
-GC passes of ``edgefl.asynchronous.fewer_collections``) 26,238 jobs/s quiet, doubling 1.26x; back to back with
+GC passes of ``edgefl.engine.async_driver.fewer_collections``) 26,238 jobs/s quiet, doubling 1.26x; back to back with
 333578a (one 10^4-device run per tree, 3 pairs, jobs per CPU second) 27,411-31,631 against 31,387-36,490,
 paired ratio 1.03-1.33 (median 1.10). 050c5c0: 21,990 quiet. 87df4a7 (selection by rejection) at load ~3.1:
 11,329 of wall, 15,413 per CPU second. Before this session's changes, at load 4.6: 8,662 jobs/s.
-``edgefl/asynchronous.py`` says where the time goes.
+``edgefl/engine/async_driver.py`` says where the time goes.
 
     .venv/bin/python benchmarks/async_scale.py              # 10,000 and 20,000 devices, 2,000 updates, 3 runs each
     .venv/bin/python benchmarks/async_scale.py --updates 200 --repeats 1
@@ -48,8 +48,8 @@ HERE = Path(__file__).resolve().parents[1]  # the source tree this script belong
 
 
 def child(n_devices: int, updates: int) -> None:
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import load_scenario
 
     sc = load_scenario(PRESET, [f"fleet.n_devices={n_devices}", f"rounds={updates}"])
     t0, c0 = time.perf_counter(), time.process_time()

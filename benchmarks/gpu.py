@@ -76,8 +76,8 @@ VECTORISE = "auto"
 def _round(preset: str, sets: list[str], device: str, method: str = "fedavg", rounds: int = 2) -> tuple[float, str]:
     """Wall time [s] per round of rounds 2..``rounds`` of ``preset`` (``method``) on ``device`` (round 1 is the
     warm-up: kernels, caches, allocator), and a hash of the run's tables."""
-    from edgefl.runner import prepare
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import prepare
+    from edgefl.run.load import load_scenario
 
     sc = load_scenario(preset, [*sets, f"rounds={rounds}", "checkpoint_every=0", f"method.name={method}",
                                 f"train.device={device}", f"round.deadline_s={LIFTED_DEADLINE_S}", "fleet.budget.kind=none",
@@ -147,8 +147,8 @@ def main() -> None:
                 print(f"{label}, FedAvg, 60 devices x {args.gpu_images} images, one round on the GPU: {gpu_s:.2f} s "
                       f"({1 / gpu_s:.2f} rounds per second)", flush=True)  # fmt: skip
     if args.paper:
-        from edgefl.runner import run_scenario
-        from edgefl.scenario import load_scenario
+        from edgefl.run.runner import run_scenario
+        from edgefl.run.load import load_scenario
 
         pool = ["train.executor=processes", f"train.workers={args.paper_workers}"] if args.paper_workers else []
         sc = load_scenario("anycostfl_fmnist", [f"rounds={args.paper_rounds}", "checkpoint_every=0",

@@ -70,7 +70,7 @@ def cases(data_root: Path) -> dict[str, tuple[str, list[str]]]:
     """Case name -> (preset, overrides)."""
     from scenarios import list_presets
 
-    from edgefl.scenario import read_scenario_dict
+    from edgefl.scenario.loading import read_scenario_dict
 
     out: dict[str, tuple[str, list[str]]] = {}
     for preset in list_presets():
@@ -91,8 +91,8 @@ def cases(data_root: Path) -> dict[str, tuple[str, list[str]]]:
 
 def run(out_dir: Path, only: str | None) -> None:
     from edgefl.errors import EdgeflError
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import load_scenario
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, (preset, sets) in cases(out_dir / "_data").items():

@@ -1,5 +1,5 @@
 """The floors of edgefl's import graph: the number of modules on the longest chain of imports between edgefl's own
-modules, and that chain. A floor is a module of ``edgefl/`` or a subpackage as a whole (``edgefl.algorithms``,
+modules, and that chain. A floor is a module of ``edgefl/`` or a subpackage as a whole (``edgefl.methods``,
 ``edgefl.design``, ``edgefl.learning``...: the chains inside a subpackage are its own business).
 
 Every ``import edgefl.x`` / ``from edgefl.x import y`` / relative import in a module counts as an edge, wherever

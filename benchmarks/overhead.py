@@ -25,8 +25,8 @@ from edgefl.learning.datasets import load_digits
 from edgefl.learning.models import build_model, init_parameters
 from edgefl.learning.partition import partition_iid
 from edgefl.learning.train import LocalTrainConfig, evaluate, local_train
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
 
 OVERRIDES = [

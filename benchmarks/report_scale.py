@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgefl.output import DEVICE_ROUNDS_FILES  # noqa: E402
-from edgefl.results import write_run  # noqa: E402
-from edgefl.runner import run_scenario  # noqa: E402
-from edgefl.scenario import load_scenario  # noqa: E402
+from edgefl.output.device_rounds_file import DEVICE_ROUNDS_FILES  # noqa: E402
+from edgefl.output.results import write_run  # noqa: E402
+from edgefl.run.runner import run_scenario  # noqa: E402
+from edgefl.run.load import load_scenario  # noqa: E402
 
 PRESET = "anycostfl_surrogate_10k"
 REPORT_LIMIT_BYTES = 10 * 1024**2

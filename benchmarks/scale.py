@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parents[1]  # the source tree this script belong
 
 
 def child(n_devices: int, rounds: int) -> None:
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import load_scenario
 
     sc = load_scenario(
         PRESET, [f"fleet.n_devices={n_devices}", f"method.clients_per_round={n_devices}", f"rounds={rounds}"]

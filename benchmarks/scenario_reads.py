@@ -1,5 +1,5 @@
 """Reads of a scenario's sections in edgefl's runtime: the source lines that take a field of a
-:class:`edgefl.scenario.Scenario` (``scenario.fleet``, ``sc.train``, ``run.scenario.seed``, ...), per file.
+:class:`edgefl.scenario.loading.Scenario` (``scenario.fleet``, ``sc.train``, ``run.scenario.seed``, ...), per file.
 
     python benchmarks/scenario_reads.py [ROOT ...] [--lines]
 
@@ -14,12 +14,12 @@ and ``X`` names a scenario: the names ``scenario`` and ``sc``, or any ``<expr>.s
 
 Files left out, where reading the scenario is their job:
 
-- ``edgefl/scenario.py`` and ``edgefl/config.py``: the scenario and its sections themselves;
-- ``edgefl/runner.py``: the build step (:func:`edgefl.runner.build_run` and the values it resolves for the
+- ``edgefl/scenario/loading.py`` and ``edgefl/scenario/sections.py``: the scenario and its sections themselves;
+- ``edgefl/run/runner.py``: the build step (:func:`edgefl.run.runner.build_run` and the values it resolves for the
   run, the learning workload's configs and the run's header among them);
 - ``edgefl/cli/``, ``edgefl/sweep/``, ``edgefl/design/``: the front ends, which load and edit scenarios.
 
-Every other module of ``edgefl/`` counts, the check before round 1 (``edgefl/preflight.py``) included.
+Every other module of ``edgefl/`` counts, the check before round 1 (``edgefl/run/preflight.py``) included.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import argparse
 import ast
 from pathlib import Path
 
-EXCLUDED_FILES = ("edgefl/scenario.py", "edgefl/config.py", "edgefl/runner.py")
+EXCLUDED_FILES = ("edgefl/scenario/loading.py", "edgefl/scenario/sections.py", "edgefl/run/runner.py")
 EXCLUDED_DIRS = ("edgefl/cli/", "edgefl/sweep/", "edgefl/design/")
 SCENARIO_NAMES = ("scenario", "sc")
 
@@ -39,7 +39,7 @@ def scenario_fields(root: Path) -> set[str]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Scenario":
             return {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
-    raise SystemExit(f"{root}: no class Scenario in edgefl/scenario.py")
+    raise SystemExit(f"{root}: no class Scenario in edgefl/scenario/loading.py")
 
 
 def _names_scenario(node: ast.expr) -> bool:

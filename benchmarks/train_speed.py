@@ -116,10 +116,10 @@ def child(method: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.algorithms import METHODS as REGISTRY
+    from edgefl.methods import METHODS as REGISTRY
     from edgefl.learning.workload import Workload
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import load_scenario
 
     times = {"train_s": 0.0, "update_s": 0.0}
 
@@ -164,8 +164,8 @@ def child_round(method: str, executor: str, jobs_file: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.runner import prepare, run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import prepare, run_scenario
+    from edgefl.run.load import load_scenario
 
     extra = [] if executor == "inline" else ["train.executor=processes", "train.workers=2"]
     sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}", *extra])
@@ -189,8 +189,8 @@ def child_bare(method: str, jobs_file: str) -> None:
 
     torch.set_num_threads(1)
     from edgefl.learning.models import build_model
-    from edgefl.runner import draw_devices
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import draw_devices
+    from edgefl.run.load import load_scenario
 
     sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}"])
     wl = draw_devices(sc).workload

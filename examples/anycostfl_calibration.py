@@ -30,8 +30,8 @@ def one_round(method: str, partition: str, seed: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.runner import Simulation
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import Simulation
+    from edgefl.run.load import load_scenario
 
     over = [f"method.name={method}", "rounds=1", f"seed={seed}", f"data.partition={partition}"]
     if partition == "shards":

@@ -31,10 +31,10 @@ WIDTHS = (1.0, 0.875, 0.75, 0.625, 0.5, 0.25, 0.125, 0.0625)
 
 def contexts(method: str, seed: int, rounds: int, extra: list[str]):
     """The simulation's method and each round's planning context (every device selected)."""
-    from edgefl.algorithms import RoundContext
-    from edgefl.runner import Simulation
-    from edgefl.scenario import load_scenario
-    from edgefl.system import draw_budgets_j
+    from edgefl.methods import RoundContext
+    from edgefl.run.runner import Simulation
+    from edgefl.run.load import load_scenario
+    from edgefl.fleet.devices import draw_budgets_j
 
     sim = Simulation(load_scenario("anycostfl_fmnist", overrides(method, "IID", seed, rounds, 50, 1000) + extra))
     run = sim.run

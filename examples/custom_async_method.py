@@ -3,7 +3,7 @@ exponential staleness rule.
 
 FedAsync (Xie et al., "Asynchronous Federated Optimization", 2019) mixes every arrival into the global model,
 ``w <- (1 - alpha_t) w + alpha_t w_i`` with ``alpha_t = alpha s(tau)``, where tau is the update's staleness in
-server updates (:mod:`edgefl.algorithms.asynchronous` ships its constant, polynomial and hinge s, Sec. 5.2). This
+server updates (:mod:`edgefl.methods.asynchronous` ships its constant, polynomial and hinge s, Sec. 5.2). This
 file adds an exponential one, ``s(tau) = exp(-decay tau)``, by subclassing FedAsync and changing only the step:
 
 - its settings model is the ``[method.fedasync_exp]`` table (``alpha``, ``decay`` >= 0 per server update of
@@ -12,7 +12,7 @@ file adds an exponential one, ``s(tau) = exp(-decay tau)``, by subclassing FedAs
   real models, and the surrogate's asynchronous step under ``learning = "surrogate"``.
 
 Being asynchronous is declared, not probed: ``needs`` (inherited from
-:class:`~edgefl.algorithms.asynchronous.AsyncMethod`) says ``asynchronous=True``, so the run is played by the
+:class:`~edgefl.methods.asynchronous.AsyncMethod`) says ``asynchronous=True``, so the run is played by the
 asynchronous driver (dispatches on the clock, staleness, checkpoints of the jobs in flight) with nothing else
 to write. With ``--decay 0`` the method is FedAsync with ``staleness = "constant"``.
 
@@ -30,11 +30,11 @@ import argparse
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms import register_method
-from edgefl.algorithms.asynchronous import FedAsync
-from edgefl.algorithms.fedavg import FedAvgSettings
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.methods import register_method
+from edgefl.methods.asynchronous import FedAsync
+from edgefl.methods.fedavg import FedAvgSettings
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 
 class ExpStalenessSettings(FedAvgSettings):

@@ -25,10 +25,10 @@ import argparse
 import numpy as np
 from pydantic import Field
 
-from edgefl.algorithms import register_method
-from edgefl.algorithms.fedavg import FedAvg, FedAvgSettings, dense_update
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.methods import register_method
+from edgefl.methods.fedavg import FedAvg, FedAvgSettings, dense_update
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 
 class ProxSettings(FedAvgSettings):

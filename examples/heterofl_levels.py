@@ -33,10 +33,11 @@ import pandas as pd
 import torch
 
 from edgefl.learning.models import model_info
-from edgefl.algorithms.heterofl import LEVEL_WIDTHS
-from edgefl.results import write_run
-from edgefl.runner import Simulation
-from edgefl.scenario import read_scenario_dict, scenario_from_dict, set_dotted
+from edgefl.methods.heterofl import LEVEL_WIDTHS
+from edgefl.output.results import write_run
+from edgefl.run.runner import Simulation
+from edgefl.scenario.loading import read_scenario_dict, set_dotted
+from edgefl.run.load import scenario_from_dict
 
 CONFIGS = {  # name -> (levels, proportions)
     "a": (["a"], [1.0]),

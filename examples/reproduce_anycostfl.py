@@ -103,9 +103,9 @@ def one_run(job: tuple[str, str, int, int, int, int, str, tuple[str, ...]]) -> s
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.results import write_run
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.output.results import write_run
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import load_scenario
 
     method, partition, seed, rounds, per_device, test, out, extra = job
     sc = load_scenario(PRESET, [*overrides(method, partition, seed, rounds, per_device, test), *extra])
@@ -126,7 +126,7 @@ def to_target(rounds: pd.DataFrame, devices: pd.DataFrame, target: float) -> dic
 
 
 def main(argv: list[str] | None = None) -> None:
-    from edgefl.results import is_finished
+    from edgefl.output.results import is_finished
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/anycostfl"))
@@ -162,8 +162,8 @@ def _tables(a, methods: list[str], parts: list[str]) -> None:
     import plotly.graph_objects as go
 
     from edgefl.io import atomic_write_text
-    from edgefl.output import read_device_rounds
-    from edgefl.report import figures_page
+    from edgefl.output.device_rounds_file import read_device_rounds
+    from edgefl.output.report import figures_page
 
     runs = {}
     for p in parts:

@@ -57,7 +57,8 @@ def _base(rounds: int, gamma: float, seed: int) -> list[str]:
 
 def run_one(job: tuple[str, float, int, int]) -> dict:
     """One run; returns its headline numbers and its accuracy-vs-energy curve."""
-    from edgefl.scenario import load_scenario, scenario_to_toml
+    from edgefl.scenario.loading import scenario_to_toml
+    from edgefl.run.load import load_scenario
     from edgefl.sweep.executors import compute_run
 
     label, gamma, seed, rounds = job
@@ -143,7 +144,7 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
     import plotly.graph_objects as go
 
     from edgefl.io import atomic_write_text
-    from edgefl.report import figures_page
+    from edgefl.output.report import figures_page
 
     fig = go.Figure()
     for m in METHODS:

@@ -44,7 +44,8 @@ def _key(label: str, seed: int, rounds: int, steps: int) -> str:
 def run_one(job: tuple[str, int, int, int, str]) -> dict:
     """One run of the preset under a method; writes and returns its headline numbers."""
     from edgefl.io import atomic_write_text
-    from edgefl.scenario import load_scenario, scenario_to_toml
+    from edgefl.scenario.loading import scenario_to_toml
+    from edgefl.run.load import load_scenario
     from edgefl.sweep.executors import compute_run
 
     label, seed, rounds, steps, out = job

@@ -53,7 +53,7 @@ def main() -> None:
 
     from edgefl.design import RunCache, estimate_ratio, fit_measured, grid_table, mean_costs, seed_costs
     from edgefl.design import tradeoff_table, write_tradeoff
-    from edgefl.scenario import load_scenario
+    from edgefl.run.load import load_scenario
 
     wall0 = time.perf_counter()
     base = load_scenario(args.scenario, args.set)

@@ -48,7 +48,7 @@ def first_reaching(rounds, target: float) -> tuple[float, float]:
 
 def case_overrides(case: str, args: argparse.Namespace) -> list[str]:
     """The scenario overrides of one case: its method and policy, its length, then the user's ``--set``."""
-    from edgefl.scenario import load_scenario
+    from edgefl.run.load import load_scenario
 
     sets = list(CASES[case])
     if "round.policy=deadline" in sets:
@@ -66,9 +66,9 @@ def one_run(job: tuple[str, list[str], int, str]) -> str:
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.results import write_run
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import load_scenario
+    from edgefl.output.results import write_run
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import load_scenario
 
     scenario, sets, seed, out = job
     return str(write_run(run_scenario(load_scenario(scenario, sets, seed=seed)), out, report=False))
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     import pandas as pd
 
     from edgefl.io import atomic_write_text
-    from edgefl.overlay import write_overlay
-    from edgefl.results import is_finished
+    from edgefl.output.comparison import write_overlay
+    from edgefl.output.results import is_finished
 
     out = Path(args.out)
     jobs = [(args.scenario, case_overrides(case, args), seed, str(out / f"{case}-seed{seed}"))

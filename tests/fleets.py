@@ -2,7 +2,7 @@
 
 The quickstart preset draws catalogue phones, on which its 4,810-parameter MLP takes milliseconds per round, so
 no device is a compute straggler and no energy budget binds. Tests whose assertions need those add
-``SLOW_FLEET`` to their ``--set`` list: explicit fleet keys override the profiles' values (edgefl/fleet_mix.py).
+``SLOW_FLEET`` to their ``--set`` list: explicit fleet keys override the profiles' values (edgefl/fleet/build.py).
 """
 
 from __future__ import annotations

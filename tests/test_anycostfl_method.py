@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.algorithms.anycostfl import SparseUpdate, all_in_one, plain_average
-from edgefl.runner import Simulation, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.methods.anycostfl import SparseUpdate, all_in_one, plain_average
+from edgefl.run.runner import Simulation, run_scenario
+from edgefl.run.load import load_scenario
 from fleets import SLOW_FLEET
 
 RTOL = 1e-9  # floating-point slack on constraints that the plan makes tight

@@ -28,10 +28,10 @@ import pandas as pd
 import pytest
 import torch
 
-from edgefl.algorithms.asynchronous import staleness_weight
+from edgefl.methods.asynchronous import staleness_weight
 from edgefl.errors import ScenarioError
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 T_JOB = 2.5  # [s]
 E_JOB = 0.025  # [J]
@@ -93,8 +93,8 @@ def test_staleness_functions():
 
 
 def test_server_steps_on_tensors():
-    from edgefl.algorithms import METHODS, MethodSetup
-    from edgefl.algorithms.base import ClientUpdate, DenseUpdate
+    from edgefl.methods import METHODS, MethodSetup
+    from edgefl.methods.base import ClientUpdate, DenseUpdate
 
     setup = MethodSetup(workload=None, costs=None, streams=None, n_devices=4, clients_per_round=2, rounds=1)
     w = {"x": torch.tensor([1.0, 2.0])}
@@ -142,7 +142,7 @@ FLEET_PLAN_SETS = [
 def test_one_fleet_plan_per_update_equals_planning_each_dispatch(monkeypatch):
     """Invariant: the fleet plan a server update makes once (FedAvg's plan, surrogate work, fixed sub-bands, a
     fixed budget that some devices cannot meet) gives the tables that planning each dispatch alone gives."""
-    from edgefl import asynchronous
+    from edgefl.engine import async_driver as asynchronous
 
     sc = load_scenario("fedbuff_surrogate_10k", FLEET_PLAN_SETS)
     plans = []
@@ -174,7 +174,7 @@ def test_lazy_stream_draws_what_the_stream_draws():
 
 def _clock_with(n: int, offline: list[int], busy: list[int]):
     """A real clock of ``n`` devices with ``offline`` devices offline and ``busy`` ones on a long job."""
-    from edgefl.sim import Clock
+    from edgefl.engine.clock import Clock
 
     clock = Clock(n)
     clock.online[offline] = False
@@ -188,13 +188,13 @@ def _clock_with(n: int, offline: list[int], busy: list[int]):
 @pytest.mark.parametrize("n, offline, busy", [(20, [0, 1, 2, 3, 4], [5, 6, 7]), (10_000, list(range(3, 10_000)), [])],
                          ids=["rejection", "few-left"])  # fmt: skip
 def test_async_selection_is_uniform_among_online_idle_devices(n, offline, busy):
-    """The server's draw (:class:`edgefl.asynchronous._Selection`) picks only online, idle devices, each as
+    """The server's draw (:class:`edgefl.engine.async_driver._Selection`) picks only online, idle devices, each as
     often as the others: chi-square of 24,000 single draws against equal counts, below its 99.9% quantile.
     With 12 of 20 devices available the draws are kept by rejection; with 3 of 10,000 the 64-rejection
     fallback draws among the 3."""
     from scipy.stats import chi2
 
-    from edgefl.asynchronous import _Selection
+    from edgefl.engine.async_driver import _Selection
 
     clock = _clock_with(n, offline, busy)
     ok = np.flatnonzero(clock.available())
@@ -207,7 +207,7 @@ def test_async_selection_is_uniform_among_online_idle_devices(n, offline, busy):
 
 
 def test_async_selection_draws_distinct_devices_and_no_more_than_are_free():
-    from edgefl.asynchronous import _Selection
+    from edgefl.engine.async_driver import _Selection
 
     clock = _clock_with(20, [0, 1, 2, 3, 4], [5, 6, 7])
     ok = np.flatnonzero(clock.available())  # 12 devices
@@ -233,11 +233,11 @@ def test_async_run_whose_jobs_are_always_lost_offline_stops_with_an_error():
 
 
 def test_an_async_run_restores_the_garbage_collectors_thresholds():
-    """run_scenario plays an asynchronous run with rarer young-generation passes (edgefl.asynchronous
+    """run_scenario plays an asynchronous run with rarer young-generation passes (edgefl.engine.async_driver
     .fewer_collections) and gives the caller's thresholds back, also when the run fails."""
     import gc
 
-    from edgefl.asynchronous import _GC_YOUNG
+    from edgefl.engine.async_driver import _GC_YOUNG
     from edgefl.errors import SimulationError
 
     saved = gc.get_threshold()

@@ -18,12 +18,12 @@ import math
 import numpy as np
 import pytest
 
-from edgefl.availability import DAY_S, TraceAvailability, read_trace
-from edgefl.costs import prorated_energy_j
+from edgefl.fleet.availability import DAY_S, TraceAvailability, read_trace
+from edgefl.fleet.costs import prorated_energy_j
 from edgefl.errors import ScenarioError, SimulationError
-from edgefl.runner import Simulation, build_run, run_scenario
-from edgefl.scenario import load_scenario
-from edgefl.sim import OFFLINE, UPLOADING, Clock
+from edgefl.run.runner import Simulation, build_run, run_scenario
+from edgefl.run.load import load_scenario
+from edgefl.engine.clock import OFFLINE, UPLOADING, Clock
 
 
 def _play(clock, devices, t_cmp, t_com, **kw):
@@ -112,7 +112,7 @@ def test_trace_run_and_config_errors(tmp_path):
 
 
 def test_diurnal_window_crosses_midnight():
-    from edgefl.availability import DiurnalAvailability
+    from edgefl.fleet.availability import DiurnalAvailability
     from edgefl.seeding import Streams
 
     avail = DiurnalAvailability(1, Streams(0), 22.0, 4.0)  # 22:00 to 02:00
@@ -160,8 +160,8 @@ def test_the_report_draws_each_gantt_devices_offline_periods(tmp_path):
     """A trace run written with its report: device 0 online [0, 2) and [5, 1e9), device 1 [1, 1e9), device 2 never.
     Offline by hand up to the run's end T: device 0 [2, 5); device 1 [0, 1); device 2 [0, T); and the
     Gantt's offline bars are those of the devices with jobs (0 and 1), drawn from the result's schedule."""
-    from edgefl.report import build_figures, gantt_devices
-    from edgefl.results import offline_periods, write_run
+    from edgefl.output.report import build_figures, gantt_devices
+    from edgefl.output.results import offline_periods, write_run
 
     path = _write(tmp_path, "device,online_s,offline_s\n0,0,2\n0,5,1e9\n1,1,1e9\n")
     sc = load_scenario("quickstart", ["learning=surrogate", "rounds=4", "fleet.n_devices=3", "method.clients_per_round=2",

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 import torch
 
-from edgefl.algorithms.base import DeviceJob
-from edgefl.algorithms.base import ClientUpdate
-from edgefl.algorithms.fedhq import QuantizedUpdate, fedhq_weights, relative_error, smallest_full_payload_bits
-from edgefl.algorithms.qsgd import LEVELS
+from edgefl.methods.base import DeviceJob
+from edgefl.methods.base import ClientUpdate
+from edgefl.methods.fedhq import QuantizedUpdate, fedhq_weights, relative_error, smallest_full_payload_bits
+from edgefl.methods.qsgd import LEVELS
 from edgefl.compression import MAX_LEVELS, encode_fixed, encoded_bits
 from edgefl.compression.stc import encode_ternary
-from edgefl.results import WALL_CLOCK_COLUMNS
-from edgefl.runner import RunInterrupted, Simulation, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output.results import WALL_CLOCK_COLUMNS
+from edgefl.run.runner import RunInterrupted, Simulation, run_scenario
+from edgefl.run.load import load_scenario
 from fleets import SLOW_FLEET
 
 RTOL = 1e-9  # floating-point slack on constraints that the plan makes tight

@@ -12,10 +12,11 @@ import tomllib
 import numpy as np
 import pytest
 
-from edgefl.catalogue import catalogue, catalogue_document
+from edgefl.scenario.catalogue import catalogue, catalogue_document
 from edgefl.errors import ScenarioError
-from edgefl.fleet_mix import build_fleet
-from edgefl.scenario import load_scenario, scenario_from_dict, scenario_to_toml
+from edgefl.fleet.build import build_fleet
+from edgefl.scenario.loading import scenario_to_toml
+from edgefl.run.load import load_scenario, scenario_from_dict
 from edgefl.seeding import Streams
 
 REL = 1e-12  # eps written in the file vs P / f^3 recomputed: double rounding only
@@ -170,7 +171,7 @@ def test_operator_cell_has_operator_time_scales_and_availability_that_matters():
     """The operator preset (surrogate learning, so no training: the same fleet, radio, availability and rounds):
     rounds last seconds (upload of the 53.23 Mb CNN update at a few Mb/s), and with phones online 2 min of
     every 12 on average (1/6 of 40 = 6.7 online) fewer than the 10 wanted are often available."""
-    from edgefl.runner import run_scenario
+    from edgefl.run.runner import run_scenario
 
     rounds = run_scenario(load_scenario("operator_cell", ['learning="surrogate"', "rounds=12"])).rounds
     assert rounds["round_time_s"].median() >= 1.0

@@ -14,15 +14,15 @@ import pandas as pd
 import pytest
 import torch
 
-from edgefl.algorithms import DenseUpdate, DeviceJob, RoundContext
-from edgefl.algorithms.ccfedavg import SKIP_SIGNAL_BITS, SkipSignal
-from edgefl.algorithms.ccfedavg_schedule import SkipPlanner
-from edgefl.algorithms.fedavg_dropout import dropout_quota
-from edgefl.algorithms.fednova import a_norm, fednova_update, reduced_steps
+from edgefl.methods import DenseUpdate, DeviceJob, RoundContext
+from edgefl.methods.ccfedavg import SKIP_SIGNAL_BITS, SkipSignal
+from edgefl.methods.ccfedavg_schedule import SkipPlanner
+from edgefl.methods.fedavg_dropout import dropout_quota
+from edgefl.methods.fednova import a_norm, fednova_update, reduced_steps
 from edgefl.errors import ScenarioError
-from edgefl.results import WALL_CLOCK_COLUMNS
-from edgefl.runner import RunInterrupted, Simulation, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output.results import WALL_CLOCK_COLUMNS
+from edgefl.run.runner import RunInterrupted, Simulation, run_scenario
+from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
 
 P_LEVELS = np.array([1, 1, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125])  # (1/2)^floor(4 i / 8), i = 0..7

@@ -1,4 +1,4 @@
-"""The cost model (edgefl/costs.py) against hand computation and an independent grid search.
+"""The cost model (edgefl/fleet/costs.py) against hand computation and an independent grid search.
 
 Hand set-up, two devices:
     FLOPs per cycle 4, 2;  f 1 GHz;  eps 1e-27, 2e-27 J/(cycle Hz^2);  P_tx 0.1, 0.2 W
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from edgefl.costs import CostModel
-from edgefl.system import Fleet
+from edgefl.fleet.costs import CostModel
+from edgefl.fleet.devices import Fleet
 
 REL = 1e-12  # the model evaluates the same formulas as the hand computation
 DEV = np.array([0, 1])

@@ -4,7 +4,7 @@ shipped one: FedAsync with the exponential staleness rule s(tau) = exp(-decay ta
 Expected values by hand: its step weights; at ``decay = 0`` it is FedAsync with ``staleness = "constant"`` (the same
 tables); and under surrogate learning each server update (one arrival, M = 1, full uncompressed update:
 alpha = beta = 1) moves the optimality gap by the factor ``1 - (nu/lambda) alpha exp(-decay tau)`` with the
-update's recorded staleness tau (the asynchronous surrogate step, :mod:`edgefl.algorithms.asynchronous`).
+update's recorded staleness tau (the asynchronous surrogate step, :mod:`edgefl.methods.asynchronous`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_async_method.py"
 REL = 1e-9  # float rounding of a product of 30 factors
@@ -44,8 +44,8 @@ def _run(*sets: str):
 
 def test_its_weights_are_alpha_times_exp_of_minus_decay_tau():
     ex = _example()
-    from edgefl.algorithms import MethodSetup
-    from edgefl.runner import build_run
+    from edgefl.methods import MethodSetup
+    from edgefl.run.runner import build_run
 
     setup_from = build_run(load_scenario("fedbuff_surrogate_10k", SMALL))
     setup = MethodSetup(workload=setup_from.workload, costs=setup_from.costs, streams=setup_from.streams,

@@ -27,8 +27,8 @@ from edgefl.design import (
     run_until_loss,
 )
 from edgefl.errors import ScenarioError
-from edgefl.runner import Simulation
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation
+from edgefl.run.load import load_scenario
 from optimizers.cost_effective import participation_factor
 
 SURROGATE = [
@@ -193,7 +193,7 @@ def _app() -> typer.Typer:
 
 
 def _scenario_file(tmp_path) -> str:
-    from edgefl.scenario import scenario_to_toml
+    from edgefl.scenario.loading import scenario_to_toml
 
     sc = load_scenario("luo_setup3", SURROGATE + ["rounds=400", "fleet.step_costs.kind=normal",
                                                  "method.luo.measured_samples=[[1, 1], [1, 4], [3, 2], [3, 4], [20, 1], [20, 3]]"])  # fmt: skip

@@ -25,8 +25,8 @@ from edgefl.design import (
     measure_device_costs,
     seed_costs,
 )
-from edgefl.runner import Simulation
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation
+from edgefl.run.load import load_scenario
 from optimizers.cost_effective import expected_total_energy_j, expected_total_time_s
 from optimizers.cost_effective_fit import (
     RoundsFitError,
@@ -168,7 +168,7 @@ def test_cli_design_ke_measured_json(tmp_path):
     import typer
 
     from edgefl.cli.design import register
-    from edgefl.scenario import scenario_to_toml
+    from edgefl.scenario.loading import scenario_to_toml
 
     app = typer.Typer()
     register(app)

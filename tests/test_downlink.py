@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from edgefl.errors import ScenarioError
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
-from edgefl.sim import Clock
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
+from edgefl.engine.clock import Clock
 
 PARAMS = 1000  # surrogate model parameters -> 32,000 bits per download
 BS_DBM = 30.0  # base station power 1 W

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from edgefl.errors import ScenarioError
-from edgefl.executors import chunks, dealt
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.training.executors import chunks, dealt
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 SMALL = ["model.hidden=[16]", "rounds=3", "checkpoint_every=0"]
 STC = ["method.name=stc", "round.policy=deadline", "round.deadline_s=2.0"]  # error feedback: memory in the jobs
@@ -60,7 +60,7 @@ def test_the_asynchronous_driver_uses_the_same_executors():
 
 def test_a_local_ray_cluster_runs_a_rounds_jobs_with_the_same_tables():
     ray = pytest.importorskip("ray")
-    from edgefl.ray_cluster import start_local_cluster
+    from edgefl.training.ray_cluster import start_local_cluster
 
     start_local_cluster(2)  # the executor joins the cluster this process is connected to
     try:
@@ -143,7 +143,7 @@ def test_vectorised_groups_give_the_same_tables_on_every_executor():
 def test_every_compressing_method_names_a_codec_its_workers_warm_up():
     """A worker loads its method's codec kernels when it starts (edgefl.compression.warm): each compressing
     method names one the warm-up knows, and the others none."""
-    from edgefl.algorithms import METHODS
+    from edgefl.methods import METHODS
     from edgefl.compression.warm import CODECS, warm_up
 
     named = {name: klass.codec for name, klass in METHODS.items() if klass.codec is not None}

@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edgefl.catalogue import catalogue
+from edgefl.scenario.catalogue import catalogue
 from edgefl.cli.fleet import write_table
 from edgefl.errors import ScenarioError
-from edgefl.fleet_export import fleet_frame, with_devices
-from edgefl.fleet_mix import placed_positions
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.fleet_export import fleet_frame, with_devices
+from edgefl.fleet.build import placed_positions
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 NEAR = [50.0, 62.5, 75.0, 87.5, 100.0]  # [m], half the devices near the base station
@@ -189,7 +189,7 @@ def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path
     drawn = np.array([[3.0, 4.0], [-6.0, 8.0], [0.0, -2.0]])
     placed = placed_positions(sc.fleet, drawn)
     np.testing.assert_allclose(placed, [[60.0, 80.0], [-6.0, 8.0], [0.0, -300.0]], rtol=1e-12)
-    from edgefl.runner import make_workload
+    from edgefl.run.runner import make_workload
     from edgefl.seeding import Streams
 
     wl = make_workload(sc, Streams(sc.seed))

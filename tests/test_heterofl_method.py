@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.algorithms import RoundContext
-from edgefl.algorithms.heterofl import HeteroFL
+from edgefl.methods import RoundContext
+from edgefl.methods.heterofl import HeteroFL
 from edgefl.errors import ScenarioError
 from edgefl.learning.config import scheduled_lr
-from edgefl.runner import Simulation, make_workload, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation, make_workload, run_scenario
+from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
 
 BASE = ["method.name=heterofl", "fleet.n_devices=12", "method.clients_per_round=6", "rounds=3",

@@ -454,7 +454,7 @@ def test_magnitude_range_of_nan_and_signed_zeros():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_relative_error_of_float32_vectors_equals_the_float64_formula(seed):
-    from edgefl.algorithms.fedhq import relative_error
+    from edgefl.methods.fedhq import relative_error
 
     rng = np.random.default_rng(seed)
     u = rng.standard_normal(int(rng.integers(1, 5000))).astype(np.float32)

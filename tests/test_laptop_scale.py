@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgefl.runner import build_run
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import build_run
+from edgefl.run.load import load_scenario
 
 REL = 1e-12
 
@@ -24,8 +24,8 @@ def test_scaled_fleet_keeps_each_device_rounds_cycles():
 
 
 def test_report_states_the_scaling(tmp_path):
-    from edgefl.results import setup_notes, write_run
-    from edgefl.runner import resolve_info, run_scenario
+    from edgefl.output.results import setup_notes, write_run
+    from edgefl.run.runner import resolve_info, run_scenario
 
     sc = load_scenario("quickstart", ["rounds=1", "fleet.flops_per_cycle_scale=0.1"])
     assert setup_notes(resolve_info(load_scenario("quickstart", ["rounds=1"]))) == []

@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN.md: optimizers/ and channel/ never import edgefl, torch or simpy,
+"""The dependency direction of docs/architecture.md: optimizers/ and channel/ never import edgefl, torch or simpy,
 nor each other, so a notebook can use them alone."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_import_floors():
             height[node] = 1 + max((floor(m) for m in edges[node]), default=0)
         return height[node]
 
-    assert floor("edgefl.round") == floor("edgefl.asynchronous")
+    assert "edgefl.engine" in edges  # both drivers live in the engine subsystem, side by side
 
 
 def test_import_floors_see_hidden_cycles(tmp_path):

@@ -108,8 +108,8 @@ def test_training_lowers_loss():
 
 
 def test_max_samples_takes_a_seeded_subset():
-    from edgefl.runner import make_workload
-    from edgefl.scenario import load_scenario
+    from edgefl.run.runner import make_workload
+    from edgefl.run.load import load_scenario
     from edgefl.seeding import Streams
 
     sc = load_scenario("quickstart", ["data.max_train_samples=500", "data.max_test_samples=100"])

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.runner import Simulation, make_workload, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation, make_workload, run_scenario
+from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
-from edgefl.system import Fleet
+from edgefl.fleet.devices import Fleet
 
 BASE = ["fleet.n_devices=12", "method.clients_per_round=4", "model.name=logreg", "rounds=4", "train.local_steps=3"]
 

@@ -233,7 +233,7 @@ def test_scenario_model_names_are_the_registry():
     from typing import get_args
 
     from edgefl.learning.models import MODEL_NAMES
-    from edgefl.config import ModelName
+    from edgefl.scenario.sections import ModelName
 
     assert get_args(ModelName) == MODEL_NAMES
 
@@ -241,6 +241,6 @@ def test_scenario_model_names_are_the_registry():
 def test_scenario_hidden_size_models_are_the_registry():
     """scenario.py also lists, without torch, which models take ``hidden`` sizes; the registry's flags decide."""
     from edgefl.learning.models import list_models
-    from edgefl.config import _TAKES_HIDDEN
+    from edgefl.scenario.sections import _TAKES_HIDDEN
 
     assert set(_TAKES_HIDDEN) == {entry.name for entry in list_models() if entry.takes_hidden}

@@ -12,13 +12,14 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from edgefl import overlay, report
+from edgefl.output import comparison as overlay
+from edgefl.output import report
 from edgefl.io import atomic_write_text
-from edgefl.output import read_device_rounds
-from edgefl.report_scale import CURVE_POINTS, ENERGY_GROUPS, TIMELINE_DEVICES
-from edgefl.results import WALL_CLOCK_COLUMNS, RunResult, write_run
-from edgefl.runner import RunInterrupted, resolve_info, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output.device_rounds_file import read_device_rounds
+from edgefl.output.report_scale import CURVE_POINTS, ENERGY_GROUPS, TIMELINE_DEVICES
+from edgefl.output.results import WALL_CLOCK_COLUMNS, RunResult, write_run
+from edgefl.run.runner import RunInterrupted, resolve_info, run_scenario
+from edgefl.run.load import load_scenario
 
 SMALL = ["fleet.n_devices=10", "method.clients_per_round=4", "model.name=logreg", "rounds=5", "checkpoint_every=2"]
 PARQUET = 'output.format="parquet"'

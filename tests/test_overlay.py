@@ -1,6 +1,6 @@
-"""`edgefl plot` (edgefl/overlay.py, edgefl/cli/plot.py) on run directories with hand-made tables.
+"""`edgefl plot` (edgefl/output/comparison.py, edgefl/cli/plot.py) on run directories with hand-made tables.
 
-Run "alpha": written by ``edgefl.results.write_run`` (quickstart scenario renamed, method fedavg, seed 3);
+Run "alpha": written by ``edgefl.output.results.write_run`` (quickstart scenario renamed, method fedavg, seed 3);
 4 rounds, round 2 not evaluated, so its traces hold rounds 1, 3 and 4. Run "beta": written by hand like a run
 directory (method anycostfl, seed 7), 3 rounds, all evaluated, with values that are not binary fractions
 (0.1 + 0.2 = 0.30000000000000004) to check that the figures hold exactly the floats of the CSV.
@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from edgefl.cli.plot import register
 from edgefl.errors import EdgeflError
-from edgefl.overlay import (
+from edgefl.output.comparison import (
     FIGURE_KEYS,
     OverlayError,
     overlay_figures,
@@ -28,9 +28,9 @@ from edgefl.overlay import (
     run_labels,
     write_overlay,
 )
-from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult, write_run
-from edgefl.runner import resolve_info
-from edgefl.scenario import load_scenario
+from edgefl.output.results import DEVICE_COLUMNS, ROUND_COLUMNS, RunResult, write_run
+from edgefl.run.runner import resolve_info
+from edgefl.run.load import load_scenario
 
 NAN = math.nan
 X_COLUMNS = {"accuracy_vs_time": "sim_time_s", "accuracy_vs_energy": "energy_cum_j", "accuracy_vs_round": "round"}

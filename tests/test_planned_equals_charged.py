@@ -1,4 +1,4 @@
-"""The invariant that makes comparisons fair (DESIGN.md, cost model): a device-round that trains as planned is
+"""The invariant that makes comparisons fair (docs/architecture.md, "The cost model"): a device-round that trains as planned is
 charged exactly what was planned, for every registered method, in both cost modes, under both round policies.
 
 Compute time and energy must equal the plan to ``COMPUTE_RTOL``; upload time, energy and bits may only be
@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edgefl.algorithms import METHODS
+from edgefl.methods import METHODS
 from edgefl.errors import ScenarioError
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 COMPUTE_RTOL = 1e-9  # floating-point rounding only: plan and charge evaluate the same formula
 UPLOAD_SLACK = 1e-12  # relative; "at most the plan" up to rounding

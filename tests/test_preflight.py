@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edgefl.preflight import PreflightError
-from edgefl.results import run_warnings
-from edgefl.runner import Simulation, prepare
-from edgefl.scenario import load_scenario
+from edgefl.run.preflight import PreflightError
+from edgefl.output.results import run_warnings
+from edgefl.run.runner import Simulation, prepare
+from edgefl.run.load import load_scenario
 
 FLOPS_PER_SAMPLE = 2 * (64 * 64 + 64 * 10) * 2 + 2 * 64 * 10  # 20224
 UPDATE_BITS = 32 * (64 * 64 + 64 + 64 * 10 + 10)  # 153920

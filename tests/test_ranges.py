@@ -7,12 +7,14 @@ import math
 
 import pytest
 
-import edgefl.config as config
-from edgefl.algorithms.ccfedavg_schedule import TrainingProbabilitySettings
+import edgefl.scenario.sections as config
+from edgefl.methods.ccfedavg_schedule import TrainingProbabilitySettings
 from edgefl.errors import ScenarioError
-from edgefl.keys import nearest_key
-from edgefl.limits import Limit, limits_of, user_range
-from edgefl.scenario import Scenario, load_scenario
+from edgefl.scenario.did_you_mean import nearest_key
+from edgefl.scenario.limits import Limit, limits_of, user_range
+from edgefl.methods import METHODS
+from edgefl.scenario.loading import Scenario, method_tables
+from edgefl.run.load import load_scenario
 
 
 @pytest.mark.parametrize(
@@ -126,7 +128,7 @@ def test_user_range_converts_si_ends_to_the_unit_written():
     ],
 )
 def test_nearest_key(path, near):
-    assert nearest_key(path, Scenario) == near
+    assert nearest_key(path, Scenario, method_tables(METHODS)) == near
 
 
 def test_unknown_key_message_suggests_the_nearest():

@@ -1,4 +1,4 @@
-"""Tests of edgefl.report on hand-made result tables whose expected figure data is computed by hand below.
+"""Tests of edgefl.output.report on hand-made result tables whose expected figure data is computed by hand below.
 
 Hand run: 3 rounds, devices 0, 1, 2. Round 2 is the longest (12.0 s) and the default timeline round; in it
 every device starts computing at 0.5 s (after the broadcast):
@@ -25,7 +25,7 @@ import pandas as pd
 import plotly
 import pytest
 
-from edgefl.report import (
+from edgefl.output.report import (
     FIGURE_KEYS,
     ReportError,
     build_figures,

@@ -15,10 +15,11 @@ import plotly.graph_objects as go
 import pytest
 
 from browser import SKIP_MESSAGE, chromium_path, problems, render_checks
-from edgefl import overlay, report
-from edgefl.results import write_run
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output import comparison as overlay
+from edgefl.output import report
+from edgefl.output.results import write_run
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason=SKIP_MESSAGE)
 

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from edgefl import report
-from edgefl.report_header import run_settings
-from edgefl.results import write_run
-from edgefl.runner import resolve_info, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output import report
+from edgefl.output.report_header import run_settings
+from edgefl.output.results import write_run
+from edgefl.run.runner import resolve_info, run_scenario
+from edgefl.run.load import load_scenario
 
 ASYNC = [  # FedBuff on the surrogate with fixed per-step costs: a few server updates in well under a second
     "learning=surrogate", "checkpoint_every=0", "fleet.n_devices=6", "method.clients_per_round=3",

@@ -13,11 +13,11 @@ import time
 import pandas as pd
 import pytest
 
-from edgefl.checkpoint import checkpoint_round
+from edgefl.run.checkpoint import checkpoint_round
 from edgefl.errors import SimulationError
-from edgefl.results import WALL_CLOCK_COLUMNS
-from edgefl.runner import RunInterrupted, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output.results import WALL_CLOCK_COLUMNS
+from edgefl.run.runner import RunInterrupted, run_scenario
+from edgefl.run.load import load_scenario
 from fleets import SLOW_FLEET
 
 SMALL = ["fleet.n_devices=10", "method.clients_per_round=4", "model.name=logreg", "rounds=9", "checkpoint_every=2"]

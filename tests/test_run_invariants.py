@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pytest
 
-from edgefl.catalogue import catalogue
-from edgefl.results import DEVICE_COLUMNS, ROUND_COLUMNS, write_run
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.scenario.catalogue import catalogue
+from edgefl.output.results import DEVICE_COLUMNS, ROUND_COLUMNS, write_run
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 from fleets import SLOW_FLEET
 
 REL = 1e-12  # float round-off only

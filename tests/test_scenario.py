@@ -10,9 +10,10 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgefl.catalogue import catalogue
+from edgefl.scenario.catalogue import catalogue
 from edgefl.errors import ScenarioError
-from edgefl.scenario import Scenario, load_scenario, scenario_from_dict, scenario_to_toml
+from edgefl.scenario.loading import Scenario, scenario_to_toml
+from edgefl.run.load import load_scenario, scenario_from_dict
 from scenarios import list_presets
 
 
@@ -131,8 +132,8 @@ def test_method_names_and_tables_come_from_the_registry():
     """A method registered at run time is a valid ``method.name`` and its table is checked by its own settings."""
     from pydantic import Field
 
-    from edgefl.algorithms import METHODS, register_method
-    from edgefl.algorithms.fedavg import FedAvg, FedAvgSettings
+    from edgefl.methods import METHODS, register_method
+    from edgefl.methods.fedavg import FedAvg, FedAvgSettings
 
     class _Settings(FedAvgSettings):
         knob: float = Field(0.5, gt=0, le=1)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgefl.costs import prorated_energy_j
-from edgefl.round import select_devices
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
-from edgefl.sim import COMPUTING, IDLE, UPLOADING, Clock
+from edgefl.fleet.costs import prorated_energy_j
+from edgefl.engine.sync_driver import select_devices
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
+from edgefl.engine.clock import COMPUTING, IDLE, UPLOADING, Clock
 from fleets import SLOW_FLEET
 
 

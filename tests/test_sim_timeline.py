@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgefl.sim import simulate_round
+from edgefl.engine.clock import simulate_round
 
 TIME_TOL = 1e-12  # [s]; the engine adds the same floats the hand computation adds
 

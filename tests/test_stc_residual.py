@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from edgefl.algorithms.stc import STC, Residual
+from edgefl.methods.stc import STC, Residual
 from edgefl.compression.stc import TernarySizer
 
 

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from edgefl.algorithms import METHODS
+from edgefl.methods import METHODS
 from edgefl.errors import ScenarioError
 from edgefl.learning.surrogate import anycost_contraction, luo_round_progress
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 REL = 1e-12  # the surrogate is a product/sum of a few floats per round
 
@@ -118,8 +118,8 @@ def test_anycostfl_learning_gain_is_definition_3(anycost_run):
 def test_surrogate_run_never_imports_torch(tmp_path):
     code = (
         "import sys\n"
-        "from edgefl.scenario import load_scenario\nfrom edgefl.runner import run_scenario\n"
-        "from edgefl.results import write_run\n"
+        "from edgefl.run.load import load_scenario\nfrom edgefl.run.runner import run_scenario\n"
+        "from edgefl.output.results import write_run\n"
         "sc = load_scenario('anycostfl_surrogate_10k', ['fleet.n_devices=50', 'method.clients_per_round=50', 'rounds=2'])\n"
         f"write_run(run_scenario(sc), {str(tmp_path)!r})\n"
         "print('torch' in sys.modules)\n"

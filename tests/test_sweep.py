@@ -24,7 +24,7 @@ import typer
 from typer.testing import CliRunner
 
 from edgefl.errors import ScenarioError
-from edgefl.results import WALL_CLOCK_COLUMNS
+from edgefl.output.results import WALL_CLOCK_COLUMNS
 from edgefl.sweep import (
     SWEEP_WALL_CLOCK_COLUMNS,
     LocalExecutor,

@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 from cli_process import edgefl
 
-from edgefl import overlay, report
-from edgefl.report_header import run_settings
-from edgefl.runner import resolve_info
-from edgefl.scenario import load_scenario
-from edgefl.targets import run_target_summary, time_to_target
+from edgefl.output import comparison as overlay
+from edgefl.output import report
+from edgefl.output.report_header import run_settings
+from edgefl.run.runner import resolve_info
+from edgefl.run.load import load_scenario
+from edgefl.output.targets import run_target_summary, time_to_target
 
 TARGET = 0.5  # quickstart reaches it after a few rounds of its 8 here (round 1 is ~20%)
 

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from edgefl.cli import app
 from edgefl.learning.threads import torch_threads
-from edgefl.results import WALL_CLOCK_COLUMNS
-from edgefl.runner import run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.output.results import WALL_CLOCK_COLUMNS
+from edgefl.run.runner import run_scenario
+from edgefl.run.load import load_scenario
 
 SMALL = ["rounds=2", "checkpoint_every=0"]  # quickstart's MLP on digits, 2 rounds
 

@@ -1,4 +1,4 @@
-"""A round's device-side work is values: each :class:`~edgefl.algorithms.base.TrainJob` holds what its device needs
+"""A round's device-side work is values: each :class:`~edgefl.methods.base.TrainJob` holds what its device needs
 besides the trainer (its download, knobs, memory and seed), so another copy of the run, handed the job after a
 pickle round trip (what a process pool or a cluster does), builds the same update bit for bit as the run's own
 inline executor. The reference is the run itself; nothing here is computed twice the same way in one process."""
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.learner import InlineExecutor
-from edgefl.runner import Simulation
-from edgefl.scenario import load_scenario
+from edgefl.training.learner import InlineExecutor
+from edgefl.run.runner import Simulation
+from edgefl.run.load import load_scenario
 
 BUDGETED = [
     "round.policy=deadline", "round.deadline_s=2.0", "fleet.budget.kind=uniform", "fleet.budget.low_j=0.002",

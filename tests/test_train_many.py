@@ -11,8 +11,8 @@ import torch
 from edgefl.learning.config import LocalTrainConfig
 from edgefl.learning.models import build_model
 from edgefl.learning.train import trains_together
-from edgefl.runner import Simulation, make_workload
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation, make_workload
+from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
 
 RTOL, ATOL = 1e-5, 1e-6  # float32 sums in another order; a wrong batch or SGD rule moves updates by >> 1e-3

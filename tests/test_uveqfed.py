@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.algorithms.base import DeviceJob
+from edgefl.methods.base import DeviceJob
 from edgefl.compression.lattice import a2_nearest, a2_points
 from edgefl.compression.uveqfed import LatticeSizer, decode_lattice
 from edgefl.errors import ScenarioError
-from edgefl.runner import Simulation, run_scenario
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation, run_scenario
+from edgefl.run.load import load_scenario
 
 SE_BOUND = 3.0  # standard errors allowed between a sample mean and its expected value
 G_A2 = 5 / (36 * math.sqrt(3))  # normalised second moment of A2

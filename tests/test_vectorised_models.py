@@ -29,14 +29,14 @@ import torch
 from torch import nn
 
 from edgefl.errors import ScenarioError
-from edgefl.executors import group_chunks
-from edgefl.learner import training_groups
+from edgefl.training.executors import group_chunks
+from edgefl.training.learner import training_groups
 from edgefl.learning.config import LocalTrainConfig
 from edgefl.learning.models import MODEL_NAMES, MODELS, build_model, init_parameters
 from edgefl.learning.train import local_train, local_train_many, trains_together
 from edgefl.learning.workload import torch_device
-from edgefl.runner import Simulation, make_workload
-from edgefl.scenario import load_scenario
+from edgefl.run.runner import Simulation, make_workload
+from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
 from fleets import SLOW_FLEET
 
@@ -225,8 +225,8 @@ def test_groups_are_whole_on_every_worker_count():
 def test_a_subclass_that_replaces_client_update_trains_one_by_one():
     """A method's local_training/finish_update describe its client_update only where it defines them at or below
     the class that defines client_update (a custom FedAvg with its own client_update is not vectorised)."""
-    from edgefl.algorithms import FedAvg
-    from edgefl.algorithms.base import vectorisable
+    from edgefl.methods import FedAvg
+    from edgefl.methods.base import vectorisable
 
     class Custom(FedAvg):
         name = "custom_test"
@@ -244,6 +244,6 @@ def test_a_subclass_that_replaces_client_update_trains_one_by_one():
 
 
 def _jobs(n: int):
-    from edgefl.algorithms.base import JobTable
+    from edgefl.methods.base import JobTable
 
     return JobTable.build(np.arange(n), cpu_hz=1e9)

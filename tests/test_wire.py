@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.algorithms.stc import Residual
+from edgefl.methods.stc import Residual
 from edgefl.compression import codec, stc, uveqfed
 from edgefl.compression.codec import TopkQuantSizer, compress, encode_fixed
 from edgefl.compression.container import DECODERS, CodecError, Wire, WireTensors, on_wire

@@ -33,7 +33,7 @@ def _write_fleet(sc, run_dir: Path) -> None:
     ``output.format = "parquet"``): each device's frequency range, energy coefficient, FLOPs per cycle, transmit
     power, position and data size; running the scenario with it as ``fleet.devices`` gives the same tables."""
     from edgefl.cli.fleet import write_table
-    from edgefl.fleet_export import fleet_frame
+    from edgefl.run.fleet_export import fleet_frame
 
     write_table(fleet_frame(sc), run_dir / ("fleet.parquet" if sc.output.format == "parquet" else "fleet.csv"))
 
@@ -56,10 +56,11 @@ def run(
     from edgefl.io import atomic_write_text
     from edgefl.cli.run_options import resume_without_options, run_option_overrides
     from edgefl.learning.threads import run_threads
-    from edgefl.results import default_run_dir, write_run
-    from edgefl.runner import RunInterrupted, prepare, run_scenario
-    from edgefl.scenario import load_scenario, scenario_to_toml
-    from edgefl.targets import target_sentence
+    from edgefl.output.results import default_run_dir, write_run
+    from edgefl.run.runner import RunInterrupted, prepare, run_scenario
+    from edgefl.scenario.loading import scenario_to_toml
+    from edgefl.run.load import load_scenario
+    from edgefl.output.targets import target_sentence
 
     with user_errors():
         if resume is not None:
@@ -113,8 +114,8 @@ def run(
 
 def _resumable(run_dir: Path):
     """The scenario of an unfinished run directory, checked for --resume."""
-    from edgefl.results import is_finished
-    from edgefl.scenario import load_scenario
+    from edgefl.output.results import is_finished
+    from edgefl.run.load import load_scenario
 
     if not (run_dir / "scenario.toml").is_file():
         raise fail(f"--resume {str(run_dir)!r}: no scenario.toml there; not an edgefl run directory")

@@ -29,7 +29,7 @@ import typer
 from edgefl.cli._common import fail
 
 if TYPE_CHECKING:
-    from edgefl.scenario import Scenario
+    from edgefl.scenario.loading import Scenario
 
 __all__ = ["register"]
 
@@ -126,7 +126,7 @@ def _inputs(scenario: str, *, rule, refine, gamma, samples, seeds, f_a, f_b, f_t
             jobs, overrides) -> _Inputs:  # fmt: skip
     """Loads the scenario and checks the options, filling the unset ones from ``[method.luo]``; fail() names the
     first bad one."""
-    from edgefl.scenario import load_scenario
+    from edgefl.run.load import load_scenario
 
     if rule not in ("measured", "paper"):
         raise fail(f"--rule={rule!r}: must be measured or paper")

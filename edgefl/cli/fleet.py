@@ -44,7 +44,7 @@ def write_table(frame, out: Path) -> None:
 
 
 def _device_rows() -> list[dict]:
-    from edgefl.catalogue import catalogue
+    from edgefl.scenario.catalogue import catalogue
 
     return [
         {
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Every number with its source, as JSON.")] = False,
     ) -> None:
         """List the device catalogue (profiles for fleet.profiles and a device table's profile column)."""
-        from edgefl.catalogue import catalogue_document
+        from edgefl.scenario.catalogue import catalogue_document
 
         if as_json:
             doc = catalogue_document()
@@ -90,8 +90,8 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[Optional[int], typer.Option("--seed", help="Scenario seed (overrides the file).")] = None,
     ) -> None:
         """Write the fleet SCENARIO would draw (seed applied) as a device table for fleet.devices."""
-        from edgefl.fleet_export import fleet_frame
-        from edgefl.scenario import load_scenario
+        from edgefl.run.fleet_export import fleet_frame
+        from edgefl.run.load import load_scenario
 
         with user_errors():
             sc = load_scenario(scenario, list(set_ or []), seed=seed)

@@ -31,7 +31,7 @@ def records(width: float = 1.0) -> list[dict]:
 
     from edgefl.learning.models import list_models, model_info
     from edgefl.learning.slicing import submodel_shapes
-    from edgefl.algorithms.heterofl import LEVEL_WIDTHS
+    from edgefl.methods.heterofl import LEVEL_WIDTHS
 
     out = []
     for entry in list_models():

@@ -5,8 +5,8 @@
 
 The CSV has a header with the columns ``samples, eps, f_min_hz, f_max_hz, e_max_j, rate_bps, p_tx_w`` (any
 order, extra columns ignored) and one row per device, or it is a device table in the format of ``fleet.devices``
-(:mod:`edgefl.fleet_table`: ``n_samples``, a position, a ``profile`` or the device columns, ``e_max_j`` or
-``--e-max-j``), whose uplink rates are computed with the channel model (:mod:`edgefl.anycost_table`).
+(:mod:`edgefl.scenario.device_table`: ``n_samples``, a position, a ``profile`` or the device columns, ``e_max_j`` or
+``--e-max-j``), whose uplink rates are computed with the channel model (:mod:`edgefl.fleet.anycost_input`).
 ``--json`` prints a JSON list with one object per device (``alpha, beta, f_hz, gain, feasible, reason, t_s,
 e_j``: planned time [s] and energy [J] of the round; ``reason`` is null when feasible); otherwise a table.
 Bad input prints one ``error: ...`` line on stderr and exits with code 2.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from edgefl.algorithms.anycostfl import AnycostFLSettings
+from edgefl.methods.anycostfl import AnycostFLSettings
 from edgefl.cli._common import fail, option_names, read_numeric_csv, user_errors
 from optimizers.anycost_model import AnycostDevices  # numpy only; the solvers load on first use
 
@@ -46,10 +46,10 @@ _INDEXED = re.compile(r"^(\w+)\[(\d+)\]=(.*)$", re.DOTALL)
 
 def _read_devices(path: Path, e_max_j: float | None) -> tuple[AnycostDevices, list[int]]:
     """The devices of a CSV file and the file line number of each device row (a device table, the format of
-    ``fleet.devices``, is converted by :func:`edgefl.anycost_table.anycost_devices`)."""
+    ``fleet.devices``, is converted by :func:`edgefl.fleet.anycost_input.anycost_devices`)."""
     from optimizers.errors import OptimizerInputError
 
-    from edgefl.anycost_table import anycost_devices, is_device_table
+    from edgefl.fleet.anycost_input import anycost_devices, is_device_table
 
     where = f"--devices {str(path)!r}"
     if is_device_table(path, CSV_COLUMNS):

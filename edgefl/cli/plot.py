@@ -4,7 +4,7 @@
 
 Each RUN_DIR is a directory written by ``edgefl run``; traces are labelled "<name> (<method>, seed <seed>)".
 Prints the path written. A bad run directory or output path prints one ``error: ...`` line on stderr and exits
-with code 2 (see :mod:`edgefl.overlay`).
+with code 2 (see :mod:`edgefl.output.comparison`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
         """Overlay runs in one HTML page: accuracy vs simulated time, vs energy and vs round.
 
         One curve per run, labelled "<name> (<method>, seed <seed>)"; the loss if no run has a test accuracy."""
-        from edgefl.overlay import write_overlay
+        from edgefl.output.comparison import write_overlay
 
         with user_errors():
             path = write_overlay(run_dirs, out, title=title)

@@ -28,7 +28,7 @@ class ExecutorKind(str, Enum):
 
 
 def _print_event(event) -> None:  # noqa: ANN001 - edgefl.sweep.RunEvent, imported lazily
-    from edgefl.report import format_value
+    from edgefl.output.report import format_value
 
     width = len(str(event.total))
     head = f"[{event.count:>{width}}/{event.total}] {event.run.run_id}"

@@ -5,7 +5,7 @@ one round of communication, each an array of shape (N,).
 Two sources, matching how the simulator charges a round:
 
 - ``fleet.step_costs.kind = "normal"`` (the paper's simulation setups): the fleet's drawn per-device constants.
-- the physical cost model (``kind = "none"``, :class:`edgefl.costs.CostModel`): one step of batch B on
+- the physical cost model (``kind = "none"``, :class:`edgefl.fleet.costs.CostModel`): one step of batch B on
   device k computes ``FLOPs/sample x min(B, n_k)`` FLOPs, i.e. ``cycles = that / flops_per_cycle`` at the
   FedAvg CPU frequency f (``f_max``; ``f_min`` with ``cpu_policy = "min_energy"`` and no deadline), so
   ``t_p = cycles / f`` and ``e_p = eps f^2 cycles`` (AnycostFL eqs. 6-7); one upload of the float32 update
@@ -25,7 +25,7 @@ import numpy as np
 from optimizers.cost_effective import LuoCostParams, expected_total_energy_j, expected_total_time_s
 
 if TYPE_CHECKING:
-    from edgefl.runner import Simulation
+    from edgefl.run.runner import Simulation
 
 __all__ = ["DeviceCosts", "measure_device_costs"]
 
@@ -70,7 +70,7 @@ class DeviceCosts:
 
 
 def measure_device_costs(sim: Simulation, *, rate_rounds: int = 20) -> DeviceCosts:
-    """The per-device costs a :class:`~edgefl.runner.Simulation` charges (see the module docstring).
+    """The per-device costs a :class:`~edgefl.run.runner.Simulation` charges (see the module docstring).
 
     ``rate_rounds`` (>= 1): rounds of the run's radio over which 1/rate is averaged (cost-model source only).
     The simulation itself is not advanced: a fresh radio on the same streams replays the rounds.
@@ -86,7 +86,7 @@ def measure_device_costs(sim: Simulation, *, rate_rounds: int = 20) -> DeviceCos
         )
     if rate_rounds < 1:
         raise ValueError(f"rate_rounds={rate_rounds}: must be >= 1")
-    from edgefl.radio import Radio
+    from edgefl.fleet.links import Radio
 
     sc, wl, costs = sim.scenario, sim.workload, sim.costs
     n = fleet.n_devices

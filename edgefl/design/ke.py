@@ -113,7 +113,7 @@ class KEDesign:
 
 def seed_costs(base, seeds: Sequence[int], *, rate_rounds: int = 20) -> list[DeviceCosts]:
     """Per-device costs of each seed's fleet (each seed draws its own)."""
-    from edgefl.runner import Simulation
+    from edgefl.run.runner import Simulation
 
     return [measure_device_costs(Simulation(design_scenario(base, k=1, e=1, seed=s)), rate_rounds=rate_rounds)
             for s in seeds]  # fmt: skip

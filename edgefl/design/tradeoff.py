@@ -1,7 +1,7 @@
 """Time-vs-energy trade-off over gamma, Luo et al. Fig. 5(e): for each gamma, each design rule's choice (Luo et
 al.'s Algorithm 2, ``rule = "paper"``, and the measured rule, :mod:`edgefl.design.measured`) and the exhaustive
 grid's optimum, each with its t_tot [s] and e_tot [J] to the target loss; written as CSV and as a plotly page
-(:func:`edgefl.report.figures_page`)."""
+(:func:`edgefl.output.report.figures_page`)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def write_tradeoff(table: pd.DataFrame, out_dir: str | Path, *, title: str = "Ti
     import plotly.graph_objects as go
 
     from edgefl.io import atomic_write_text
-    from edgefl.report import figures_page
+    from edgefl.output.report import figures_page
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

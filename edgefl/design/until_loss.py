@@ -20,7 +20,8 @@ import numpy as np
 
 from edgefl.errors import ScenarioError
 from edgefl.learning.threads import torch_threads
-from edgefl.scenario import Scenario, scenario_from_dict
+from edgefl.scenario.loading import Scenario
+from edgefl.run.load import scenario_from_dict
 
 __all__ = ["LossRun", "Hit", "run_until_loss", "design_scenario", "RunCache"]
 
@@ -93,9 +94,9 @@ def design_scenario(base: Scenario, *, k: int, e: int, seed: int | None = None, 
 
 
 def run_until_loss(scenario: Scenario, targets: Iterable[float], *, max_rounds: int | None = None) -> LossRun:
-    """Step a :class:`~edgefl.runner.Simulation` of ``scenario`` until its loss is <= min(``targets``) or
+    """Step a :class:`~edgefl.run.runner.Simulation` of ``scenario`` until its loss is <= min(``targets``) or
     ``max_rounds`` (default ``scenario.rounds``) rounds have run; return the trajectory."""
-    from edgefl.runner import Simulation
+    from edgefl.run.runner import Simulation
 
     column = _loss_column(scenario)
     goals = [float(t) for t in targets]

@@ -29,7 +29,7 @@ class LocalTrainConfig:
 
 
 def local_train_config(train) -> LocalTrainConfig:
-    """The trainer's settings from a scenario's ``train`` section (:class:`edgefl.scenario.TrainConfig`)."""
+    """The trainer's settings from a scenario's ``train`` section (:class:`edgefl.scenario.loading.TrainConfig`)."""
     same = {name: getattr(train, name) for name in ("batch_size", "lr", "momentum", "weight_decay", "grad_clip")}
     return LocalTrainConfig(epochs=train.local_epochs, steps=train.local_steps, **same)
 

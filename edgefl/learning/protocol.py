@@ -1,7 +1,7 @@
 """The learning protocol a run's workload implements, torch (:class:`~edgefl.learning.workload.Workload`) or
 surrogate (:class:`~edgefl.learning.surrogate.SurrogateWorkload`): sizes in FLOPs and bits, the local-training
 settings and the initial global state; and the values a round's learning produces (:class:`RoundWork`,
-:class:`Assessment`). The steps that move the global state are :mod:`edgefl.learner`'s.
+:class:`Assessment`). The steps that move the global state are :mod:`edgefl.training.learner`'s.
 
 No torch here: surrogate runs never import it.
 """

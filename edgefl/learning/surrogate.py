@@ -5,7 +5,7 @@ the model is replaced. The workload exposes what planners read from :class:`edge
 (``n_samples``, ``train_config``, ``flops_per_sample``, ``samples_per_round``, ``update_bits``) from its
 surrogate config, and :meth:`SurrogateWorkload.bound_step` moves the loss by one round.
 
-Bounds (constants in the scenario, see :class:`edgefl.scenario.SurrogateConfig`):
+Bounds (constants in the scenario, see :class:`edgefl.scenario.loading.SurrogateConfig`):
 
 - AnycostFL Theorem 2, per-round form eq. (45) with the ratio nu/lambda of eq. (18):
   ``gap_{t+1} = Z_t gap_t``, ``Z_t = 1 - (nu/lambda) (1 - epsilon (1 - g_t))``, where the global learning gain
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.data_sizes import DataSizes
+from edgefl.scenario.data_sizes import DataSizes
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
 from edgefl.learning.protocol import RoundWork
 from edgefl.seeding import Streams
 
 if TYPE_CHECKING:
-    from edgefl.config import SurrogateConfig, TrainConfig
+    from edgefl.scenario.sections import SurrogateConfig, TrainConfig
 
 __all__ = ["SurrogateState", "SurrogateWorkload", "anycost_contraction", "learning_gain", "luo_round_progress"]
 
@@ -126,7 +126,7 @@ class SurrogateWorkload:
         """Global training loss F(w_t) = loss_floor + gap."""
         return self.config.loss_floor + state.gap
 
-    # ------------------------------------------------------------------ the steps of edgefl.learner.BoundLearner
+    # ------------------------------------------------------------------ the steps of edgefl.training.learner.BoundLearner
     def planned_work(self, jobs: Any) -> RoundWork:
         """The planned work of each job: FLOPs of its width-w submodel, its planned bits (the full update when
         the method planned none) and its planned steps; nothing trains."""
@@ -139,7 +139,7 @@ class SurrogateWorkload:
     def async_step(
         self, state: SurrogateState, *, omega: np.ndarray, alpha: np.ndarray, beta: np.ndarray
     ) -> SurrogateState:
-        """An asynchronous server step (:mod:`edgefl.algorithms.asynchronous`): ``gap <- gap (1 - (nu/lambda)
+        """An asynchronous server step (:mod:`edgefl.methods.asynchronous`): ``gap <- gap (1 - (nu/lambda)
         sum_i omega_i (1 - epsilon (1 - alpha_i^4 beta_i)))``, clipped at 0, with each update's
         staleness-discounted step ``omega_i`` (shape (m,) each; NaN alpha/beta = full/uncompressed = 1)."""
         cfg = self.config

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from edgefl.data_sizes import DataSizes
+from edgefl.scenario.data_sizes import DataSizes
 from edgefl.errors import ScenarioError
 from edgefl.learning import partition as part
 from edgefl.learning.datasets import (
@@ -26,7 +26,7 @@ from edgefl.learning.config import (
     BITS_PER_PARAMETER, LocalTrainConfig, local_train_config, samples_per_round, scheduled_lr,
 )
 from edgefl.learning.train import evaluate, local_train, local_train_many, trains_together
-from edgefl.config import DataConfig, ModelConfig, TrainConfig
+from edgefl.scenario.sections import DataConfig, ModelConfig, TrainConfig
 from edgefl.seeding import Streams
 
 __all__ = ["Workload", "State", "TrainResult", "state_bits", "torch_device"]

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from edgefl.errors import EdgeflError
 from edgefl.learning.threads import torch_threads as _torch_threads
-from edgefl.ray_cluster import RAY_INSTALL_HINT, RayUnavailable, connect, import_ray, start_local_cluster
+from edgefl.training.ray_cluster import RAY_INSTALL_HINT, RayUnavailable, connect, import_ray, start_local_cluster
 
 if TYPE_CHECKING:
-    from edgefl.results import RunResult
+    from edgefl.output.results import RunResult
 
 __all__ = [
     "SweepError",
@@ -72,8 +72,8 @@ class RunOutcome:
 
 def compute_run(scenario_toml: str, threads: int = 1) -> RunResult:
     """Validate and run one scenario given as TOML text with ``threads`` torch threads; return its result."""
-    from edgefl.runner import run_scenario
-    from edgefl.scenario import scenario_from_dict
+    from edgefl.run.runner import run_scenario
+    from edgefl.run.load import scenario_from_dict
 
     scenario = scenario_from_dict(tomllib.loads(scenario_toml))
     with _torch_threads(threads):
@@ -84,7 +84,7 @@ def run_one(
     scenario_toml: str, run_dir: str | os.PathLike[str], threads: int = 1, report: bool = True
 ) -> dict[str, Any]:
     """Run one scenario (TOML text) and write its run directory (summary.json last); return the summary."""
-    from edgefl.results import write_run
+    from edgefl.output.results import write_run
 
     result = compute_run(scenario_toml, threads)
     write_run(result, Path(run_dir), report=report)
@@ -208,7 +208,7 @@ class RayExecutor:
 
     def imap(self, jobs: Sequence[RunJob]) -> Iterator[RunOutcome]:
         """Yield one outcome per job as it finishes; the driver writes each run directory."""
-        from edgefl.results import write_run
+        from edgefl.output.results import write_run
 
         ray = self._ray
         if ray is None:

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from edgefl.report import AXIS_TITLES, figures_page
+from edgefl.output.report import AXIS_TITLES, figures_page
 
 if TYPE_CHECKING:
     from edgefl.sweep.spec import Sweep

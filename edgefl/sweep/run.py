@@ -23,7 +23,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from edgefl.io import atomic_write_text
-from edgefl.results import is_finished
+from edgefl.output.results import is_finished
 from edgefl.sweep.executors import LocalExecutor, RayExecutor, RunJob, SweepError
 from edgefl.sweep.plots import build_sweep_page
 from edgefl.sweep.spec import RunSpec, Sweep

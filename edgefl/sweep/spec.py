@@ -39,16 +39,9 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edgefl.errors import ScenarioError
-from edgefl.scenario import (
-    Scenario,
-    read_scenario_dict,
-    read_toml,
-    scenario_from_dict,
-    scenario_to_toml,
-    set_dotted,
-    short_repr,
-)
-from edgefl.targets import Target
+from edgefl.scenario.loading import Scenario, read_scenario_dict, read_toml, scenario_to_toml, set_dotted, short_repr
+from edgefl.run.load import scenario_from_dict
+from edgefl.output.targets import Target
 
 __all__ = ["SweepSpec", "Sweep", "RunSpec", "Target", "load_sweep", "sweep_from_dict", "list_sweep_presets"]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from edgefl.results import is_finished, read_summary
-from edgefl.targets import time_to_target
+from edgefl.output.results import is_finished, read_summary
+from edgefl.output.targets import time_to_target
 
 if TYPE_CHECKING:
     from edgefl.sweep.spec import RunSpec, Sweep
-    from edgefl.targets import Target
+    from edgefl.output.targets import Target
 
 __all__ = ["METRIC_COLUMNS", "SWEEP_WALL_CLOCK_COLUMNS", "build_table", "time_to_target", "read_summary", "is_finished"]
 

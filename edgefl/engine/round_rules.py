@@ -1,0 +1,49 @@
+"""The rules of every round (or server update) of a run, resolved from the scenario once at build time
+(:func:`edgefl.run.runner.round_rules`); the drivers (:mod:`edgefl.engine.protocol`) and their shared mechanics
+(:mod:`edgefl.engine.round_steps`) read them instead of the scenario."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edgefl.scenario.sections import BudgetConfig
+
+__all__ = ["RoundRules"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundRules:
+    """The rules of every round (or server update) of a run, resolved from the scenario at build time.
+
+    ``rounds``: rounds (server updates) T; ``n_select``: devices the server starts per round (K, or more under
+    ``over_select``; the jobs kept in flight for an asynchronous method); ``keep``: updates an ``over_select``
+    round keeps (K); ``policy``, ``late``: the round policy and what a late job does (:meth:`edgefl.engine.clock.Clock.play`);
+    ``deadline_s``: the configured deadline [s]; ``t_max_s``: the deadline a method plans for [s] (None unless
+    ``policy = "deadline"``); ``downlink_s``: a fixed download time [s] (no downlink model);
+    ``downlink_rx_power_w``: a device's receive power [W] under the downlink model (None: no downlink model,
+    downloads cost no energy); ``width``: the global model's width; ``budget``: the energy-budget distribution;
+    ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
+    of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
+    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
+    """
+
+    rounds: int
+    n_select: int
+    keep: int
+    policy: str
+    late: str
+    deadline_s: float
+    t_max_s: float | None
+    downlink_s: float
+    downlink_rx_power_w: float | None
+    width: float
+    budget: BudgetConfig
+    eval_every: int
+    global_loss: bool
+    fixed_bands: bool
+
+    def evaluates(self, r: int) -> bool:
+        """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""
+        return r % self.eval_every == 0 or r == self.rounds

@@ -1,0 +1,144 @@
+"""Round mechanics both drivers share: the server's uniform selection, the jobs' downloads, the charge of what a
+job really did (pro rata up to where it stopped) and the ``rounds`` row.
+
+The synchronous driver (:mod:`edgefl.engine.sync_driver`) uses them once per round, the asynchronous driver
+(:mod:`edgefl.engine.async_driver`) once per dispatch (downloads) or per server update (charges, row). They read only
+the parts of a run named by :class:`Parts` (:class:`edgefl.engine.protocol.Run` has them), so they stand below the drivers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from edgefl.fleet.costs import prorated_energy_j
+
+if TYPE_CHECKING:
+    from edgefl.methods.base import JobTable
+    from edgefl.fleet.costs import CostModel
+    from edgefl.learning.protocol import Assessment, Learning
+    from edgefl.fleet.links import Radio
+    from edgefl.engine.round_rules import RoundRules
+    from edgefl.engine.clock import JobTimes
+
+__all__ = ["Charges", "Parts", "charge", "downloads", "rounds_row", "select_devices"]
+
+
+class Parts(Protocol):
+    """The parts of a run the mechanics read: its rules, its workload (model sizes), radio and cost model."""
+
+    @property
+    def rules(self) -> RoundRules: ...
+    @property
+    def workload(self) -> Learning: ...
+    @property
+    def radio(self) -> Radio: ...
+    @property
+    def costs(self) -> CostModel: ...
+
+
+def select_devices(
+    rng: np.random.Generator, n_devices: int, k: int, available: np.ndarray | None = None
+) -> np.ndarray:
+    """Uniform K-of-N sampling without replacement among the ``available`` devices (bool, shape (n,); None:
+    all); returns sorted device ids, shape (min(k, available),). With every device available this is the
+    same draw as sampling K of N."""
+    if available is None or available.all():
+        return np.sort(rng.choice(n_devices, size=k, replace=False))
+    ids = np.flatnonzero(available)
+    return np.sort(ids[rng.choice(ids.size, size=min(k, ids.size), replace=False)])
+
+
+def downloads(run: Parts, jobs: JobTable, gain: np.ndarray) -> tuple[float | np.ndarray, np.ndarray]:
+    """Each job's download time [s] and energy [J]: ``round.downlink_s`` and no energy, or, with
+    ``[channel.downlink]``, its (sub)model's bits over its own downlink rate (:meth:`CostModel.download`; the
+    jobs' devices share the downlink band). A job downloads the width it trains (``min(job width,
+    model.width)``: a submodel for width-shrinking methods). ``gain``: every device's channel gain, shape (n,)."""
+    rules, dev = run.rules, jobs.device
+    if rules.downlink_rx_power_w is None:
+        return rules.downlink_s, np.zeros(len(jobs))
+    width = np.minimum(jobs.width, rules.width)
+    sizes = {w: float(run.workload.update_bits_at(w)) for w in np.unique(width).tolist()}
+    bits = np.array([sizes[w] for w in width.tolist()], dtype=float)
+    rate = run.radio.downlink_rates_bps(gain[dev])  # only the jobs' devices receive: their rates alone
+    return run.costs.download(dev, bits=bits, rate_bps=rate, rx_power_w=rules.downlink_rx_power_w)
+
+
+@dataclass(frozen=True, eq=False)
+class Charges:
+    """What each job is charged [J], shape (m,) each: computing, uploading, downloading; ``total_j`` the sum over
+    the jobs (downloads only under the downlink model)."""
+
+    e_cmp_j: np.ndarray
+    e_com_j: np.ndarray
+    e_down_j: np.ndarray
+    total_j: float
+
+
+def charge(
+    run: Parts, times: JobTimes, *, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
+) -> Charges:
+    """The planned energies [J] of the jobs of ``times`` (a round's :class:`~edgefl.engine.clock.RoundOutcome`) charged up
+    to where each stopped: a job cancelled at the cut-off or lost offline pays each phase pro rata of the time it
+    spent in it (:func:`edgefl.fleet.costs.prorated_energy_j`); every job, kept or not, counts in the total."""
+    e_cmp = prorated_energy_j(e_cmp_j, times.t_cmp_s, times.cmp_done_s)
+    e_com = prorated_energy_j(e_com_j, times.t_com_s, times.com_done_s)
+    e_down = prorated_energy_j(e_down_j, times.t_dl_s, times.dl_done_s)
+    total = float(np.sum(e_cmp) + np.sum(e_com))
+    if run.rules.downlink_rx_power_w is not None:
+        total += float(np.sum(e_down))
+    return Charges(e_cmp, e_com, e_down, total)
+
+
+def rounds_row(
+    *,
+    run: Parts,
+    r: int,
+    start_s: float,
+    end_s: float,
+    energy_before_j: float,
+    charges: Charges,
+    selected: int,
+    arrived: int,
+    dropped: int,
+    bits_up: float,
+    seen: Assessment,
+    skipped: int,
+    learning_gain: float,
+    available: int,
+    wall0: float,
+    **extra: float,
+) -> dict[str, float]:
+    """The ``rounds`` row of round (server update) ``r``: its end time [s], its duration since the previous one
+    [s] (a wait for an online device included), its energy and the run's so far [J], the jobs ``selected``
+    (dispatched), ``arrived`` (aggregated) and ``dropped``, the uplink bits, the assessment ``seen``, the
+    devices ``skipped`` (sat out), the ``learning_gain``, the devices wanted and ``available`` (online and idle
+    at the selection), the wall time since ``wall0`` (:func:`time.perf_counter`) [s]; then ``extra`` columns and,
+    when the run records it, the global training loss."""
+    row: dict[str, float] = {
+        "round": r,
+        "sim_time_s": end_s,
+        "round_time_s": end_s - start_s,
+        "energy_j": charges.total_j,
+        "energy_cum_j": energy_before_j + charges.total_j,
+        "selected": selected,
+        "arrived": arrived,
+        "dropped": dropped,
+        "bits_up": bits_up,
+        "test_accuracy": seen.test_accuracy,
+        "test_loss": seen.test_loss,
+        "train_loss": seen.train_loss,
+        "wall_time_s": time.perf_counter() - wall0,
+        "skipped": skipped,
+        "learning_gain": learning_gain,
+        "wanted": run.rules.n_select,  # fewer are selected when fewer are online and idle
+        "available": available,
+        **extra,
+    }
+    if run.rules.global_loss:
+        row["global_train_loss"] = seen.global_train_loss
+    return row
+

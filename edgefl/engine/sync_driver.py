@@ -1,0 +1,126 @@
+"""The synchronous driver: ``SyncDriver.play(run, state) -> (state, record)``, one round each.
+
+Data flow (docs/architecture.md, "One synchronous round"): the run's clock reaches the round start (:meth:`edgefl.engine.clock.Clock.begin_round`) ->
+mobility -> channel gains -> the server selects among the online, idle devices -> energy budgets -> the method
+plans (with the cost model) -> SimPy round on the run's clock: at dispatch the workload does the jobs' work
+(real training, or the surrogate's planned work) and the cost model turns it into durations and energies ->
+the workload aggregates the kept updates and assesses the new model -> the round's row and device block.
+
+Nothing here knows which method runs or whether learning is real: the method and the workload implement their
+protocols (:mod:`edgefl.methods.base`, :mod:`edgefl.learning.protocol`). The round's rules are the run's
+(:class:`edgefl.engine.protocol.RoundRules`); the downloads, the charge and the row are :mod:`edgefl.engine.round_steps`'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import numpy as np
+
+from edgefl.methods.base import RoundContext
+from edgefl.engine.protocol import Run
+from edgefl.engine.round_steps import charge, downloads, rounds_row, select_devices
+from edgefl.engine.records import RoundRecord, device_block
+from edgefl.engine.run_state import RunState
+from edgefl.fleet.devices import draw_budgets_j
+
+__all__ = ["SyncDriver", "play_round"]
+
+
+class SyncDriver:
+    """Plays a synchronous run round by round (:func:`play_round`); it keeps no memory between rounds (the
+    clock, the radio and the method keep theirs)."""
+
+    def play(self, run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
+        return play_round(run, state)
+
+    def playing(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def state_dict(self, run: Run) -> None:
+        return None
+
+    def load_state_dict(self, run: Run, meta: dict | None, tensors: dict | None) -> None:
+        return None
+
+    def job_ends(self) -> None:
+        return None
+
+
+def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
+    """Simulate round ``state.rounds_done + 1``; return the state after it and its record.
+
+    The radio and the method advance their own memory (positions, histories) as the round is played.
+    """
+    fleet, costs, radio, streams, method, wl, learner, rules = (
+        run.fleet, run.costs, run.radio, run.streams, run.method, run.workload, run.learner, run.rules
+    )  # fmt: skip
+    r = state.rounds_done + 1
+    n, clock = fleet.n_devices, run.clock
+    wall0 = time.perf_counter()
+    clock.begin_round()  # waits (in simulated time) while no device is online and idle
+    held = clock.n_busy()  # late devices still on an earlier round's job keep their sub-bands
+    distance_m, gain = radio.round_state(r)
+    available = clock.available()
+    selected = select_devices(streams.numpy("selection", r), n, rules.n_select, available)
+    e_max = draw_budgets_j(rules.budget, n, streams.numpy("budgets", r))
+    sel_mask = np.zeros(n, dtype=bool)
+    sel_mask[selected] = True
+    down_budget_s = rules.downlink_s
+    if rules.downlink_rx_power_w is not None and selected.size:  # plan for the slowest download of the full model
+        dl_rate = radio.downlink_rates_bps(gain, sel_mask)[selected]
+        bits = float(wl.update_bits_at(rules.width))
+        t_down = costs.download(selected, bits=bits, rate_bps=dl_rate, rx_power_w=rules.downlink_rx_power_w)[0]
+        down_budget_s = float(np.max(t_down))
+    ctx = RoundContext(
+        round_index=r,
+        selected=selected,
+        rate_bps=radio.rates_bps(gain, fleet.tx_power_w, sel_mask, held=held),
+        e_max_j=e_max,
+        t_budget_s=None if rules.t_max_s is None else rules.t_max_s - down_budget_s,
+        costs=costs,
+        rng=streams.lazy_numpy("method", r),
+    )
+    plan = method.plan_round(ctx)
+    jobs = plan.jobs
+    dev = jobs.device
+    tx_mask = np.zeros(n, dtype=bool)
+    tx_mask[dev] = True
+    rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
+    down_s, e_down = downloads(run, jobs, gain)
+    done: dict[str, Any] = {}
+
+    def start() -> tuple[np.ndarray, np.ndarray]:
+        """At dispatch: the jobs' work, charged by the cost model from what was really done."""
+        work = done["work"] = learner.work(jobs, state=state.model, round_index=r)
+        t_cmp, done["e_cmp"] = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
+        t_com, done["e_com"] = costs.upload(dev, bits=work.bits, rate_bps=rate[dev])
+        return t_cmp, t_com
+
+    outcome = clock.play(
+        devices=dev, durations=start, policy=rules.policy, deadline_s=rules.deadline_s,
+        keep=rules.keep, down_s=down_s, late=rules.late,
+    )  # fmt: skip
+    work = done["work"]
+    charges = charge(run, outcome, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
+    kept = outcome.kept_index  # arrival order
+    model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=int(selected.size))
+    rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
+    block = device_block(
+        r=r, jobs=jobs.columns(), skipped_device=plan.skipped_device, skipped_reason=plan.skipped_reason,
+        times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
+        e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
+        e_down_j=charges.e_down_j, extra=method.device_values(jobs, updates=work.updates),
+    )  # fmt: skip
+    seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
+    row = rounds_row(
+        run=run, r=r, start_s=state.sim_time_s, end_s=outcome.end_s, energy_before_j=state.energy_cum_j,
+        charges=charges, selected=int(selected.size), arrived=int(kept.size), dropped=len(jobs) - int(kept.size),
+        bits_up=float(np.sum(work.bits)), seen=seen, skipped=int(plan.skipped_device.size),
+        learning_gain=method.learning_gain(jobs.take(kept), n_selected=int(selected.size)),
+        available=int(np.count_nonzero(available)), wall0=wall0,
+    )  # fmt: skip
+    after = RunState(rounds_done=r, sim_time_s=outcome.end_s, energy_cum_j=row["energy_cum_j"], model=model)
+    return after, RoundRecord(row, block)
