@@ -44,7 +44,7 @@ def contexts(method: str, seed: int, rounds: int, extra: list[str]):
         _, gain = run.radio.round_state(r)
         yield run.method, RoundContext(
             round_index=r, selected=np.arange(n), rate_bps=run.radio.rates_bps(gain, run.fleet.tx_power_w, everyone),
-            e_max_j=draw_budgets_j(run.scenario.fleet.budget, n, run.streams.numpy("budgets", r)),
+            e_max_j=draw_budgets_j(run.rules.budget, n, run.streams.numpy("budgets", r)),
             t_budget_s=run.t_max_s - run.scenario.round.downlink_s, costs=run.costs,
             rng=run.streams.lazy_numpy("method", r),
         )  # fmt: skip

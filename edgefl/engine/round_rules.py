@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from edgefl.scenario.sections import BudgetConfig
+    from edgefl.fleet.devices import EnergyBudgets
 
 __all__ = ["RoundRules"]
 
@@ -23,7 +23,7 @@ class RoundRules:
     ``deadline_s``: the configured deadline [s]; ``t_max_s``: the deadline a method plans for [s] (None unless
     ``policy = "deadline"``); ``downlink_s``: a fixed download time [s] (no downlink model);
     ``downlink_rx_power_w``: a device's receive power [W] under the downlink model (None: no downlink model,
-    downloads cost no energy); ``width``: the global model's width; ``budget``: the energy-budget distribution;
+    downloads cost no energy); ``width``: the global model's width; ``budget``: how each round draws the energy budgets;
     ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
     of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
     depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
@@ -39,7 +39,7 @@ class RoundRules:
     downlink_s: float
     downlink_rx_power_w: float | None
     width: float
-    budget: BudgetConfig
+    budget: EnergyBudgets
     eval_every: int
     global_loss: bool
     fixed_bands: bool

@@ -14,7 +14,7 @@ import numpy as np
 
 from edgefl.scenario.sections import BudgetConfig, FleetConfig
 
-__all__ = ["Fleet", "draw_per_device", "draw_budgets_j", "draw_columns"]
+__all__ = ["Fleet", "EnergyBudgets", "draw_per_device", "draw_budgets_j", "draw_columns"]
 
 
 def draw_per_device(spec: float | tuple[float, float], n: int, rng: np.random.Generator) -> np.ndarray:
@@ -24,7 +24,24 @@ def draw_per_device(spec: float | tuple[float, float], n: int, rng: np.random.Ge
     return np.full(n, float(spec))
 
 
-def draw_budgets_j(budget: BudgetConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+@dataclass(frozen=True, kw_only=True)
+class EnergyBudgets:
+    """How each round draws a device's energy budget E_max [J] (``[fleet.budget]``, resolved at build time):
+    ``kind`` ``"none"`` (no budget), ``"fixed"`` (``value_j``: a number for every device, or (low, high) drawn per
+    device) or ``"uniform"`` (uniform on [``low_j``, ``high_j``])."""
+
+    kind: str = "none"
+    value_j: float | tuple[float, float] = 1.0
+    low_j: float = 1.0
+    high_j: float = 1.0
+
+    @classmethod
+    def of(cls, budget: BudgetConfig) -> EnergyBudgets:
+        """The budgets a ``[fleet.budget]`` section sets."""
+        return cls(kind=budget.kind, value_j=budget.value_j, low_j=budget.low_j, high_j=budget.high_j)
+
+
+def draw_budgets_j(budget: EnergyBudgets, n: int, rng: np.random.Generator) -> np.ndarray:
     """This round's energy budget E_max [J] per device, shape (n,); ``inf`` when budgets are off."""
     if budget.kind == "none":
         return np.full(n, np.inf)

@@ -24,6 +24,7 @@ from edgefl.methods import METHODS, MethodSetup, make_method
 from edgefl.engine.async_driver import AsyncDriver
 from edgefl.fleet.availability import make_availability
 from edgefl.fleet.costs import CostModel
+from edgefl.fleet.devices import EnergyBudgets
 from edgefl.engine.protocol import Driver, RoundRules, Run
 from edgefl.fleet.build import FleetBuild, build_fleet, placed_positions
 from edgefl.scenario.device_table import data_sizes_of
@@ -163,7 +164,7 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         downlink_s=rcfg.downlink_s,
         downlink_rx_power_w=None if dl is None else dl.rx_power_w,
         width=scenario.model.width,
-        budget=scenario.fleet.budget,
+        budget=EnergyBudgets.of(scenario.fleet.budget),
         eval_every=scenario.train.eval_every,
         global_loss=scenario.train.global_loss,
         fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
