@@ -1,6 +1,6 @@
 """The design loop of Luo et al., "Cost-Effective Federated Learning Design" (INFOCOM 2021), in the simulator.
 
-- :mod:`edgefl.design.costs`: per-device t_{k,p}, t_{k,m}, e_{k,p}, e_{k,m} from a run's fleet and radio,
+- :mod:`edgefl.design.luo_costs`: per-device t_{k,p}, t_{k,m}, e_{k,p}, e_{k,m} from a run's fleet and radio,
   and the Lemma 1/2 prediction of a round's time and energy.
 - :mod:`edgefl.design.until_loss`: run a design until the global training loss reaches targets.
 - :mod:`edgefl.design.ke`: Algorithm 2 (sampling, A0/B0 estimate, alternate search, final run), the paper
@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from edgefl.design.costs import DeviceCosts, measure_device_costs
+from edgefl.design.luo_costs import DeviceCosts, measure_device_costs
 from edgefl.design.ke import (
     DesignError,
     Estimate,

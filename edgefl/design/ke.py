@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgefl.design.costs import DeviceCosts, measure_device_costs
+from edgefl.design.luo_costs import DeviceCosts, measure_device_costs
 from edgefl.design.until_loss import RunCache, design_scenario
 from edgefl.errors import EdgeflError
 from optimizers.cost_effective import KESolution, estimate_a0_over_b0, solve_acs

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgefl.design.costs import DeviceCosts
+from edgefl.design.luo_costs import DeviceCosts
 from edgefl.design.ke import DesignError, Outcome, evaluate_design
 from edgefl.design.until_loss import RunCache
 from optimizers.cost_effective_fit import MeasuredChoice, RoundsFit, choose_ke, fit_rounds

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from edgefl.design.costs import DeviceCosts
+from edgefl.design.luo_costs import DeviceCosts
 from edgefl.design.ke import Estimate, Outcome, run_design, solve_p3, grid_optimum
 from edgefl.design.measured import MeasuredEstimate, design_measured, predict_choice, refine_neighbours
 from edgefl.design.until_loss import RunCache

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgefl.methods.base import ClientUpdate, DenseUpdate, JobTable, RoundContext, RoundPlan
-from edgefl.engine.protocol import Run
+from edgefl.engine.driver import Run
 from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
 from edgefl.engine.round_steps import charge, downloads, rounds_row

@@ -1,5 +1,5 @@
 """The rules of every round (or server update) of a run, resolved from the scenario once at build time
-(:func:`edgefl.run.runner.round_rules`); the drivers (:mod:`edgefl.engine.protocol`) and their shared mechanics
+(:func:`edgefl.run.runner.round_rules`); the drivers (:mod:`edgefl.engine.driver`) and their shared mechanics
 (:mod:`edgefl.engine.round_steps`) read them instead of the scenario."""
 
 from __future__ import annotations

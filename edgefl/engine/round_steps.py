@@ -3,7 +3,7 @@ job really did (pro rata up to where it stopped) and the ``rounds`` row.
 
 The synchronous driver (:mod:`edgefl.engine.sync_driver`) uses them once per round, the asynchronous driver
 (:mod:`edgefl.engine.async_driver`) once per dispatch (downloads) or per server update (charges, row). They read only
-the parts of a run named by :class:`Parts` (:class:`edgefl.engine.protocol.Run` has them), so they stand below the drivers.
+the parts of a run named by :class:`Parts` (:class:`edgefl.engine.driver.Run` has them), so they stand below the drivers.
 """
 
 from __future__ import annotations

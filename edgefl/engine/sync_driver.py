@@ -8,7 +8,7 @@ the workload aggregates the kept updates and assesses the new model -> the round
 
 Nothing here knows which method runs or whether learning is real: the method and the workload implement their
 protocols (:mod:`edgefl.methods.base`, :mod:`edgefl.learning.protocol`). The round's rules are the run's
-(:class:`edgefl.engine.protocol.RoundRules`); the downloads, the charge and the row are :mod:`edgefl.engine.round_steps`'.
+(:class:`edgefl.engine.driver.RoundRules`); the downloads, the charge and the row are :mod:`edgefl.engine.round_steps`'.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from edgefl.methods.base import RoundContext
-from edgefl.engine.protocol import Run
+from edgefl.engine.driver import Run
 from edgefl.engine.round_steps import charge, downloads, rounds_row, select_devices
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.run_state import RunState

@@ -26,7 +26,7 @@ from edgefl.methods.base import (
     ClientUpdate, DeviceJob, JobTable, LocalTraining, Method, Needs, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import BITS_PER_PARAMETER, steps_per_round
-from edgefl.scenario.base import Strict
+from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Training

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from edgefl.scenario.base import Strict
+from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -43,7 +43,7 @@ from edgefl.methods.base import (
     ClientUpdate, JobTable, LocalTraining, Method, Needs, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import steps_per_round
-from edgefl.scenario.base import Strict
+from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
     from edgefl.compression.codec import Compressed

@@ -23,7 +23,7 @@ from edgefl.methods.fedavg import FedAvg, FedAvgSettings
 from edgefl.scenario.sections import MAX_DEVICE_ENERGY_J
 from edgefl.learning.config import steps_per_round
 from edgefl.scenario.limits import Limit, check_limits, require
-from edgefl.scenario.base import check_range
+from edgefl.scenario.section_base import check_range
 from optimizers.ccfedavg import (
     budget_probabilities,
     level_probabilities,

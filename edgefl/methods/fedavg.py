@@ -11,7 +11,7 @@ from edgefl.methods.base import (
     ClientUpdate, DenseUpdate, JobTable, LocalTraining, Method, Needs, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import steps_per_round
-from edgefl.scenario.base import Strict
+from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:  # torch is imported only when a model really trains (not in surrogate runs)
     from edgefl.learning.protocol import Training

@@ -20,7 +20,7 @@ from edgefl.methods.base import (
     ClientUpdate, DeviceJob, JobTable, LocalTraining, Method, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.learning.config import steps_per_round
-from edgefl.scenario.base import Strict
+from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
     import torch

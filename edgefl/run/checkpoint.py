@@ -81,7 +81,7 @@ def save_checkpoint(
     ``state_dict()``) and ``radio_state``; return how many device blocks are now saved. ``learning``: the run's
     workload, which saves the model (:meth:`~edgefl.learning.protocol.Learning.saved_state`): tensors in a ``.pt``
     file when it trains, else numbers in ``meta.json``.
-    ``driver_state``: the driver's memory (:meth:`edgefl.engine.protocol.Driver.state_dict`: an asynchronous run's
+    ``driver_state``: the driver's memory (:meth:`edgefl.engine.driver.Driver.state_dict`: an asynchronous run's
     server), its JSON part in ``meta.json`` and its tensors (jobs' updates, model versions) in the ``.pt`` file."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     old = _read_meta(checkpoint_dir / META) if (checkpoint_dir / META).is_file() else None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edgefl.methods import METHODS
-from edgefl.scenario import loading
+import edgefl.scenario.loading as loading
 from edgefl.scenario.loading import Scenario
 
 __all__ = ["load_scenario", "scenario_from_dict"]

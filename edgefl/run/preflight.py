@@ -27,7 +27,7 @@ from edgefl.errors import ScenarioError
 
 if TYPE_CHECKING:
     from edgefl.scenario.sections import AvailabilityConfig
-    from edgefl.engine.protocol import Run
+    from edgefl.engine.driver import Run
 
 __all__ = ["PreflightError", "preflight", "best_rates_bps", "best_budgets_j", "CHUNK"]
 

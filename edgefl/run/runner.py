@@ -2,7 +2,7 @@
 
 - building (:func:`build_run`): streams, workload, fleet, cost model, radio, method, the per-round rules and
   the driver, from the scenario (the only place a run reads it);
-- playing one step (:class:`edgefl.engine.protocol.Driver`): ``(run state) -> (run state, record)``, a synchronous round
+- playing one step (:class:`edgefl.engine.driver.Driver`): ``(run state) -> (run state, record)``, a synchronous round
   (:class:`edgefl.engine.sync_driver.SyncDriver`) or an asynchronous server update (:class:`edgefl.engine.async_driver.AsyncDriver`);
 - recording (:class:`edgefl.engine.records.Records`): the rows and device blocks, and the tables built from them.
 
@@ -25,7 +25,7 @@ from edgefl.engine.async_driver import AsyncDriver
 from edgefl.fleet.availability import make_availability
 from edgefl.fleet.costs import CostModel
 from edgefl.fleet.devices import EnergyBudgets
-from edgefl.engine.protocol import Driver, RoundRules, Run
+from edgefl.engine.driver import Driver, RoundRules, Run
 from edgefl.fleet.build import FleetBuild, build_fleet, placed_positions
 from edgefl.scenario.device_table import data_sizes_of
 from edgefl.training.executors import ProcessExecutor, RayExecutor, usable_cores
@@ -149,7 +149,7 @@ def build_run(scenario: Scenario) -> Run:
 
 
 def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
-    """The rules of every round of ``scenario`` on a fleet of ``n_devices`` (:class:`edgefl.engine.protocol.RoundRules`)."""
+    """The rules of every round of ``scenario`` on a fleet of ``n_devices`` (:class:`edgefl.engine.driver.RoundRules`)."""
     rcfg, ch, k = scenario.round, scenario.channel, scenario.method.clients_per_round
     dl = ch.downlink
     over = rcfg.policy == "over_select"

@@ -3,7 +3,8 @@
 - :mod:`.loading`: the :class:`~edgefl.scenario.loading.Scenario` model, TOML files, presets and ``--set`` overrides;
 - :mod:`.sections`: the ``[data]``, ``[model]``, ``[train]``, ``[round]``, ``[fleet]``, ``[channel]``,
   ``[surrogate]`` and ``[output]`` sections, units converted at load;
-- :mod:`.base`: the base of every section and of each method's settings model; :mod:`.luo_settings`: ``[method.luo]``;
+- :mod:`.section_base`: the base of every section and of each method's settings model;
+- :mod:`.luo_settings`: the ``[method.luo]`` table of ``edgefl design ke``;
 - :mod:`.limits`: the physically possible range of each field; :mod:`.did_you_mean`: the nearest valid key;
 - :mod:`.device_table`: the user's device table (CSV, Parquet or a DataFrame); :mod:`.data_sizes`: its data sizes;
 - :mod:`.catalogue`: the device catalogue (``edgefl/data/devices.toml``).

@@ -27,7 +27,7 @@ from edgefl.errors import ScenarioError
 from edgefl.scenario.device_table import checked_fleet_section
 from edgefl.scenario.did_you_mean import nearest_key
 from edgefl.scenario.luo_settings import LuoSettings
-from edgefl.scenario.base import Strict as _Strict
+from edgefl.scenario.section_base import Strict as _Strict
 
 __all__ = [
     "Scenario",

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from edgefl.scenario.base import Strict
+from edgefl.scenario.section_base import Strict
 
 __all__ = ["LuoSettings"]
 

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 from edgefl.scenario.limits import Limit, check_limits, require
-from edgefl.scenario.base import Strict as _Strict
-from edgefl.scenario.base import check_range
+from edgefl.scenario.section_base import Strict as _Strict
+from edgefl.scenario.section_base import check_range
 
 __all__ = [
     "DataConfig", "ModelConfig", "ModelName", "TrainConfig", "RoundConfig", "FleetConfig", "BudgetConfig",
