@@ -15,6 +15,7 @@ import pytest
 from edgefl.scenario.catalogue import catalogue, catalogue_document
 from edgefl.errors import ScenarioError
 from edgefl.fleet.build import build_fleet
+from edgefl.scenario.device_table import table_of
 from edgefl.scenario.loading import scenario_to_toml
 from edgefl.run.load import load_scenario, scenario_from_dict
 from edgefl.seeding import Streams
@@ -87,7 +88,7 @@ def test_profile_mix_draws_on_its_own_stream_and_table_cells_win(tmp_path):
     # operator_cell sets none of the profile quantities itself, so the profiles give all of them
     sc = load_scenario("operator_cell", ["fleet.profiles={jetson_nano=1, helio_p23=3}"])
     n = sc.fleet.n_devices
-    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed))
+    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed), table_of(sc.fleet))
     # the mix: the 'profiles' stream picks p = (1/4, 3/4)
     want = Streams(sc.seed).numpy("profiles").choice(2, size=n, p=[0.25, 0.75])
     assert built.profiles == [("jetson_nano", "helio_p23")[i] for i in want]
@@ -100,7 +101,7 @@ def test_profile_mix_draws_on_its_own_stream_and_table_cells_win(tmp_path):
     rows = "profile,f_max_ghz\nraspberry_pi_5,2.0\n" + "".join("jetson_nano,\n" for _ in range(n - 1))
     (tmp_path / "t.csv").write_text(rows)
     sc2 = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"'])
-    b2 = build_fleet(sc2.fleet, np.full(n, 10), Streams(sc2.seed))
+    b2 = build_fleet(sc2.fleet, np.full(n, 10), Streams(sc2.seed), table_of(sc2.fleet))
     pi5 = catalogue()["raspberry_pi_5"]
     assert b2.fleet.f_max_hz[0] == 2.0e9 and b2.fleet.energy_coeff[0] == pi5.energy_coeff
     assert b2.fleet.f_min_hz[0] == pi5.f_min_hz
@@ -113,7 +114,7 @@ def test_an_explicit_scenario_key_overrides_the_mix_profiles_value(tmp_path):
     mix = "fleet.profiles={jetson_nano=1, helio_p23=3}"
     sc = load_scenario("operator_cell", [mix, "fleet.f_max_ghz=1.5"])
     n = sc.fleet.n_devices
-    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed))
+    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed), table_of(sc.fleet))
     assert set(built.profiles) == {"jetson_nano", "helio_p23"}
     np.testing.assert_array_equal(built.fleet.f_max_hz, np.full(n, 1.5e9))  # every device: the explicit value
     for i, name in enumerate(built.profiles):
@@ -122,17 +123,18 @@ def test_an_explicit_scenario_key_overrides_the_mix_profiles_value(tmp_path):
         assert built.fleet.flops_per_cycle[i] == p.flops_per_cycle
     # an explicit f_max below a profile's f_min lowers that f_min: a Helio P23 (0.575-2.3 GHz) at 0.5 GHz
     low = load_scenario("operator_cell", ["fleet.profiles={helio_p23=1}", "fleet.f_max_ghz=0.5"])
-    b_low = build_fleet(low.fleet, np.full(n, 10), Streams(low.seed))
+    b_low = build_fleet(low.fleet, np.full(n, 10), Streams(low.seed), table_of(low.fleet))
     assert np.all(b_low.fleet.f_min_hz == 0.5e9) and np.all(b_low.fleet.f_max_hz == 0.5e9)
     # keys in the scenario file count as set: the quickstart's own tx_power_dbm = 20 (0.1 W) beats the mix's 23 dBm,
     # which still gives each device its f_max
-    qs = build_fleet(load_scenario("quickstart", [mix]).fleet, np.full(20, 10), Streams(0))
+    qs_fleet = load_scenario("quickstart", [mix]).fleet
+    qs = build_fleet(qs_fleet, np.full(20, 10), Streams(0), table_of(qs_fleet))
     np.testing.assert_allclose(qs.fleet.tx_power_w, np.full(20, 0.1), rtol=1e-12)
     np.testing.assert_array_equal(qs.fleet.f_max_hz, [catalogue()[name].f_max_hz for name in qs.profiles])
     # the resolved scenario keeps what was set and leaves out what was not: reloading gives the same fleet
     again = scenario_from_dict(tomllib.loads(scenario_to_toml(sc)))
     assert "f_max_hz" in again.fleet.model_fields_set and "f_min_hz" not in again.fleet.model_fields_set
-    b_again = build_fleet(again.fleet, np.full(n, 10), Streams(again.seed))
+    b_again = build_fleet(again.fleet, np.full(n, 10), Streams(again.seed), table_of(again.fleet))
     for key in ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w"):
         np.testing.assert_array_equal(getattr(b_again.fleet, key), getattr(built.fleet, key))
 
@@ -160,7 +162,7 @@ def test_non_paper_presets_draw_real_devices(name):
     (a preset without profiles: within the highest cited power of any catalogue phone)."""
     sc = load_scenario(name)
     n = sc.fleet.n_devices
-    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed))
+    built = build_fleet(sc.fleet, np.full(n, 10), Streams(sc.seed), table_of(sc.fleet))
     power = built.fleet.energy_coeff * built.fleet.f_max_hz**3
     names = sc.fleet.profiles or [k for k, p in catalogue().items() if p.device_class.startswith("smartphone")]
     cited_max = max(catalogue()[k].power_w for k in names)

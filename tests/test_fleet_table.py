@@ -19,6 +19,7 @@ from edgefl.cli.fleet import write_table
 from edgefl.errors import ScenarioError
 from edgefl.run.fleet_export import fleet_frame, with_devices
 from edgefl.fleet.build import placed_positions
+from edgefl.scenario.device_table import table_of
 from edgefl.run.runner import run_scenario
 from edgefl.run.load import load_scenario
 
@@ -187,7 +188,7 @@ def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path
     (tmp_path / "t.csv").write_text("distance_m,n_samples,tx_power_dbm\n100,30,\n,,20\n300,50,\n")
     sc = load_scenario("quickstart", [f'fleet.devices="{tmp_path / "t.csv"}"', "method.clients_per_round=3"])
     drawn = np.array([[3.0, 4.0], [-6.0, 8.0], [0.0, -2.0]])
-    placed = placed_positions(sc.fleet, drawn)
+    placed = placed_positions(table_of(sc.fleet), drawn)
     np.testing.assert_allclose(placed, [[60.0, 80.0], [-6.0, 8.0], [0.0, -300.0]], rtol=1e-12)
     from edgefl.run.runner import make_workload
     from edgefl.seeding import Streams

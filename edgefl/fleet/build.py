@@ -18,7 +18,7 @@ import numpy as np
 from edgefl.scenario.catalogue import catalogue
 from edgefl.scenario.sections import FLEET_FIELDS
 from edgefl.errors import ScenarioError
-from edgefl.scenario.device_table import DeviceTable, check_cpu_power, table_of
+from edgefl.scenario.device_table import DeviceTable, check_cpu_power
 from edgefl.fleet.devices import Fleet, draw_columns
 
 if TYPE_CHECKING:
@@ -53,12 +53,12 @@ class FleetBuild:
     profiles: list[str]
 
 
-def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams) -> FleetBuild:
-    """The fleet of a scenario's ``[fleet]`` section: draws (streams ``fleet`` and ``step_costs``), then the
-    profiles' values (a profile the mix drew: only the quantities the scenario does not set itself,
-    :meth:`~edgefl.scenario.sections.FleetConfig.explicit_fields`; a profile the table names: all), then the device table's explicit cells."""
+def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table: DeviceTable | None) -> FleetBuild:
+    """The fleet of a scenario's ``[fleet]`` section and its device ``table`` (None: none): draws (streams
+    ``fleet`` and ``step_costs``), then the profiles' values (a profile the mix drew: only the quantities the
+    scenario does not set itself, :meth:`~edgefl.scenario.sections.FleetConfig.explicit_fields`; a profile the
+    table names: all), then the table's explicit cells."""
     cols = draw_columns(cfg, streams.numpy("fleet"), streams.numpy("step_costs"))
-    table = table_of(cfg)
     names = device_profiles(cfg, table, streams)
     profiles = catalogue()
     from_mix = [fld for fld in FLEET_FIELDS if fld not in cfg.explicit_fields()]
@@ -94,10 +94,9 @@ def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams) -> Fl
     return FleetBuild(fleet=fleet, columns=cols, profiles=names)
 
 
-def placed_positions(cfg: FleetConfig, drawn_m: np.ndarray) -> np.ndarray:
-    """Initial positions [m], shape (n, 2): the table's ``x_m, y_m``, or its ``distance_m`` along the drawn
-    position's direction, else the drawn position."""
-    table = table_of(cfg)
+def placed_positions(table: DeviceTable | None, drawn_m: np.ndarray) -> np.ndarray:
+    """Initial positions [m], shape (n, 2): the device ``table``'s ``x_m, y_m``, or its ``distance_m`` along the
+    drawn position's direction, else the drawn position."""
     if table is None:
         return drawn_m
     out = np.array(drawn_m, dtype=float, copy=True)

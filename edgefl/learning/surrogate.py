@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.scenario.data_sizes import DataSizes
+from edgefl.learning.data_sizes import DataSizes
 from edgefl.learning.config import BITS_PER_PARAMETER, local_train_config, samples_per_round
 from edgefl.learning.protocol import RoundWork
 from edgefl.seeding import Streams

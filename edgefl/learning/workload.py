@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from edgefl.scenario.data_sizes import DataSizes
+from edgefl.learning.data_sizes import DataSizes
 from edgefl.errors import ScenarioError
 from edgefl.learning import partition as part
 from edgefl.learning.datasets import (

@@ -27,7 +27,8 @@ from edgefl.fleet.costs import CostModel
 from edgefl.fleet.devices import EnergyBudgets
 from edgefl.engine.driver import Driver, RoundRules, Run
 from edgefl.fleet.build import FleetBuild, build_fleet, placed_positions
-from edgefl.scenario.device_table import data_sizes_of
+from edgefl.learning.data_sizes import DataSizes
+from edgefl.scenario.device_table import DeviceTable, table_of
 from edgefl.training.executors import ProcessExecutor, RayExecutor, usable_cores
 from edgefl.training.learner import Executor, InlineExecutor, make_learner, training_groups
 from edgefl.engine.round_steps import select_devices
@@ -62,10 +63,17 @@ class RunInterrupted(KeyboardInterrupt):
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-def make_workload(scenario: Scenario, streams: Streams) -> Learning:
-    """The learning workload the scenario names, built from its own configs (torch is imported only for real
-    training)."""
-    n, sizes = scenario.fleet.n_devices, data_sizes_of(scenario.fleet)
+def data_sizes(table: DeviceTable | None) -> DataSizes | None:
+    """The local data sizes a device table sets (its ``n_samples``, ``data_share`` columns), or None."""
+    if table is None:
+        return None
+    return DataSizes(where=table.where, n_samples=table.values.get("n_samples"), share=table.values.get("data_share"))
+
+
+def make_workload(scenario: Scenario, streams: Streams, table: DeviceTable | None = None) -> Learning:
+    """The learning workload the scenario names, built from its own configs and the data sizes its device ``table``
+    sets (default: the scenario's own table; torch is imported only for real training)."""
+    n, sizes = scenario.fleet.n_devices, data_sizes(table if table is not None else table_of(scenario.fleet))
     if scenario.learning == "surrogate":
         from edgefl.learning.surrogate import SurrogateWorkload
 
@@ -92,10 +100,11 @@ class Devices:
 def draw_devices(scenario: Scenario) -> Devices:
     """The devices of a run of ``scenario`` (:class:`Devices`), as :func:`build_run` draws them."""
     streams = Streams(scenario.seed)
-    workload = make_workload(scenario, streams)
-    built = build_fleet(scenario.fleet, workload.n_samples, streams)  # draws, profiles, device table
+    table = table_of(scenario.fleet)  # the user's device table, read once; None without one
+    workload = make_workload(scenario, streams, table)
+    built = build_fleet(scenario.fleet, workload.n_samples, streams, table)  # draws, profiles, device table
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
-    radio.positions_m = placed_positions(scenario.fleet, radio.positions_m)
+    radio.positions_m = placed_positions(table, radio.positions_m)
     return Devices(streams=streams, workload=workload, fleet=built, radio=radio)
 
 

@@ -43,14 +43,13 @@ import numpy as np
 
 from edgefl.scenario.catalogue import catalogue, profile
 from edgefl.scenario.sections import FLEET_UNITS, MAX_CPU_POWER_W, BudgetConfig, FleetConfig, StepCostsConfig
-from edgefl.scenario.data_sizes import DataSizes
 from edgefl.errors import ScenarioError
 from edgefl.scenario.limits import Limit, limits_of, user_range
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "data_sizes_of", "checked_fleet_section", "COLUMNS"]
+__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "checked_fleet_section", "COLUMNS"]
 
 
 @dataclass(frozen=True)
@@ -323,14 +322,6 @@ def read_device_table(source: str) -> DeviceTable:
 def table_of(cfg: FleetConfig) -> DeviceTable | None:
     """The scenario's device table, or None."""
     return None if cfg.devices is None else read_device_table(cfg.devices)
-
-
-def data_sizes_of(cfg: FleetConfig) -> DataSizes | None:
-    """The local data sizes the scenario's device table sets (its ``n_samples``, ``data_share`` columns), or None."""
-    table = table_of(cfg)
-    if table is None:
-        return None
-    return DataSizes(where=table.where, n_samples=table.values.get("n_samples"), share=table.values.get("data_share"))
 
 
 def checked_fleet_section(data: Any) -> Any:

@@ -1,6 +1,6 @@
 """Per-device local data sizes a device table sets (its ``n_samples`` or ``data_share`` cells), as plain arrays
-the learning workloads apply to their drawn partition or drawn sizes. Built by
-:func:`edgefl.scenario.device_table.data_sizes_of`; the workloads never read the table themselves."""
+the learning workloads apply to their drawn partition or drawn sizes. The run's build step makes them from the table
+(:func:`edgefl.run.runner.draw_devices`); the workloads never read the table themselves."""
 
 from __future__ import annotations
 
