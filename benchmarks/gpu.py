@@ -34,7 +34,7 @@ ran on a machine that gave the process one core).
     .venv/bin/python benchmarks/gpu.py [--images 100] [--gpu-images 1000] [--models cnn,vgg] [--paper]
         [--paper-rounds 300] [--vectorise auto|on|off]
 
-Needs a CUDA GPU that torch sees; without one it says so and exits 2 (the figures in README.md say on which card
+Needs a CUDA GPU that torch sees; without one it says so and exits 2 (the figures in docs/performance.md say on which card
 they were measured, or that the GPU path is untested on hardware).
 """
 

@@ -14,7 +14,7 @@ and are ended when the measurement ends). Each run's time is its training loop's
 ``wall_time_s``; process start and imports excluded) and, beside it, the subprocess's whole wall time. Printed:
 the medians, the median of the paired ratios default/omp1 and cores/omp1 (< 1: faster than omp1), and whether
 the ``default`` and ``omp1`` runs wrote the same rounds.csv (wall times aside). Tests never time anything; this
-script is where the README's figure comes from.
+script is where the figure in docs/performance.md ("Threads") comes from.
 
 Measured on the shared 2-core machine (load average 13-15 from other work besides the busy child), 2026-11-25:
 ``--pairs 4``: cores/omp1 median 27.64 (13.13-31.26; loop 187 s against 9.2 s); ``--pairs 6 --arms

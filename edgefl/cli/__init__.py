@@ -48,7 +48,7 @@ def run(
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue an interrupted run in this run directory from its last checkpoint.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     target: Annotated[Optional[float], typer.Option("--target", help="Target test accuracy in (0, 1] (train.target_accuracy): time and energy to reach it.")] = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="Torch threads of the run (train.threads; default 1, see README).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="Torch threads of the run (train.threads; default 1; docs/executors.md).")] = None,
 ) -> None:
     """Run one scenario and write its tables, summary and report (checkpoints go to RUN_DIR/checkpoint)."""
     import json

@@ -196,17 +196,17 @@ class TrainConfig(_Strict):
     global_loss: bool = False  # also record the global model's loss on all devices' training data
     # a test accuracy in (0, 1]: summary.json gives the round, simulated time [s] and energy [J] that first reach it
     target_accuracy: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
-    threads: int = Field(1, ge=1, le=1024)  # torch intra-op threads of `edgefl run` (README: "Threads")
-    # where a round's training jobs run (README: "Executors"): "inline" in this process, "processes" a local pool of
+    threads: int = Field(1, ge=1, le=1024)  # torch intra-op threads of `edgefl run` (docs/performance.md, "Threads")
+    # where a round's training jobs run (docs/executors.md): "inline" in this process, "processes" a local pool of
     # `workers` processes, "ray" `workers` Ray actors on the cluster at `address` (None: a local one); each job
     # with `threads` torch threads. The tables are the same whichever runs them.
     executor: Literal["inline", "processes", "ray"] = "inline"
     workers: int | None = Field(None, ge=1, le=65_536)  # None: the usable cores (processes) or 2 (ray, local)
     address: str | None = None  # "HOST:PORT" or "auto" of a running Ray cluster
-    # where the data, the models and their training live (README: "GPU"): "cpu", "cuda" (a CUDA GPU torch sees),
+    # where the data, the models and their training live (docs/executors.md, "GPU"): "cpu", "cuda" (a CUDA GPU torch sees),
     # or "auto" (CUDA when torch sees one, else the CPU); the codecs, the aggregation and the tables stay on the CPU
     device: Literal["cpu", "cuda", "auto"] = "cpu"
-    # train a round's jobs of one (sub)model shape together with torch.func.vmap (README: "Vectorised training"):
+    # train a round's jobs of one (sub)model shape together with torch.func.vmap (docs/executors.md, "Vectorised training"):
     # "auto" FedAvg's fixed-step jobs on a model measured faster so on the CPU (registry flag) and every group on a
     # GPU, "on" every group the model allows (no batch norm, buffers, dropout or clipping), "off" one by one; the
     # same for every executor
