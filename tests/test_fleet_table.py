@@ -3,11 +3,14 @@ fail naming the file's line and column, and the AnycostFL optimizer takes the sa
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +24,7 @@ from edgefl.run.fleet_export import fleet_frame, with_devices
 from edgefl.fleet.build import placed_positions
 from edgefl.scenario.device_table import table_of
 from edgefl.run.runner import run_scenario
-from edgefl.run.load import load_scenario
+from edgefl.run.load import load_scenario, scenario_from_dict
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 NEAR = [50.0, 62.5, 75.0, 87.5, 100.0]  # [m], half the devices near the base station
@@ -254,3 +257,38 @@ def test_a_run_folder_holds_its_fleet_as_a_device_table(tmp_path):
     rounds = pd.read_csv(out / "rounds.csv").drop(columns=["wall_time_s"])
     pd.testing.assert_frame_equal(again.rounds.drop(columns=["wall_time_s"]).reset_index(drop=True), rounds,
                                   check_dtype=False)  # fmt: skip
+
+
+def test_a_dataframe_table_goes_with_its_scenario_and_no_registry_keeps_it():
+    """The [fleet] section holds a DataFrame's table: it travels with the scenario (a pickle, what worker processes
+    get), a dump validated again in this process finds it while a scenario holds it, and once every scenario
+    naming it is gone the table is freed and its name no longer resolves."""
+    frame = pd.DataFrame({"distance_m": [50.0, 120.0, 300.0], "tx_power_dbm": [20.0, 23.0, 10.0]})
+    base = load_scenario("quickstart", ["method.clients_per_round=2"])
+    sc = with_devices(base, frame)
+    name = sc.fleet.devices
+    assert name.startswith("dataframe:") and sc.fleet.n_devices == 3
+    assert with_devices(base, frame.copy()).fleet.devices == name  # named by its content
+    assert with_devices(base, frame.assign(tx_power_dbm=[20.0, 23.0, 11.0])).fleet.devices != name
+    np.testing.assert_allclose(table_of(pickle.loads(pickle.dumps(sc)).fleet).values["tx_power_w"],
+                               [0.1, 10**-0.7, 0.01])  # fmt: skip
+    again = scenario_from_dict(sc.model_dump(mode="json"))
+    assert again.fleet.devices == name and table_of(again.fleet) is table_of(sc.fleet)
+    table = weakref.ref(table_of(sc.fleet))
+    del sc, again
+    gc.collect()
+    assert table() is None
+    with pytest.raises(ScenarioError, match="a DataFrame that no scenario of this process holds"):
+        load_scenario("quickstart", [f'fleet.devices="{name}"'])
+
+
+@pytest.mark.slow  # starts worker processes
+def test_worker_processes_get_a_dataframe_table_with_the_scenario():
+    """A worker process draws its devices from the pickled scenario: the table travels in it (a name alone would
+    not resolve there), and the tables equal the inline run's."""
+    frame = pd.DataFrame({"distance_m": [50.0, 120.0, 300.0, 80.0], "tx_power_dbm": [20.0, 23.0, 10.0, 15.0]})
+    base = ["rounds=1", "method.clients_per_round=4", 'model.name="logreg"']
+    inline = run_scenario(with_devices(load_scenario("quickstart", base), frame))
+    pooled = run_scenario(with_devices(load_scenario("quickstart", [*base, 'train.executor="processes"',
+                                                                    "train.workers=2"]), frame))  # fmt: skip
+    _tables_equal(inline, pooled)
