@@ -45,6 +45,7 @@ def _tables_equal(a, b) -> None:
     pd.testing.assert_frame_equal(a.device_rounds, b.device_rounds)
 
 
+@pytest.mark.slow
 def test_ten_device_table_runs_with_quickstart_with_each_devices_own_values(tmp_path):
     table = _ten_devices(tmp_path / "fleet.csv")
     sc = load_scenario("quickstart", [f'fleet.devices="{table}"', "rounds=1", "method.clients_per_round=10",
@@ -64,6 +65,7 @@ def test_ten_device_table_runs_with_quickstart_with_each_devices_own_values(tmp_
     np.testing.assert_allclose(np.hypot(frame["x_m"], frame["y_m"]), NEAR + EDGE, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["fleet.profiles={jetson_nano=0.3, dimensity_8100=0.7}"]])
 def test_export_then_run_is_identical_to_the_drawn_run(tmp_path, extra):
     base = ["rounds=3", *extra]
@@ -80,6 +82,7 @@ def test_export_then_run_is_identical_to_the_drawn_run(tmp_path, extra):
     _tables_equal(drawn, run_scenario(load_scenario("quickstart", [*base, f'fleet.devices="{parquet}"'])))
 
 
+@pytest.mark.slow
 def test_a_bad_value_on_line_7_fails_naming_line_and_column(tmp_path):
     table = _ten_devices(tmp_path / "fleet.csv")
     lines = table.read_text().splitlines()
@@ -207,6 +210,7 @@ def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path
                       Streams(0))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
     """A device table with distances gives the solution of the optimizer's own CSV with rates computed by hand:
     r = B log2(1 + g P / (N0 B)), g = 10^(-(128.1 + 37.6 log10(d/km))/10), B = 1 MHz, N0 B = -114 dBm."""
@@ -237,6 +241,7 @@ def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
         assert 0 < a["t_s"] <= 10.0 * (1 + 1e-9) and 0 < a["e_j"] <= 3.0 * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_a_run_folder_holds_its_fleet_as_a_device_table(tmp_path):
     """`edgefl run` writes the devices it ran as fleet.csv: each device's own frequency range, CPU power and
     distance from the user's table, and running the scenario on that file gives the run's tables again."""

@@ -29,6 +29,8 @@ DEVICE_ROUNDS_CSV = ("round", "device", "selected", "trained", "feasible", "reas
                      "rate_bps", "cpu_hz", "width", "alpha", "beta", "local_steps", "t_cmp_s", "t_com_s", "e_cmp_j",
                      "e_com_j", "bits_planned", "bits", "t_max_s", "e_max_j")  # fmt: skip
 
+pytestmark = pytest.mark.slow  # the module's fixture is a whole run
+
 
 def hand_rate_bps(d_m: np.ndarray, b_hz: float = 1e6, p_w: float = 0.1) -> np.ndarray:
     pl_db = 128.1 + 37.6 * np.log10(d_m / 1000.0)
