@@ -1,10 +1,12 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
+# `make test` runs every test (CI: .ci/run); `make test-fast` leaves out those marked slow (whole runs,
+# processes, Ray, a browser), for a quick check while changing code.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SCENARIO ?= quickstart
 
-.PHONY: run test install install-dev system-deps clean
+.PHONY: run test test-fast install install-dev system-deps clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +41,9 @@ system-deps:
 
 test: install-dev system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: install-dev
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

@@ -27,6 +27,7 @@ def run():
     return sc, run_scenario(sc)
 
 
+@pytest.mark.slow
 def test_every_device_round_meets_t_max_and_e_max_in_charged_values(run):
     sc, res = run
     d = res.device_rounds
@@ -43,6 +44,7 @@ def test_every_device_round_meets_t_max_and_e_max_in_charged_values(run):
     assert (t["alpha"] >= sc.method.anycostfl.alpha_min * (1 - 1e-12)).all() and (t["beta"] <= sc.method.anycostfl.beta_max + 1e-12).all()
 
 
+@pytest.mark.slow
 def test_compressed_shrunk_updates_still_learn(run):
     _, res = run
     acc = res.rounds["test_accuracy"].to_numpy()
@@ -122,6 +124,7 @@ def _ablation(name: str, *extra: str):
     return sc, sim, d, d[d["trained"]]
 
 
+@pytest.mark.slow
 def test_without_ems_the_full_model_trains_with_the_largest_beta_the_budgets_leave():
     # beta_max = 1 so that T_max or E_max, not the cap, sets beta
     sc, sim, d, t = _ablation("no_ems", "method.anycostfl.beta_max=1.0")
@@ -139,6 +142,7 @@ def test_without_ems_the_full_model_trains_with_the_largest_beta_the_budgets_lea
     assert len(capped) >= 8 and (capped["beta"] <= 1 / 15 + 1e-12).all() and (capped["alpha"] == 1.0).all()
 
 
+@pytest.mark.slow
 def test_without_fgc_the_widest_uncompressed_submodel_that_fits_trains():
     sc, sim, d, t = _ablation("no_fgc")
     assert len(t) >= 8 and (t["beta"] == 1.0).all() and (t["width"] < 1).all()  # the budgets shrink every job

@@ -52,6 +52,7 @@ def _max_concurrent(dr) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_fedbuff_m2_c3_timeline_and_staleness():
     sc = load_scenario("quickstart", [*BASE, "rounds=8", "method.name=fedbuff", "method.fedbuff.buffer_size=2"])
     res = run_scenario(sc)
@@ -70,6 +71,7 @@ def test_fedbuff_m2_c3_timeline_and_staleness():
         assert (g["t_down_s"].to_numpy()[1:] >= g["t_end_s"].to_numpy()[:-1]).all()
 
 
+@pytest.mark.slow
 def test_fedasync_staleness_and_surrogate_gap_by_hand():
     sc = load_scenario("quickstart", [*BASE, "rounds=7", "method.name=fedasync", "method.fedasync.alpha=0.6"])
     res = run_scenario(sc)
@@ -113,6 +115,7 @@ def test_server_steps_on_tensors():
     assert out["x"].tolist() == [2.5, 1.5]
 
 
+@pytest.mark.slow
 def test_fedbuff_trains_a_real_model():
     sc = load_scenario("quickstart", ["rounds=4", "checkpoint_every=0", "method.name=fedbuff",
                                       "method.fedbuff.buffer_size=2", "method.clients_per_round=3"])  # fmt: skip
@@ -139,6 +142,7 @@ FLEET_PLAN_SETS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_one_fleet_plan_per_update_equals_planning_each_dispatch(monkeypatch):
     """Invariant: the fleet plan a server update makes once (FedAvg's plan, surrogate work, fixed sub-bands, a
     fixed budget that some devices cannot meet) gives the tables that planning each dispatch alone gives."""
@@ -220,6 +224,7 @@ def test_async_selection_draws_distinct_devices_and_no_more_than_are_free():
     assert sel.draw(3, clock).size == 0
 
 
+@pytest.mark.slow
 def test_async_run_whose_jobs_are_always_lost_offline_stops_with_an_error():
     """Jobs of 2.5 s on devices online 1 ms at a time: every job is lost, and the run stops after
     max(1000, 20 C) = 1000 losses in a row instead of dispatching forever."""
@@ -232,6 +237,7 @@ def test_async_run_whose_jobs_are_always_lost_offline_stops_with_an_error():
         run_scenario(sc)
 
 
+@pytest.mark.slow
 def test_an_async_run_restores_the_garbage_collectors_thresholds():
     """run_scenario plays an asynchronous run with rarer young-generation passes (edgefl.engine.async_driver
     .fewer_collections) and gives the caller's thresholds back, also when the run fails."""

@@ -96,6 +96,7 @@ def test_read_trace_and_its_one_line_errors(tmp_path):
         assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_trace_run_and_config_errors(tmp_path):
     path = _write(tmp_path, "device,online_s,offline_s\n" + "".join(f"{d},0,1e9\n" for d in range(3)))
     sc = load_scenario("quickstart", ["learning=surrogate", "rounds=3", "fleet.n_devices=6", "method.clients_per_round=4",
@@ -127,6 +128,7 @@ def test_diurnal_window_crosses_midnight():
 ON_S, OFF_S = 3.0, 2.0
 
 
+@pytest.mark.slow
 def test_markov_online_fraction_and_selection_never_exceeds_available():
     sc = load_scenario("quickstart", [
         "learning=surrogate", "rounds=1500", "fleet.n_devices=20", "method.clients_per_round=8",
@@ -156,6 +158,7 @@ def test_markov_online_fraction_and_selection_never_exceeds_available():
     assert all(online)  # every job was dispatched to an online device
 
 
+@pytest.mark.slow
 def test_the_report_draws_each_gantt_devices_offline_periods(tmp_path):
     """A trace run written with its report: device 0 online [0, 2) and [5, 1e9), device 1 [1, 1e9), device 2 never.
     Offline by hand up to the run's end T: device 0 [2, 5); device 1 [0, 1); device 2 [0, T); and the

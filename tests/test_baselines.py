@@ -38,6 +38,7 @@ def run(request):
     return sc, run_scenario(sc)
 
 
+@pytest.mark.slow
 def test_every_device_round_meets_t_max_and_e_max_in_charged_values(run):
     sc, res = run
     d = res.device_rounds
@@ -128,6 +129,7 @@ def test_fedhq_floor_is_the_codecs_smallest_full_payload():
     assert upd.payload.levels >= 1 and n < upd.bits <= floor
 
 
+@pytest.mark.slow
 def test_fedhq_no_arrived_update_is_header_only():
     """Under binding budgets (1.25-6.5 bits per parameter planned), every trained FedHQ device sends every
     element (more than 1 bit per parameter: the sign bits alone are n); devices whose budget is below the
@@ -216,6 +218,7 @@ def _csv(df: pd.DataFrame) -> str:
     return df.drop(columns=[c for c in WALL_CLOCK_COLUMNS if c in df.columns]).to_csv(index=False)
 
 
+@pytest.mark.slow
 def test_stc_resume_is_identical(tmp_path):
     sc = load_scenario("quickstart", ["method.name=stc", *BINDING, "rounds=5", "checkpoint_every=2"])
     full = run_scenario(sc)

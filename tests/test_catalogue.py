@@ -73,6 +73,7 @@ def test_catalogue_spans_the_required_devices():
         assert p.tx_power_w == pytest.approx(10 ** ((p.tx_power_dbm - 30) / 10), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_edgefl_devices_lists_every_profile_and_its_sources():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     text = subprocess.run([sys.executable, "-m", "edgefl", "devices"], capture_output=True, text=True, env=env,
@@ -169,6 +170,7 @@ def test_non_paper_presets_draw_real_devices(name):
     assert np.median(power) <= cited_max * (1 + 1e-9), f"{name}: median {np.median(power):.3g} W > {cited_max} W"
 
 
+@pytest.mark.slow
 def test_operator_cell_has_operator_time_scales_and_availability_that_matters():
     """The operator preset (surrogate learning, so no training: the same fleet, radio, availability and rounds):
     rounds last seconds (upload of the 53.23 Mb CNN update at a few Mb/s), and with phones online 2 min of

@@ -161,6 +161,7 @@ def _run(extra):
     return run_scenario(load_scenario("quickstart", SMALL + extra))
 
 
+@pytest.mark.slow
 def test_run_server_vs_client_backup_same_model_no_update_bits_on_skips():
     common = ["method.name=ccfedavg", 'method.ccfedavg.strategy="c"', "method.ccfedavg.tau=5"]
     rc = _run(common + ['method.ccfedavg.backup="client"'])
@@ -175,6 +176,7 @@ def test_run_server_vs_client_backup_same_model_no_update_bits_on_skips():
     assert (ds.bits[~skip] == dc.bits[~skip]).all()
 
 
+@pytest.mark.slow
 def test_fedavg_dropout_trains_its_quota_then_drops_and_fednova_steps():
     np.testing.assert_array_equal(dropout_quota(P_LEVELS, 8), [8, 8, 4, 4, 2, 2, 1, 1])
     d = _run(["method.name=fedavg_dropout"]).device_rounds
@@ -200,6 +202,7 @@ def test_fednova_normalised_averaging_by_hand():
     assert a_norm(2, 0.5) == pytest.approx(2.5)  # heavy ball: Delta = -lr (g1 (1 + rho) + g2): a = (1.5, 1)
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_ccfedavg_equals_uninterrupted(tmp_path):
     sc = load_scenario("quickstart", SMALL + [
         "method.name=ccfedavg", 'method.ccfedavg.strategy="c"', "method.ccfedavg.tau=4", 'method.ccfedavg.backup="mixed"',

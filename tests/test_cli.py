@@ -7,9 +7,12 @@ import sys
 import tomllib
 
 import pandas as pd
+import pytest
 from cli_process import edgefl
 
 from scenarios import preset_path
+
+pytestmark = pytest.mark.slow  # each test runs `python -m edgefl` in a process
 
 
 def test_run_writes_run_directory(tmp_path):

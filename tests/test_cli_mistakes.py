@@ -81,6 +81,7 @@ def test_mistake_one_line_exit_2_nothing_written(tmp_path, args, expected):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_some_devices_meet_the_deadline_warning_and_exit_0(tmp_path):
     """Deadline 8.8 ms on slow CPUs: 2 of 20 devices can at their best (tests/test_preflight.py's hand formula); the
     run goes on, warns on stderr and in summary.json, and, since no update then arrives, says so at the end."""
@@ -103,6 +104,7 @@ def test_some_devices_meet_the_deadline_warning_and_exit_0(tmp_path):
         assert summary_line.endswith(f"; warning: {no_arrival[0]}")  # not a silent "0.00 s"
 
 
+@pytest.mark.slow
 def test_progress_without_a_terminal_is_one_line_per_tenth(tmp_path):
     p = edgefl("run", "quickstart", "--set", "rounds=20", "--out", str(tmp_path / "run"))  # stdout: a pipe
     assert p.returncode == 0, p.stderr

@@ -55,6 +55,7 @@ def test_its_weights_are_alpha_times_exp_of_minus_decay_tau():
     assert method.buffer_size == 1 and method.needs.asynchronous
 
 
+@pytest.mark.slow
 def test_at_zero_decay_it_is_fedasync_with_constant_staleness():
     mine = _run("method.name=fedasync_exp", "method.fedasync_exp.decay=0", "method.fedasync_exp.alpha=0.6")
     ref = _run("method.name=fedasync", "method.fedasync.staleness=constant", "method.fedasync.alpha=0.6")
@@ -62,6 +63,7 @@ def test_at_zero_decay_it_is_fedasync_with_constant_staleness():
     pd.testing.assert_frame_equal(mine.device_rounds, ref.device_rounds)
 
 
+@pytest.mark.slow
 def test_each_surrogate_update_moves_the_gap_by_its_staleness_weight():
     sc = load_scenario("fedbuff_surrogate_10k", [*SMALL, "method.name=fedasync_exp"])
     res = _run("method.name=fedasync_exp", "method.fedasync_exp.decay=0.3", "method.fedasync_exp.alpha=0.8")

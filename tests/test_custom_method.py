@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_method.py"
 LINE = re.compile(r"^(\w+)\s+final test accuracy ([0-9.]+) after (\d+) rounds(?:, mean drift \|\|w_i - w_t\|\| ([0-9.]+))?$")
+
+pytestmark = pytest.mark.slow  # runs examples/custom_method.py in a process
 
 
 def _run(mu: float) -> list[tuple[str, float, float | None]]:

@@ -56,6 +56,7 @@ def simulated_round_means(sim: Simulation, rounds: int, t_pred: float, e_pred: f
     return t_mean, t_se
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra",
     [
@@ -80,6 +81,7 @@ def test_lemma_1_2_predict_simulated_round_time_and_energy(extra):
     simulated_round_means(sim, ROUNDS, t_pred, e_pred)
 
 
+@pytest.mark.slow
 def test_cost_model_source_matches_charged_device_rows():
     sc = load_scenario("luo_setup3", SURROGATE + ["fleet.step_costs.kind=none", "channel.mobility=static",
                                                  "train.local_steps=4", "rounds=3"])  # fmt: skip
@@ -101,6 +103,7 @@ def _bound_rounds(k: int, e: int, loss: float, *, n: int = 20, a0: float = 20.0,
     return math.ceil((a0 + b0 * participation_factor(k, n) * e * e) / (e * loss) - 1e-9)
 
 
+@pytest.mark.slow
 def test_a0_over_b0_is_recovered_from_recorded_round_counts():
     base = load_scenario("luo_setup3", SURROGATE + ["rounds=400"])
     cache = RunCache(base, max_rounds=400)
@@ -115,6 +118,7 @@ def test_a0_over_b0_is_recovered_from_recorded_round_counts():
     assert cache.simulated == len(samples) and est2 == est
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_prefetch_plan_runs_each_design_once_to_the_lowest_of_its_targets(jobs):
     base = load_scenario("luo_setup3", SURROGATE + ["rounds=400"])
@@ -130,6 +134,7 @@ def test_prefetch_plan_runs_each_design_once_to_the_lowest_of_its_targets(jobs):
     assert cache.simulated == 3
 
 
+@pytest.mark.slow
 def test_design_k_is_non_increasing_in_gamma_and_grid_optimum_is_cheapest():
     base = load_scenario("luo_setup3", SURROGATE + ["rounds=400", "fleet.step_costs.kind=normal"])
     cache = RunCache(base, max_rounds=400)
@@ -158,6 +163,7 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_run_until_loss_stops_at_first_hit_with_real_training(one_torch_thread):
     base = load_scenario("luo_setup3", ["fleet.n_devices=10", "rounds=40"])
     sc = design_scenario(base, k=4, e=4)
@@ -202,6 +208,7 @@ def _scenario_file(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_cli_design_ke_json(tmp_path):
     args = ["design", "ke", _scenario_file(tmp_path), "--rule", "paper", "--gamma", "0.5", "--samples", "2x1,5x4,20x8,10x2",
             "--f-a", "0.5", "--f-b", "0.25", "--f-target", "0.2", "--exhaustive", "--grid-k", "1,5,20",

@@ -79,6 +79,7 @@ def test_fit_from_bad_samples_is_refused(k, e, rounds, match):
         fit_rounds(k, e, rounds)
 
 
+@pytest.mark.slow
 def test_sampled_run_that_never_reached_the_target_is_a_design_error():
     base = load_scenario("luo_setup3", SURROGATE + ["fleet.step_costs.kind=normal"])
     cache = RunCache(base, max_rounds=30)  # (1, 1) needs about 110 rounds to 0.2 (bound 15)
@@ -116,6 +117,7 @@ def test_choose_ke_is_the_argmin_of_eq_14():
         assert (got.k, got.e) == best and got.cost == pytest.approx(costs[best], rel=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra",
     [
@@ -142,6 +144,7 @@ def test_straggler_aware_round_time_matches_simulated_mean(extra):
     assert abs(t_mean - mean_device) > SE_TOL * t_se  # and the mean device does not match
 
 
+@pytest.mark.slow
 def test_design_measured_charges_its_samples_as_overhead():
     base = load_scenario("luo_setup3", SURROGATE + ["fleet.step_costs.kind=normal"])
     cache = RunCache(base, max_rounds=400)
@@ -164,6 +167,7 @@ def test_design_measured_charges_its_samples_as_overhead():
     assert r.overhead == pytest.approx(spent / r.cost, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_cli_design_ke_measured_json(tmp_path):
     import typer
 

@@ -45,6 +45,7 @@ def _hand_downlink_rate(d_m: np.ndarray, band_hz: float) -> np.ndarray:
     return band_hz * np.log2(1 + g * p_w / (n0_w_per_hz * band_hz))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fixed", "split"])
 def test_run_download_time_is_model_bits_over_own_downlink_rate(mode):
     sc = load_scenario("quickstart", [

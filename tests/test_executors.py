@@ -48,16 +48,19 @@ def test_dealt_parts_take_every_kth_group_whole_and_cover_each_job_once(groups, 
     assert dealt(groups, n_parts) == expected
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_inline_tables_with_memory_carried_by_the_jobs():
     other = assert_same_run([*SMALL, *STC], ["train.executor=processes", "train.workers=2"])
     assert other.summary["training_jobs"] == {"executor": "processes", "workers": 2, "device": "cpu"}
 
 
+@pytest.mark.slow
 def test_the_asynchronous_driver_uses_the_same_executors():
     sets = [*SMALL, "method.name=fedasync", "method.clients_per_round=4"]
     assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
 
 
+@pytest.mark.slow
 def test_a_local_ray_cluster_runs_a_rounds_jobs_with_the_same_tables():
     ray = pytest.importorskip("ray")
     from edgefl.training.ray_cluster import start_local_cluster
@@ -83,6 +86,7 @@ def test_executor_settings_fail_in_one_line_naming_the_key(sets, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_the_device_auto_runs_where_torch_sees_a_gpu_else_on_the_cpu_with_the_cpu_tables():
     """``train.device = "auto"`` takes the GPU path's code (data and models moved to the device, updates back to
     the CPU) on whatever device torch has; on a CPU-only machine its tables are the CPU run's."""
@@ -107,6 +111,7 @@ def test_cuda_without_a_gpu_fails_in_one_line_before_the_run():
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_run_on_the_gpu_gives_the_same_tables_twice():
     """Deterministic algorithms on the GPU: the same scenario twice, the same tables (needs a CUDA GPU)."""
     torch = pytest.importorskip("torch")
@@ -117,6 +122,7 @@ def test_a_run_on_the_gpu_gives_the_same_tables_twice():
     assert r0.equals(r1) and d0.equals(d1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vectorise", ["off", "on"])
 def test_two_processes_on_the_gpu_give_the_inline_tables(vectorise):
     """``processes`` with ``cuda``: each spawned worker opens its own CUDA context on the same GPU and runs its
@@ -133,6 +139,7 @@ def test_two_processes_on_the_gpu_give_the_inline_tables(vectorise):
     assert pool.summary["training_jobs"] == {"executor": "processes", "workers": 2, "device": "cuda"}
 
 
+@pytest.mark.slow
 def test_vectorised_groups_give_the_same_tables_on_every_executor():
     """``train.vectorise = "on"``: the groups are cut from the jobs before they reach the workers and never split,
     so 2 processes give the inline tables bit for bit (a group's padding depends only on its jobs)."""

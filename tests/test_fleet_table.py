@@ -3,11 +3,14 @@ fail naming the file's line and column, and the AnycostFL optimizer takes the sa
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +24,7 @@ from edgefl.run.fleet_export import fleet_frame, with_devices
 from edgefl.fleet.build import placed_positions
 from edgefl.scenario.device_table import table_of
 from edgefl.run.runner import run_scenario
-from edgefl.run.load import load_scenario
+from edgefl.run.load import load_scenario, scenario_from_dict
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 NEAR = [50.0, 62.5, 75.0, 87.5, 100.0]  # [m], half the devices near the base station
@@ -42,6 +45,7 @@ def _tables_equal(a, b) -> None:
     pd.testing.assert_frame_equal(a.device_rounds, b.device_rounds)
 
 
+@pytest.mark.slow
 def test_ten_device_table_runs_with_quickstart_with_each_devices_own_values(tmp_path):
     table = _ten_devices(tmp_path / "fleet.csv")
     sc = load_scenario("quickstart", [f'fleet.devices="{table}"', "rounds=1", "method.clients_per_round=10",
@@ -61,6 +65,7 @@ def test_ten_device_table_runs_with_quickstart_with_each_devices_own_values(tmp_
     np.testing.assert_allclose(np.hypot(frame["x_m"], frame["y_m"]), NEAR + EDGE, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["fleet.profiles={jetson_nano=0.3, dimensity_8100=0.7}"]])
 def test_export_then_run_is_identical_to_the_drawn_run(tmp_path, extra):
     base = ["rounds=3", *extra]
@@ -77,6 +82,7 @@ def test_export_then_run_is_identical_to_the_drawn_run(tmp_path, extra):
     _tables_equal(drawn, run_scenario(load_scenario("quickstart", [*base, f'fleet.devices="{parquet}"'])))
 
 
+@pytest.mark.slow
 def test_a_bad_value_on_line_7_fails_naming_line_and_column(tmp_path):
     table = _ten_devices(tmp_path / "fleet.csv")
     lines = table.read_text().splitlines()
@@ -204,6 +210,7 @@ def test_distance_keeps_the_drawn_direction_and_sizes_set_the_partition(tmp_path
                       Streams(0))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
     """A device table with distances gives the solution of the optimizer's own CSV with rates computed by hand:
     r = B log2(1 + g P / (N0 B)), g = 10^(-(128.1 + 37.6 log10(d/km))/10), B = 1 MHz, N0 B = -114 dBm."""
@@ -234,6 +241,7 @@ def test_optimize_anycost_takes_a_device_table_and_computes_rates(tmp_path):
         assert 0 < a["t_s"] <= 10.0 * (1 + 1e-9) and 0 < a["e_j"] <= 3.0 * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_a_run_folder_holds_its_fleet_as_a_device_table(tmp_path):
     """`edgefl run` writes the devices it ran as fleet.csv: each device's own frequency range, CPU power and
     distance from the user's table, and running the scenario on that file gives the run's tables again."""
@@ -254,3 +262,38 @@ def test_a_run_folder_holds_its_fleet_as_a_device_table(tmp_path):
     rounds = pd.read_csv(out / "rounds.csv").drop(columns=["wall_time_s"])
     pd.testing.assert_frame_equal(again.rounds.drop(columns=["wall_time_s"]).reset_index(drop=True), rounds,
                                   check_dtype=False)  # fmt: skip
+
+
+def test_a_dataframe_table_goes_with_its_scenario_and_no_registry_keeps_it():
+    """The [fleet] section holds a DataFrame's table: it travels with the scenario (a pickle, what worker processes
+    get), a dump validated again in this process finds it while a scenario holds it, and once every scenario
+    naming it is gone the table is freed and its name no longer resolves."""
+    frame = pd.DataFrame({"distance_m": [50.0, 120.0, 300.0], "tx_power_dbm": [20.0, 23.0, 10.0]})
+    base = load_scenario("quickstart", ["method.clients_per_round=2"])
+    sc = with_devices(base, frame)
+    name = sc.fleet.devices
+    assert name.startswith("dataframe:") and sc.fleet.n_devices == 3
+    assert with_devices(base, frame.copy()).fleet.devices == name  # named by its content
+    assert with_devices(base, frame.assign(tx_power_dbm=[20.0, 23.0, 11.0])).fleet.devices != name
+    np.testing.assert_allclose(table_of(pickle.loads(pickle.dumps(sc)).fleet).values["tx_power_w"],
+                               [0.1, 10**-0.7, 0.01])  # fmt: skip
+    again = scenario_from_dict(sc.model_dump(mode="json"))
+    assert again.fleet.devices == name and table_of(again.fleet) is table_of(sc.fleet)
+    table = weakref.ref(table_of(sc.fleet))
+    del sc, again
+    gc.collect()
+    assert table() is None
+    with pytest.raises(ScenarioError, match="a DataFrame that no scenario of this process holds"):
+        load_scenario("quickstart", [f'fleet.devices="{name}"'])
+
+
+@pytest.mark.slow  # starts worker processes
+def test_worker_processes_get_a_dataframe_table_with_the_scenario():
+    """A worker process draws its devices from the pickled scenario: the table travels in it (a name alone would
+    not resolve there), and the tables equal the inline run's."""
+    frame = pd.DataFrame({"distance_m": [50.0, 120.0, 300.0, 80.0], "tx_power_dbm": [20.0, 23.0, 10.0, 15.0]})
+    base = ["rounds=1", "method.clients_per_round=4", 'model.name="logreg"']
+    inline = run_scenario(with_devices(load_scenario("quickstart", base), frame))
+    pooled = run_scenario(with_devices(load_scenario("quickstart", [*base, 'train.executor="processes"',
+                                                                    "train.workers=2"]), frame))  # fmt: skip
+    _tables_equal(inline, pooled)

@@ -25,6 +25,7 @@ def _sc(*extra: str):
     return load_scenario("quickstart", BASE + list(extra))
 
 
+@pytest.mark.slow
 def test_each_level_charges_its_own_submodel_bits_and_flops():
     sc = _sc('method.heterofl.levels=["a","c","e"]', "method.heterofl.assignment=dynamic")
     d = run_scenario(sc).device_rounds
@@ -40,6 +41,7 @@ def test_each_level_charges_its_own_submodel_bits_and_flops():
     assert small < large / 8  # measured FLOPs of the submodel that trained, not of the global model
 
 
+@pytest.mark.slow
 def test_fix_assignment_keeps_a_device_at_one_level():
     sc = _sc('method.heterofl.levels=["a","e"]', "method.heterofl.assignment=fix", "rounds=6")
     d = run_scenario(sc).device_rounds
@@ -95,6 +97,7 @@ def test_capability_picks_the_largest_level_that_fits():
     assert set(plan.skipped_device.tolist()) == {int(i) for i in dev if int(i) not in chosen}
 
 
+@pytest.mark.slow
 def test_round_updates_exactly_the_covered_elements_and_masked_rows():
     # one client at level e on 2-class shards with masked loss: only its submodel changes, and of the output
     # layer only the rows of its two classes
@@ -124,6 +127,7 @@ def test_round_updates_exactly_the_covered_elements_and_masked_rows():
         assert changed[covered].float().mean() > 0.5, f"{name}: the covered elements should move"
 
 
+@pytest.mark.slow
 def test_heterofl_conv_with_static_bn_trains_on_digits():
     sc = _sc("model.name=heterofl_conv", "model.hidden=[8,16,32,64]", 'method.heterofl.levels=["a","b"]',
              "method.heterofl.assignment=dynamic",
@@ -144,6 +148,7 @@ def test_static_bn_uses_the_clients_data_only():
     assert full == a  # 0 means all 12 clients
 
 
+@pytest.mark.slow
 def test_defaults_are_heterofl_not_fedavg():
     """Without settings every level a..e is in play and each device gets the largest its budgets allow: a
     deadline that fits only some levels spreads the devices over several widths (a single width is FedAvg)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from edgefl.run.runner import build_run
 from edgefl.run.load import load_scenario
@@ -23,6 +24,7 @@ def test_scaled_fleet_keeps_each_device_rounds_cycles():
         assert np.array_equal(getattr(small.fleet, name), getattr(full.fleet, name))
 
 
+@pytest.mark.slow
 def test_report_states_the_scaling(tmp_path):
     from edgefl.output.results import setup_notes, write_run
     from edgefl.run.runner import resolve_info, run_scenario
@@ -35,8 +37,6 @@ def test_report_states_the_scaling(tmp_path):
 
 
 def test_scale_out_of_range_is_one_line_error():
-    import pytest
-
     from edgefl.errors import EdgeflError
 
     with pytest.raises(EdgeflError, match="flops_per_cycle_scale"):

@@ -15,6 +15,7 @@ from edgefl.fleet.devices import Fleet
 BASE = ["fleet.n_devices=12", "method.clients_per_round=4", "model.name=logreg", "rounds=4", "train.local_steps=3"]
 
 
+@pytest.mark.slow
 def test_step_costs_are_drawn_per_device_and_charged_per_step():
     sc = load_scenario("quickstart", BASE + ["fleet.step_costs.kind=normal"])
     sim = Simulation(sc)
@@ -63,6 +64,7 @@ def test_zero_init_and_inverse_round_learning_rate():
         torch.testing.assert_close(c[k], d[k], rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_global_training_loss_is_cross_entropy_over_all_devices_data():
     sc = load_scenario("quickstart", BASE + ["train.global_loss=true", "rounds=2"])
     res = run_scenario(sc)

@@ -43,6 +43,7 @@ def parquet_run(tmp_path_factory):
     return result, write_run(result, work / "run")
 
 
+@pytest.mark.slow
 def test_parquet_run_writes_the_device_table_as_parquet_and_reads_back_exactly(parquet_run):
     result, run_dir = parquet_run
     assert (run_dir / "device_rounds.parquet").is_file() and not (run_dir / "device_rounds.csv").exists()
@@ -50,6 +51,7 @@ def test_parquet_run_writes_the_device_table_as_parquet_and_reads_back_exactly(p
     pd.testing.assert_frame_equal(back, result.device_rounds.reset_index(drop=True))  # every value and dtype
 
 
+@pytest.mark.slow
 def test_csv_and_parquet_hold_the_same_table(parquet_run, tmp_path):
     result, _ = parquet_run
     sc = load_scenario("quickstart", SMALL)
@@ -61,6 +63,7 @@ def test_csv_and_parquet_hold_the_same_table(parquet_run, tmp_path):
     pd.testing.assert_frame_equal(from_csv[numeric], result.device_rounds[numeric], check_dtype=False)
 
 
+@pytest.mark.slow
 def test_edgefl_plot_reads_a_parquet_run(parquet_run, tmp_path):
     result, run_dir = parquet_run
     run = overlay.read_run(run_dir)
@@ -68,6 +71,7 @@ def test_edgefl_plot_reads_a_parquet_run(parquet_run, tmp_path):
     assert overlay.write_overlay([run_dir], tmp_path / "o.html").is_file()
 
 
+@pytest.mark.slow
 def test_resume_of_a_parquet_run_gives_the_uninterrupted_tables(parquet_run, tmp_path):
     from edgefl.cli import app
 
@@ -88,6 +92,7 @@ def test_resume_of_a_parquet_run_gives_the_uninterrupted_tables(parquet_run, tmp
                                   pd.read_csv(parquet_run[1] / "rounds.csv").drop(columns=drop))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_sweep_of_parquet_runs(tmp_path):
     import tomli_w
 
@@ -115,6 +120,7 @@ def large_run():
     return run_scenario(load_scenario("anycostfl_surrogate_10k", LARGE))
 
 
+@pytest.mark.slow
 def test_report_samples_the_timeline_and_says_so(large_run):
     dr = large_run.device_rounds
     fig = report.build_figures(large_run.rounds, dr)["timeline"]
@@ -127,6 +133,7 @@ def test_report_samples_the_timeline_and_says_so(large_run):
     assert f"{TIMELINE_DEVICES} of 1,000 devices shown" in fig.layout.title.text
 
 
+@pytest.mark.slow
 def test_report_aggregates_per_device_energy_into_groups_and_says_so(large_run):
     dr = large_run.device_rounds
     fig = report.build_figures(large_run.rounds, dr)["device_energy"]
@@ -144,6 +151,7 @@ def test_report_aggregates_per_device_energy_into_groups_and_says_so(large_run):
     assert compute.y[-1] == pytest.approx(per_device.iloc[last]["e_cmp_j"].mean(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_report_stays_small_at_thousands_of_devices(large_run, tmp_path):
     run_dir = write_run(large_run, tmp_path / "large")
     size = (run_dir / "report.html").stat().st_size
@@ -160,6 +168,7 @@ def test_result_files_get_the_users_umask(tmp_path, umask):
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
 
 
+@pytest.mark.slow
 def test_run_directory_files_get_the_users_umask(parquet_run, tmp_path):
     result, _ = parquet_run
     old = os.umask(0o022)

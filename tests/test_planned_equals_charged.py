@@ -66,6 +66,7 @@ def _check(rows: pd.DataFrame) -> int:
     return len(jobs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -81,6 +82,7 @@ def test_planned_equals_charged(method, mode, policy):
     _check(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(m for m, cls in METHODS.items() if cls.needs.surrogate))
 def test_planned_equals_charged_under_surrogate_learning(method):
     sets = ["rounds=2", "fleet.n_devices=40", "method.clients_per_round=40", f"method.name={method}",
@@ -94,12 +96,14 @@ def test_planned_equals_charged_under_surrogate_learning(method):
 ABLATIONS = ["no_ems", "no_fgc", "no_aio"]  # AnycostFL's Fig. 5(a) ablations plan with the same cost model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ablation", ABLATIONS)
 def test_planned_equals_charged_for_anycostfl_ablations(ablation):
     sets = [*_overrides("anycostfl", "physical", "deadline"), f'method.anycostfl.ablation="{ablation}"']
     _check(run_scenario(load_scenario("quickstart", sets)).device_rounds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ablation", ABLATIONS)
 def test_planned_equals_charged_for_anycostfl_ablations_under_surrogate_learning(ablation):
     sets = ["rounds=2", "fleet.n_devices=40", "method.clients_per_round=40", "method.name=anycostfl",

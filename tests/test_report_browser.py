@@ -81,6 +81,7 @@ def checked(tmp_path_factory):
     return {"run": result, **dict(zip(pages, found))}
 
 
+@pytest.mark.slow
 def test_run_report_renders_every_figure(checked):
     page, result = checked["report"], checked["run"]
     assert problems(page, div_ids(report.FIGURE_KEYS)) == [], json.dumps(page, indent=1)
@@ -96,6 +97,7 @@ def test_run_report_renders_every_figure(checked):
     assert page["figures"]["edgefl-accuracy-vs-round"]["marks"] == 1 + 3 + 1
 
 
+@pytest.mark.slow
 def test_run_report_header_shows_the_settings_and_the_target(checked):
     page, result = checked["report"], checked["run"]
     settings, summary = page["tables"][:2]
@@ -108,6 +110,7 @@ def test_run_report_header_shows_the_settings_and_the_target(checked):
             f"{s['energy_to_target_j']:.4g} J") in summary.splitlines(), summary  # fmt: skip
 
 
+@pytest.mark.slow
 def test_overlay_page_renders_every_figure(checked):
     page = checked["overlay"]
     assert problems(page, div_ids(overlay.FIGURE_KEYS)) == [], json.dumps(page, indent=1)
@@ -118,6 +121,7 @@ def test_overlay_page_renders_every_figure(checked):
         assert min(fig["plot_area"]) > 0, fig
 
 
+@pytest.mark.slow
 def test_checker_reports_empty_and_undrawn_figures(checked):
     assert problems(checked["bad"], ["edgefl-good", "edgefl-missing"]) == [
         "edgefl-missing: no such figure on the page (found ['edgefl-empty-trace', 'edgefl-good', "
@@ -130,6 +134,7 @@ def test_checker_reports_empty_and_undrawn_figures(checked):
     ]
 
 
+@pytest.mark.slow
 def test_checker_reports_a_page_plotly_never_drew(checked):
     assert problems(checked["no_plotly"]) == [
         "JavaScript error: Uncaught ReferenceError: Plotly is not defined",

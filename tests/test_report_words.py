@@ -48,6 +48,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_async_report_says_server_update_and_late_job(runs):
     result, run_dir = runs["async"]
     assert "staleness" in result.device_rounds.columns  # the result tells the run was asynchronous
@@ -62,6 +63,7 @@ def test_async_report_says_server_update_and_late_job(runs):
     assert not re.search(r"straggler|round", intro.split("</style>", 1)[1], re.IGNORECASE)
 
 
+@pytest.mark.slow
 def test_sync_report_keeps_rounds_and_stragglers(runs):
     result, run_dir = runs["sync"]
     figures = report.build_figures(result.rounds, result.device_rounds)

@@ -22,6 +22,8 @@ from fleets import SLOW_FLEET
 
 SMALL = ["fleet.n_devices=10", "method.clients_per_round=4", "model.name=logreg", "rounds=9", "checkpoint_every=2"]
 
+pytestmark = pytest.mark.slow  # whole runs, interrupted and resumed (some in processes)
+
 
 def _csv(df: pd.DataFrame) -> str:
     return df.drop(columns=[c for c in WALL_CLOCK_COLUMNS if c in df.columns]).to_csv(index=False)

@@ -111,6 +111,7 @@ def _round_start(res):
     return res.device_rounds["round"].map(dict(zip(rounds["round"], rounds["sim_time_s"] - rounds["round_time_s"])))
 
 
+@pytest.mark.slow
 def test_run_never_selects_a_busy_device():
     # surrogate jobs of the McMahan CNN take 146 s at best on the slow fleet: a 200 s deadline leaves
     # stragglers running past it
@@ -128,6 +129,7 @@ def test_run_never_selects_a_busy_device():
     assert (res.rounds["wanted"] == sc.method.clients_per_round).all()
 
 
+@pytest.mark.slow
 def test_cancel_run_charges_energy_up_to_the_cut_off():
     # surrogate jobs of the McMahan CNN take 146 s at best on the slow fleet: a 150 s deadline cuts some in every round
     sc = load_scenario("quickstart", [*SLOW_FLEET, "rounds=3", "learning=surrogate", "round.policy=deadline",

@@ -38,6 +38,7 @@ def test_luo_round_progress_by_hand():
     assert luo_round_progress(0, 5.0, 100, 100.0, 1.0) == 0.0
 
 
+@pytest.mark.slow
 def test_fedavg_surrogate_follows_theorem_2_with_full_gain():
     # every selected device arrives with a full update: g_t = 1, so gap_R = gap_0 (1 - nu/lambda)^R
     sc = _fedavg("surrogate.nu_over_lambda=0.1", "surrogate.epsilon=0.3", "surrogate.initial_loss=2.0",
@@ -50,6 +51,7 @@ def test_fedavg_surrogate_follows_theorem_2_with_full_gain():
     assert res.rounds["test_accuracy"].isna().all()
 
 
+@pytest.mark.slow
 def test_deadline_drops_lower_the_gain_and_slow_the_loss():
     # with a deadline some updates arrive late: g_t = arrived / selected and Z_t follows it round by round
     free = run_scenario(_fedavg()).device_rounds  # same seed: same devices, rates and times without a deadline
@@ -64,6 +66,7 @@ def test_deadline_drops_lower_the_gain_and_slow_the_loss():
     np.testing.assert_allclose(rows["train_loss"], sc.surrogate.loss_floor + gap, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_luo_surrogate_equals_bound_15_for_fixed_k_and_e():
     sc = _fedavg("surrogate.bound=luo", "surrogate.a0=50.0", "surrogate.b0=2.0", "surrogate.initial_loss=3.0",
                  "surrogate.loss_floor=0.1", "train.local_steps=4")  # fmt: skip
@@ -74,6 +77,7 @@ def test_luo_surrogate_equals_bound_15_for_fixed_k_and_e():
     np.testing.assert_allclose(res.rounds["train_loss"], 0.1 + np.minimum(2.9, bound), rtol=REL)
 
 
+@pytest.mark.slow
 def test_surrogate_charges_planned_work():
     sc = _fedavg("surrogate.samples_per_device=100.0", "train.batch_size=10", "train.local_epochs=2",
                  "surrogate.train_flops_per_sample=1e6", "surrogate.model_parameters=1000")  # fmt: skip
@@ -89,6 +93,7 @@ def anycost_run():
     return sc, run_scenario(sc)
 
 
+@pytest.mark.slow
 def test_anycostfl_every_device_round_meets_t_max_and_e_max(anycost_run):
     sc, res = anycost_run
     d = res.device_rounds
@@ -106,6 +111,7 @@ def test_anycostfl_every_device_round_meets_t_max_and_e_max(anycost_run):
     assert (skipped["reason"] != "").all() and (skipped["e_cmp_j"] == 0).all()
 
 
+@pytest.mark.slow
 def test_anycostfl_learning_gain_is_definition_3(anycost_run):
     sc, res = anycost_run
     d = res.device_rounds
@@ -115,6 +121,7 @@ def test_anycostfl_learning_gain_is_definition_3(anycost_run):
         assert res.rounds.set_index("round").loc[r, "learning_gain"] == pytest.approx(g, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_surrogate_run_never_imports_torch(tmp_path):
     code = (
         "import sys\n"
@@ -129,6 +136,7 @@ def test_surrogate_run_never_imports_torch(tmp_path):
     assert math.isfinite(float((tmp_path / "rounds.csv").read_text().splitlines()[-1].split(",")[11]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_surrogate_runs_the_methods_it_supports_and_rejects_the_others_in_one_line(method):
     overrides = [f"method.name={method}", "fleet.n_devices=40", "method.clients_per_round=8", "rounds=2"]

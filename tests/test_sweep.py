@@ -202,6 +202,7 @@ def test_shipped_sweeps_load():
 # ------------------------------------------------------------------------------------- running
 
 
+@pytest.mark.slow
 def test_sweep_outputs(local_sweep):
     table = pd.read_csv(local_sweep / "sweep.csv")
     assert list(table["run"]) == IDS
@@ -224,6 +225,7 @@ def test_sweep_outputs(local_sweep):
         assert (local_sweep / "runs" / run_id / "summary.json").is_file()
 
 
+@pytest.mark.slow
 def test_time_to_target_equals_rounds_csv(local_sweep):
     table = pd.read_csv(local_sweep / "sweep.csv", keep_default_na=True)
     for _, row in table.iterrows():
@@ -269,6 +271,7 @@ def test_time_to_target_rules():
     assert math.isnan(time_to_target(rounds, None)["sim_time_to_target_s"])
 
 
+@pytest.mark.slow
 def test_surrogate_sweep_times_target_loss_on_training_loss(tmp_path):
     surrogate = {**SMALL["set"], "learning": "surrogate", "rounds": 4}
     spec = {**SMALL, "target_accuracy": None, "target_loss": 2.0, "set": surrogate}
@@ -284,6 +287,7 @@ def test_surrogate_sweep_times_target_loss_on_training_loss(tmp_path):
     assert 'id="edgefl-train-loss-vs-time"' in result.html_path.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_runs_and_rebuilds_table(local_sweep, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(local_sweep, out)
@@ -309,6 +313,7 @@ def test_rerun_skips_finished_runs_and_rebuilds_table(local_sweep, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_finished_run_of_another_scenario_is_not_reused(local_sweep, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(local_sweep, out)
@@ -318,6 +323,7 @@ def test_finished_run_of_another_scenario_is_not_reused(local_sweep, tmp_path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_finished_runs_and_resumes(tmp_path):
     sweep = load_sweep(write_sweep(tmp_path / "s.toml", seeds=[0], grid={"channel.bandwidth_mhz": [0.5, 2.0]}))
 
@@ -333,6 +339,7 @@ def test_ctrl_c_keeps_finished_runs_and_resumes(tmp_path):
     assert result.skipped == ("bandwidth_mhz=0.5-seed0",) and result.ran == ("bandwidth_mhz=2.0-seed0",)
 
 
+@pytest.mark.slow
 def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
     import edgefl.sweep.executors as executors
 
@@ -352,6 +359,7 @@ def test_failed_run_is_reported_and_others_kept(tmp_path, monkeypatch):
     assert not (tmp_path / "out" / "sweep.csv").exists()
 
 
+@pytest.mark.slow
 def test_cli_runs_and_resumes(local_sweep, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(local_sweep, out)

@@ -40,6 +40,7 @@ def target_run(tmp_path_factory):
     return out, p
 
 
+@pytest.mark.slow
 def test_summary_has_time_and_energy_to_target_checked_against_rounds_csv(target_run):
     out, _ = target_run
     summary = json.loads((out / "summary.json").read_text())
@@ -51,6 +52,7 @@ def test_summary_has_time_and_energy_to_target_checked_against_rounds_csv(target
     assert summary["energy_to_target_j"] == float(hit["energy_cum_j"])
 
 
+@pytest.mark.slow
 def test_cli_line_says_where_the_target_was_reached(target_run):
     out, p = target_run
     summary = json.loads((out / "summary.json").read_text())
@@ -58,6 +60,7 @@ def test_cli_line_says_where_the_target_was_reached(target_run):
     assert f"{summary['time_to_target_s']:.4g} s" in p.stdout
 
 
+@pytest.mark.slow
 def test_scenario_toml_records_the_target(target_run):
     import tomllib
 
@@ -65,6 +68,7 @@ def test_scenario_toml_records_the_target(target_run):
     assert tomllib.loads((out / "scenario.toml").read_text())["train"]["target_accuracy"] == TARGET
 
 
+@pytest.mark.slow
 def test_unreached_target_is_null_and_said_so(tmp_path):
     out = tmp_path / "run"
     p = edgefl("run", "quickstart", "--set", "rounds=2", "--set", "train.target_accuracy=0.99", "--out", str(out))
@@ -94,6 +98,7 @@ def test_unevaluated_rounds_never_reach_the_target():
     assert time_to_target(rounds.iloc[::-1], None)["target_metric"] == ""
 
 
+@pytest.mark.slow
 def test_report_marks_the_crossing_and_lists_the_settings(target_run):
     out, _ = target_run
     rounds, hit = pd.read_csv(out / "rounds.csv"), first_crossing(out / "rounds.csv", TARGET)
@@ -125,6 +130,7 @@ def test_reports_of_two_runs_at_different_bandwidths_differ_in_the_header():
     assert b["round policy"] == "deadline 0.5 s, late devices finish"
 
 
+@pytest.mark.slow
 def test_overlay_draws_each_runs_crossing(target_run, tmp_path):
     import shutil
 

@@ -28,6 +28,7 @@ def tables(threads: int) -> tuple[str, str]:
     return drop(result.rounds).to_csv(index=False), drop(result.device_rounds).to_csv(index=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2])
 def test_same_seed_and_threads_give_identical_tables(threads):
     first, second = tables(threads), tables(threads)
@@ -35,6 +36,7 @@ def test_same_seed_and_threads_give_identical_tables(threads):
     assert len(pd.read_csv(io.StringIO(first[0]))) == 2
 
 
+@pytest.mark.slow
 def test_cli_threads_recorded_in_the_run_directory_and_restored(tmp_path):
     before = torch.get_num_threads()
     out = tmp_path / "run"

@@ -26,6 +26,8 @@ SMALL = ["model.hidden=[16]", "rounds=3", "checkpoint_every=0"]
 METHODS = ("fedavg", "stc", "qsgd", "fedhq", "uveqfed", "anycostfl", "heterofl", "ccfedavg", "fednova",
            "fedavg_dropout", "fedasync")  # fmt: skip
 
+pytestmark = pytest.mark.slow  # each test steps a whole run
+
 
 class Recording:
     """The run's inline executor, keeping every job it ran and the update each built (in run order)."""

@@ -67,6 +67,7 @@ def test_settings_that_cannot_be_vectorised_train_one_by_one():
     assert wl.train_many(np.array([0]), wl.initial_state(), round_index=1) is None  # one device: alone
 
 
+@pytest.mark.slow
 def test_a_fedavg_run_is_the_same_vectorised_or_one_by_one():
     sc = load_scenario("luo_setup3", LUO)
     fast = Simulation(sc)

@@ -139,6 +139,7 @@ def test_decoding_with_the_shared_seed_gives_what_the_server_applies(small):
     assert err_wrong > 1.5 * err  # another round's dither: the error of two independent cells, not one
 
 
+@pytest.mark.slow
 def test_quickstart_under_a_deadline_and_a_budget_charges_what_it_planned():
     sets = ["method.name=uveqfed", "round.policy=deadline", "round.deadline_s=2.0", "fleet.budget.kind=uniform",
             "fleet.budget.low_j=0.002", "fleet.budget.high_j=0.02", "rounds=2", "checkpoint_every=0",

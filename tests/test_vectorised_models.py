@@ -171,6 +171,7 @@ METHOD_RUNS = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(METHOD_RUNS))
 def test_methods_train_in_groups_of_one_width_then_finish_per_job_and_match_one_by_one(case):
     """A run forced on groups its jobs by (sub)model shape, trains each group together, then does each job's

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgefl.scenario.device_table import register_frame
+from edgefl.scenario.device_table import frame_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,10 +38,13 @@ def fleet_frame(scenario: Scenario) -> pd.DataFrame:
 
 def with_devices(scenario: Scenario, frame: pd.DataFrame) -> Scenario:
     """``scenario`` with ``frame`` (a pandas DataFrame in the device-table format) as its device table; the
-    frame is checked here like a file (errors name its row). It lives in this process only."""
+    frame is checked here like a file (errors name its row). The returned scenario's ``[fleet]`` section holds the
+    table, named ``dataframe:<digest>`` (pickled, the scenario takes it to worker processes; its TOML names it
+    only, so save the frame with ``DataFrame.to_csv`` to run it elsewhere)."""
     from edgefl.run.load import scenario_from_dict
 
     data = scenario.model_dump(mode="json", exclude_none=True)
     data["fleet"].pop("n_devices", None)
-    data["fleet"]["devices"] = register_frame(frame)
+    name, table = frame_table(frame)  # `table` is alive while validation finds it by `name`, then the section holds it
+    data["fleet"]["devices"] = name
     return scenario_from_dict(data)

@@ -34,7 +34,9 @@ file or a DataFrame has no lines: errors name its row, the first device being ro
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +51,7 @@ from edgefl.scenario.limits import Limit, limits_of, user_range
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "register_frame", "table_of", "checked_fleet_section", "COLUMNS"]
+__all__ = ["DeviceTable", "read_device_table", "device_table_from_frame", "frame_table", "hold_frame_table", "table_of", "checked_fleet_section", "COLUMNS"]
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,11 @@ _TEXT_COLUMNS = ("profile", "device")
 STEP_COST_FIELDS = ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DeviceTable:
     """A validated device table: per SI quantity an array of shape (n,) with NaN where a row gives nothing,
-    the profile name per row ('' for none), and where each row came from (for messages)."""
+    the profile name per row ('' for none), and where each row came from (for messages). Two tables are equal
+    when their content is (:meth:`digest`)."""
 
     where: str
     n_devices: int
@@ -103,6 +106,22 @@ class DeviceTable:
         """Bool shape (n,): rows that give quantity ``name``."""
         col = self.values.get(name)
         return np.zeros(self.n_devices, dtype=bool) if col is None else ~np.isnan(col)
+
+    def digest(self) -> str:
+        """A hex digest of the whole content (every field, each array's dtype, shape and bytes)."""
+        h = hashlib.sha256(repr((self.where, self.n_devices, self.profiles, self.row_labels)).encode())
+        for name in sorted(self.values):
+            col = np.ascontiguousarray(self.values[name])
+            h.update(repr((name, col.dtype.str, col.shape)).encode())
+            h.update(col.tobytes())
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeviceTable):
+            return NotImplemented
+        return self is other or self.digest() == other.digest()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by content, and mutable arrays inside
 
 
 def _fail(where: str, label: str, column: str, raw: Any, why: str) -> ScenarioError:
@@ -283,25 +302,40 @@ def device_table_from_frame(frame: pd.DataFrame, where: str = "DataFrame") -> De
 
 
 _CACHE: dict[tuple[str, int, int], DeviceTable] = {}
-_FRAMES: dict[str, DeviceTable] = {}
 FRAME_PREFIX = "dataframe:"
+# A DataFrame's table is held by the [fleet] sections that name it (FleetConfig.hold_table, set when a scenario is
+# validated: hold_frame_table); this mapping only finds a live one by its name, weakly, so that a scenario dumped
+# and validated again in this process names the same table. It keeps no table alive: once the last section
+# holding a table is gone, so is the table, and its entry here.
+_LIVE_FRAMES: weakref.WeakValueDictionary[str, DeviceTable] = weakref.WeakValueDictionary()
 
 
-def register_frame(frame: pd.DataFrame) -> str:
-    """Validate a DataFrame and return the ``fleet.devices`` value that names it in this process."""
+def frame_table(frame: pd.DataFrame) -> tuple[str, DeviceTable]:
+    """A DataFrame's validated table and the ``fleet.devices`` value naming it, ``dataframe:<digest>`` (the
+    digest of its content: equal frames, one name and one table). The caller keeps the table alive while it
+    validates a scenario naming it; the validated ``[fleet]`` section then holds it."""
     table = device_table_from_frame(frame)
-    key = f"{FRAME_PREFIX}{len(_FRAMES) + 1}"
-    _FRAMES[key] = table
-    return key
+    name = f"{FRAME_PREFIX}{table.digest()[:16]}"
+    return name, _LIVE_FRAMES.setdefault(name, table)
+
+
+def hold_frame_table(cfg: FleetConfig) -> None:
+    """Let a validated ``[fleet]`` section that names a DataFrame's table hold it (it then lives, and is pickled
+    to worker processes, with the section)."""
+    if cfg.devices is not None and cfg.devices.startswith(FRAME_PREFIX) and cfg.held_table is None:
+        cfg.hold_table(read_device_table(cfg.devices))
 
 
 def read_device_table(source: str) -> DeviceTable:
-    """The device table ``source`` (a ``.csv`` or ``.parquet`` path, or a key of :func:`register_frame`)."""
+    """The device table ``source``: a ``.csv`` or ``.parquet`` path, or the name of a DataFrame's table
+    (:func:`frame_table`) that a scenario of this process holds."""
     if source.startswith(FRAME_PREFIX):
-        if source not in _FRAMES:
-            raise ScenarioError(f"fleet.devices={source!r}: a DataFrame given in another process; save it with "
+        table = _LIVE_FRAMES.get(source)
+        if table is None:
+            raise ScenarioError(f"fleet.devices={source!r}: a DataFrame that no scenario of this process holds "
+                                "(given in another process, or its scenario is gone); save it with "
                                 "DataFrame.to_csv and give the file's path")  # fmt: skip
-        return _FRAMES[source]
+        return table
     path = Path(source)
     if not path.is_file():
         raise ScenarioError(f"fleet.devices={source!r}: no such file (a relative path is read from the scenario "
@@ -320,8 +354,11 @@ def read_device_table(source: str) -> DeviceTable:
 
 
 def table_of(cfg: FleetConfig) -> DeviceTable | None:
-    """The scenario's device table, or None."""
-    return None if cfg.devices is None else read_device_table(cfg.devices)
+    """The scenario's device table, or None: the DataFrame's table the section holds, or the file it names."""
+    if cfg.devices is None:
+        return None
+    held = cfg.held_table
+    return held if held is not None else read_device_table(cfg.devices)
 
 
 def checked_fleet_section(data: Any) -> Any:

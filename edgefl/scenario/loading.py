@@ -24,7 +24,7 @@ from edgefl.scenario.sections import (
     OutputConfig, SurrogateConfig, TrainConfig,
 )  # fmt: skip
 from edgefl.errors import ScenarioError
-from edgefl.scenario.device_table import checked_fleet_section
+from edgefl.scenario.device_table import checked_fleet_section, hold_frame_table
 from edgefl.scenario.did_you_mean import nearest_key
 from edgefl.scenario.luo_settings import LuoSettings
 from edgefl.scenario.section_base import Strict as _Strict
@@ -186,6 +186,12 @@ class Scenario(_Strict):
         if isinstance(data, dict) and isinstance(data.get("fleet"), dict):
             data = {**data, "fleet": checked_fleet_section(data["fleet"])}
         return data
+
+    @model_validator(mode="after")
+    def _hold_frame(self) -> Scenario:
+        """A DataFrame's device table is held by the ``[fleet]`` section naming it: it goes with the scenario."""
+        hold_frame_table(self.fleet)
+        return self
 
     @model_validator(mode="after")
     def _cross(self, info: ValidationInfo) -> Scenario:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_serializer, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_serializer, model_validator
 
 from edgefl.scenario.limits import Limit, check_limits, require
 from edgefl.scenario.section_base import Strict as _Strict
@@ -352,11 +352,23 @@ class FleetConfig(_Strict):
     # {name = weight}: see edgefl.scenario.device_table and edgefl.fleet.build
     devices: str | None = None
     profiles: dict[str, PositiveFloat] | None = None
+    # the DataFrame's device table that ``devices = "dataframe:<digest>"`` names: held by this section (copied and
+    # pickled with it), never dumped; see edgefl.scenario.device_table.frame_table
+    _table: Any = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
         return _convert(check_limits(cls, data, FLEET_UNITS), FLEET_UNITS)
+
+    def hold_table(self, table: Any) -> None:
+        """Hold ``table``, the DataFrame's device table ``devices`` names, for as long as this section lives."""
+        self._table = table
+
+    @property
+    def held_table(self) -> Any:
+        """The DataFrame's device table this section holds, or None (no table, or a file's)."""
+        return self._table
 
     @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
     @classmethod
