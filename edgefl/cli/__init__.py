@@ -86,13 +86,18 @@ def run(
         for warning in sim.warnings:
             typer.echo(f"warning: {warning}", err=True)
         try:
-            with _progress(sc.rounds, enabled=not quiet) as on_round, run_threads(sc.train.threads):
+            with _terminate_as_interrupt(), _progress(sc.rounds, enabled=not quiet) as on_round, \
+                    run_threads(sc.train.threads):
                 result = run_scenario(sc, progress=on_round, checkpoint_dir=run_dir / "checkpoint",
                                       resume=resume is not None, simulation=sim)  # fmt: skip
-        except RunInterrupted as stop:  # Ctrl-C: keep every completed round, and a checkpoint to resume from
+        except RunInterrupted as stop:  # Ctrl-C or SIGTERM: keep every completed round, and a checkpoint
             write_run(stop.result, run_dir)
-            _out.print(f"interrupted after {len(stop.result.rounds)} of {sc.rounds} rounds; "
-                       f"partial results in {run_dir}; continue with: edgefl run --resume {run_dir}",
+            done = len(stop.result.rounds)
+            since = "" if stop.resume_round == done else (
+                f" (from round {stop.resume_round + 1}: the last checkpoint)" if stop.resume_round
+                else " (from round 1: no checkpoint yet)")  # fmt: skip
+            _out.print(f"interrupted after {done} of {sc.rounds} rounds; "
+                       f"partial results in {run_dir}; continue with: edgefl run --resume {run_dir}{since}",
                        markup=False)  # fmt: skip
             raise typer.Exit(130) from None
         write_run(result, run_dir)
@@ -122,6 +127,26 @@ def _resumable(run_dir: Path):
     if is_finished(run_dir):
         raise fail(f"--resume {str(run_dir)!r}: the run is already complete")
     return load_scenario(run_dir / "scenario.toml"), run_dir
+
+
+@contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a scheduler's or ``kill``'s stop) is handled as Ctrl-C while a run plays: the completed rounds
+    and a checkpoint are written, and the run can be resumed."""
+    import signal
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave SIGTERM as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

@@ -19,10 +19,17 @@ Random state: every random draw in a run comes from a stream keyed by (seed, con
 leaves behind is what it produced (device positions under mobility, the model), and that is saved.
 Files that do not belong to the committed ``meta.json`` (a segment or model written just before a kill) are
 ignored and cleaned up by the next save.
+
+Consistency: a checkpoint is the state between two steps, so its clock stands at the end of its last round
+(``clock.clock_s == sim_time_s``) and its radio at that round; :func:`save_checkpoint` refuses anything else (a
+round's clock advance without that round's rows), and :func:`load_checkpoint` refuses, in one line, any
+checkpoint a resume could not continue exactly: another scenario, another edgefl (version or code), a missing or
+unreadable file, or parts that disagree.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -44,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "Restored", "META"]
 
 META = "meta.json"
-_FORMAT = 1
+_FORMAT = 2  # 2: the edgefl that wrote it (version and code digest); clock and radio checked against the round
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +69,30 @@ class Restored:
 
 def _scenario_digest(scenario: Scenario) -> str:
     return hashlib.sha256(scenario_to_toml(scenario).encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def edgefl_build() -> str:
+    """The edgefl that runs: its version and a digest of its code (every ``.py`` and ``.toml`` file of the
+    package), e.g. ``0.1.0+3f2a9c1d0b7e``; a checkpoint resumes only under the same one."""
+    import edgefl
+
+    root = Path(edgefl.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{edgefl.__version__}+{digest.hexdigest()[:12]}"
+
+
+def _at_boundary(rounds_done: int, sim_time_s: float, clock_s: float | None, radio_round: int) -> str | None:
+    """Why a state whose last round ends at ``sim_time_s`` cannot go with a clock at ``clock_s`` and a radio at
+    round ``radio_round`` (None when they agree: the parts stand between round ``rounds_done`` and the next)."""
+    if clock_s is not None and clock_s != sim_time_s:
+        return (f"its clock stands at {clock_s!r} s but round {rounds_done} ends at {sim_time_s!r} s "
+                f"(the clock of a round whose rows it does not hold)")  # fmt: skip
+    if radio_round != max(1, rounds_done):
+        return f"its radio stands at round {radio_round}, not at round {max(1, rounds_done)}"
+    return None
 
 
 def checkpoint_round(checkpoint_dir: str | Path) -> int:
@@ -83,6 +114,10 @@ def save_checkpoint(
     file when it trains, else numbers in ``meta.json``.
     ``driver_state``: the driver's memory (:meth:`edgefl.engine.driver.Driver.state_dict`: an asynchronous run's
     server), its JSON part in ``meta.json`` and its tensors (jobs' updates, model versions) in the ``.pt`` file."""
+    clock_s = None if clock_state is None else float(clock_state["clock_s"])
+    why = _at_boundary(state.rounds_done, state.sim_time_s, clock_s, int(radio_state["radio_round"]))
+    if why is not None:  # a bug in the caller: the parts are part-way through the next round
+        raise SimulationError(f"{checkpoint_dir}: not saving a checkpoint after round {state.rounds_done}: {why}")
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     old = _read_meta(checkpoint_dir / META) if (checkpoint_dir / META).is_file() else None
     segments = list(old["segments"]) if old else []
@@ -108,6 +143,7 @@ def save_checkpoint(
         atomic_write_bytes(checkpoint_dir / model_name, buf.getvalue())
     meta = {
         "format": _FORMAT,
+        "edgefl": edgefl_build(),
         "scenario_sha256": _scenario_digest(scenario),
         "round": state.rounds_done,
         "sim_time_s": state.sim_time_s,
@@ -142,6 +178,21 @@ def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, lear
             f"{path}: the checkpoint belongs to a different scenario than {scenario.name!r}; "
             "resume with the run directory's own scenario.toml"
         )
+    if meta.get("edgefl") != edgefl_build():
+        raise SimulationError(
+            f"{path}: written by edgefl {meta.get('edgefl')}, this is edgefl {edgefl_build()}: a resumed run "
+            f"could differ from an uninterrupted one; start the run again"
+        )  # fmt: skip
+    clock = meta.get("clock")
+    why = _at_boundary(int(meta["round"]), float(meta["sim_time_s"]), None if clock is None else clock["clock_s"],
+                       int(meta["radio_round"]))  # fmt: skip
+    if why is not None:
+        raise SimulationError(f"{path}: the checkpoint after round {meta['round']} is inconsistent: {why}; "
+                              "start the run again")  # fmt: skip
+    missing = [name for name in [*meta["segments"], meta["model"]] if name and not (checkpoint_dir / name).is_file()]
+    if missing:
+        raise SimulationError(f"{path}: the checkpoint after round {meta['round']} lacks {', '.join(missing)}; "
+                              "start the run again")  # fmt: skip
     blocks = [blk for name in meta["segments"] for blk in _load_segment(checkpoint_dir / name)]
     if len(blocks) != meta["round"] or len(meta["rounds"]) != meta["round"]:
         raise SimulationError(f"{path}: checkpoint is inconsistent ({len(blocks)} device blocks for round "
@@ -154,7 +205,8 @@ def load_checkpoint(checkpoint_dir: Path, scenario: Scenario, *, like: Any, lear
             model, method_state, driver_tensors = saved["model"], saved["method"], saved.get("async")
             model = learning.state_from_saved(model)
         except Exception as exc:  # noqa: BLE001 - any unreadable model file is the same user-facing problem
-            raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({exc})") from None
+            why = " ".join(str(exc).split())[:200]  # one line
+            raise SimulationError(f"{checkpoint_dir / meta['model']}: cannot read the model ({why})") from None
         if set(model) != set(like):
             raise SimulationError(f"{checkpoint_dir / meta['model']}: parameters do not match the scenario's model")
     else:
@@ -171,9 +223,12 @@ def _read_meta(path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise SimulationError(f"{path}: not a readable checkpoint ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-        raise SimulationError(f"{path}: not an edgefl checkpoint of format {_FORMAT}")
+        raise SimulationError(f"{path}: not a readable checkpoint ({' '.join(str(exc).split())})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("format"), int):
+        raise SimulationError(f"{path}: not an edgefl checkpoint")
+    if meta["format"] != _FORMAT:
+        raise SimulationError(f"{path}: a checkpoint of format {meta['format']} (this edgefl reads format {_FORMAT}): "
+                              "written by another edgefl; start the run again")  # fmt: skip
     return meta
 
 
@@ -193,7 +248,7 @@ def _load_segment(path: Path) -> list[dict[str, np.ndarray]]:
         with np.load(path, allow_pickle=False) as npz:
             data = {name: npz[name] for name in npz.files}
     except (OSError, ValueError) as exc:
-        raise SimulationError(f"{path}: cannot read checkpoint segment ({exc})") from None
+        raise SimulationError(f"{path}: cannot read checkpoint segment ({' '.join(str(exc).split())})") from None
     counts = data.pop("_rows")
     bounds = np.concatenate([[0], np.cumsum(counts)])
     out = []

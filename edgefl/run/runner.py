@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgefl.errors import SimulationError
 from edgefl.methods import METHODS, MethodSetup, make_method
 from edgefl.engine.async_driver import AsyncDriver
 from edgefl.fleet.availability import make_availability
@@ -53,11 +54,14 @@ __all__ = [
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: ``result`` holds every round completed before it (the round in progress is dropped)."""
+    """Ctrl-C during a run: ``result`` holds every round completed before it (the round in progress is dropped);
+    ``resume_round``: the round of the checkpoint a resume continues from (0: from the start), the last
+    completed round unless the interruption fell inside a round (then the last periodic checkpoint's)."""
 
-    def __init__(self, result: RunResult) -> None:
+    def __init__(self, result: RunResult, resume_round: int = 0) -> None:
         super().__init__(f"interrupted after {len(result.rounds)} complete rounds")
         self.result = result
+        self.resume_round = resume_round
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -228,7 +232,7 @@ def run_scenario(
     """Run ``scenario`` to completion and return its tables. ``progress`` is called with each round's row.
 
     With ``checkpoint_dir``, the run's state is written there every ``scenario.checkpoint_every`` rounds (and
-    on Ctrl-C); with ``resume=True`` it continues from the checkpoint found there (from round 1 if none).
+    on a Ctrl-C that falls between rounds: one inside a round leaves the last checkpoint); with ``resume=True`` it continues from the checkpoint found there (from round 1 if none).
     Ctrl-C raises :class:`RunInterrupted` carrying every round completed so far. ``simulation``: the run already
     built by :func:`prepare` (default: prepared here).
     """
@@ -245,9 +249,15 @@ def run_scenario(
                 if progress is not None:
                     progress(row)
     except KeyboardInterrupt:
+        resume_round = 0
         if checkpoint_dir is not None:
-            sim.save(checkpoint_dir)  # the last completed round: `edgefl run --resume` continues from it
-        raise RunInterrupted(sim.result()) from None
+            from edgefl.run.checkpoint import checkpoint_round
+
+            if sim.at_boundary:  # between rounds: `edgefl run --resume` continues from the last completed one
+                sim.save(checkpoint_dir)
+            # else inside a round, whose clock, radio and method have moved on: the last checkpoint stands
+            resume_round = checkpoint_round(checkpoint_dir)
+        raise RunInterrupted(sim.result(), resume_round) from None
     finally:
         sim.run.learner.close()  # the executor's workers, if any
     return sim.result(final=True)
@@ -268,6 +278,7 @@ class Simulation:
         self.records = Records()
         self.warnings: list[str] = []  # for summary.json (the pre-flight check's, :func:`prepare`)
         self._saved_blocks = 0  # blocks already in the checkpoint's segment files
+        self._cut: int | None = None  # the round a step was playing when it raised (its parts are past state)
 
     # the parts, for callers that inspect a run (design, tests)
     scenario = property(lambda self: self.run.scenario)
@@ -286,11 +297,22 @@ class Simulation:
 
         Rows are recorded only once the round is complete, so an interruption never leaves half a round.
         """
+        if self._cut is not None:
+            raise SimulationError(f"round {self._cut} was cut short: this simulation cannot go on (resume it from "
+                                  "its last checkpoint)")  # fmt: skip
         if r != self.state.rounds_done + 1:
             raise ValueError(f"round {r}: the next round to simulate is {self.state.rounds_done + 1}")
-        self.state, record = self.run.driver.play(self.run, self.state)
+        self._cut = r  # until the round is recorded: the clock, radio and method move as it is played
+        state, record = self.run.driver.play(self.run, self.state)
         self.records.append(record)
+        self.state, self._cut = state, None
         return record.row
+
+    @property
+    def at_boundary(self) -> bool:
+        """Whether the run's parts (clock, radio, method, driver) stand where :attr:`state` says: between two
+        rounds. False once a round raised part-way (Ctrl-C inside it): then nothing can be saved or played."""
+        return self._cut is None
 
     def result(self, *, final: bool = False) -> RunResult:
         """The tables of every completed round (the summary derives from them).
@@ -305,9 +327,13 @@ class Simulation:
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:
         """Write the state after the last completed round to ``checkpoint_dir`` (atomically, see checkpoint.py),
-        with the driver's memory (an asynchronous run's server and its jobs in flight)."""
+        with the driver's memory (an asynchronous run's server and its jobs in flight). Only between rounds
+        (:attr:`at_boundary`): a round cut short has moved the clock, the radio and the method past the rows."""
         from edgefl.run.checkpoint import save_checkpoint
 
+        if self._cut is not None:
+            raise SimulationError(f"round {self._cut} was cut short: its clock, radio and method are part-way "
+                                  f"through it, so a checkpoint of round {self._cut - 1} cannot be taken now")  # fmt: skip
         run = self.run
         self._saved_blocks = save_checkpoint(
             Path(checkpoint_dir), run.scenario, self.state, self.records, self._saved_blocks,
