@@ -23,6 +23,7 @@ import pandas as pd
 
 HOOK = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C's KeyboardInterrupt even if started with &
 from edgefl.training.learner import TrainingLearner
 where, at_round = sys.argv[1], 8
 calls = {"n": 0}

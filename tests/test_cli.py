@@ -78,8 +78,12 @@ def test_ctrl_c_keeps_completed_rounds(tmp_path):
     assert list(rounds["round"]) == list(range(1, len(rounds) + 1))  # no half round
     devices = pd.read_csv(out / "device_rounds.csv")
     assert devices["round"].max() == len(rounds) >= 10
-    assert json.loads(meta.read_text())["round"] == len(rounds)  # resumable from the last completed round
+    # resumable from the last completed round when Ctrl-C fell between rounds; from the last periodic
+    # checkpoint (every 10 rounds) when it fell inside a round, whose clock had moved on (issue 35)
+    saved = json.loads(meta.read_text())["round"]
+    assert saved == len(rounds) or (saved % 10 == 0 and len(rounds) - 10 < saved < len(rounds))
     assert f"edgefl run --resume {out}" in stdout
+    assert saved == len(rounds) or f"(from round {saved + 1}: the last checkpoint)" in stdout
 
 
 def test_resume_refuses_other_arguments_and_non_run_dirs(tmp_path):
