@@ -138,6 +138,7 @@ def test_sigkill_after_checkpoint_then_resume_is_identical(tmp_path, overrides):
         a, b = pd.read_csv(ref / table), pd.read_csv(killed / table)
         assert _csv(a) == _csv(b), table
     assert json.loads((killed / "summary.json").read_text())["complete"] is True
+    assert not (killed / "checkpoint").exists()  # removed once the run is complete
 
     again = subprocess.run([sys.executable, "-m", "edgefl", "run", "--resume", str(killed)],
                            capture_output=True, text=True, env=env)  # fmt: skip
@@ -177,3 +178,17 @@ def test_async_resume_with_jobs_in_flight_equals_uninterrupted(tmp_path, extra):
     assert _csv(resumed.rounds) == _csv(full.rounds)
     assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
     assert (full.device_rounds["reason"] == "offline").any()  # some job was lost to a device going offline
+
+
+def test_finished_run_removes_its_checkpoint_unless_kept(tmp_path):
+    """`edgefl run` removes a finished run's checkpoint/ (a run stopped early keeps it, test_cli.py), unless
+    ``output.keep_checkpoint = true``."""
+    from cli_process import edgefl
+
+    sets = ["--set", "rounds=3", "--set", "checkpoint_every=1", "--set", "model.name=logreg", "--quiet"]
+    done = edgefl("run", "quickstart", *sets, "--out", str(tmp_path / "done"))
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "done" / "checkpoint").exists() and (tmp_path / "done" / "rounds.csv").is_file()
+    kept = edgefl("run", "quickstart", *sets, "--set", "output.keep_checkpoint=true", "--out", str(tmp_path / "kept"))
+    assert kept.returncode == 0, kept.stderr
+    assert checkpoint_round(tmp_path / "kept" / "checkpoint") == 2  # the last one taken (after round 2 of 3)

@@ -272,8 +272,10 @@ def test_real_signal_to_edgefl_run_then_resume(tmp_path, long_reference, sig):
     its first checkpoint, most likely inside a round), resumed with ``edgefl run --resume``: the tables of the
     uninterrupted run; both write the partial results and exit 130."""
     cut = tmp_path / "cut"
-    proc = subprocess.Popen([*_CLI, "--out", str(cut)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_ENV)  # fmt: skip
+    proc = subprocess.Popen(
+        [*_CLI, "--out", str(cut)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_ENV,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal (test_cli.py says why)
+    )  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and not (cut / "checkpoint" / "meta.json").is_file():
         time.sleep(0.002)
@@ -291,3 +293,4 @@ def test_real_signal_to_edgefl_run_then_resume(tmp_path, long_reference, sig):
     assert again.returncode == 0, again.stderr
     for table in ("rounds.csv", "device_rounds.csv"):
         assert _csv(pd.read_csv(long_reference / table)) == _csv(pd.read_csv(cut / table)), table
+    assert not (cut / "checkpoint").exists()  # the finished run's checkpoint is removed (output.keep_checkpoint)

@@ -101,6 +101,10 @@ def run(
                        markup=False)  # fmt: skip
             raise typer.Exit(130) from None
         write_run(result, run_dir)
+        if not sc.output.keep_checkpoint:  # the run is complete (summary.json says so): nothing to resume
+            from edgefl.run.checkpoint import remove_checkpoint
+
+            remove_checkpoint(run_dir / "checkpoint")
     s = result.summary
     acc = "n/a" if s["final_accuracy"] is None else f"{s['final_accuracy']:.4f}"
     late = s.get("warnings", [])[len(sim.warnings):]  # what the run showed (the pre-flight's were printed at the start)

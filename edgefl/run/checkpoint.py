@@ -48,7 +48,8 @@ from edgefl.engine.run_state import RunState
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Learning
 
-__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "Restored", "META"]
+__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_round", "remove_checkpoint", "edgefl_build", "Restored",
+           "META"]
 
 META = "meta.json"
 _FORMAT = 2  # 2: the edgefl that wrote it (version and code digest); clock and radio checked against the round
@@ -101,6 +102,21 @@ def checkpoint_round(checkpoint_dir: str | Path) -> int:
     if not path.is_file():
         return 0
     return int(_read_meta(path)["round"])
+
+
+def remove_checkpoint(checkpoint_dir: str | Path) -> None:
+    """Remove the checkpoint in ``checkpoint_dir`` (a finished run's): ``meta.json`` first (the commit point), then
+    its segment and model files, then the folder if nothing else is left in it."""
+    checkpoint_dir = Path(checkpoint_dir)
+    if not checkpoint_dir.is_dir():
+        return
+    (checkpoint_dir / META).unlink(missing_ok=True)
+    for path in checkpoint_dir.iterdir():
+        temporary = path.name.startswith(".") and path.suffix == ".tmp"  # an atomic write cut short
+        if path.is_file() and (path.suffix in (".pt", ".npz") or temporary):
+            path.unlink(missing_ok=True)
+    if not any(checkpoint_dir.iterdir()):
+        checkpoint_dir.rmdir()
 
 
 def save_checkpoint(
