@@ -49,6 +49,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
     target: Annotated[Optional[float], typer.Option("--target", help="Target test accuracy in (0, 1] (train.target_accuracy): time and energy to reach it.")] = None,
     threads: Annotated[Optional[int], typer.Option("--threads", help="Torch threads of the run (train.threads; default 1; docs/executors.md).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse a device table that gives positions in some rows only (fleet.devices_strict; else a warning).")] = False,
 ) -> None:
     """Run one scenario and write its tables, summary and report (checkpoints go to RUN_DIR/checkpoint)."""
     import json
@@ -67,14 +68,14 @@ def run(
             if scenario is not None or set_ or out is not None or seed is not None or data_dir is not None:
                 raise fail("--resume RUN_DIR continues that run as it was: "
                            "give no SCENARIO, --set, --out, --seed or --data-dir")  # fmt: skip
-            resume_without_options(target=target, threads=threads)
+            resume_without_options(target=target, threads=threads, strict=strict)
             sc, run_dir = _resumable(resume)
             sim = prepare(sc)
         else:
             if scenario is None:
                 raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
             overrides = list(set_ or []) + ([f"data.data_dir={json.dumps(str(data_dir))}"] if data_dir else [])
-            overrides += run_option_overrides(target=target, threads=threads)
+            overrides += run_option_overrides(target=target, threads=threads, strict=strict)
             sc = load_scenario(scenario, overrides, seed=seed)  # validated before anything is written
             run_dir = out if out is not None else default_run_dir(sc.name)
             if run_dir.exists() and any(run_dir.iterdir()):

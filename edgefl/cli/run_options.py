@@ -1,5 +1,5 @@
-"""``edgefl run``'s shorthand options for scenario keys: ``--target`` (``train.target_accuracy``) and
-``--threads`` (``train.threads``). They become ``--set`` overrides, so the run directory's scenario.toml records
+"""``edgefl run``'s shorthand options for scenario keys: ``--target`` (``train.target_accuracy``),
+``--threads`` (``train.threads``) and ``--strict`` (``fleet.devices_strict``). They become ``--set`` overrides, so the run directory's scenario.toml records
 them and ``--resume`` continues with the same values."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ MAX_THREADS = 1024
 """Largest ``--threads`` (as ``train.threads`` allows)."""
 
 
-def run_option_overrides(*, target: float | None, threads: int | None) -> list[str]:
+def run_option_overrides(*, target: float | None, threads: int | None, strict: bool = False) -> list[str]:
     """The ``--set`` overrides of the options given; a value out of range fails naming the option as written."""
     overrides = []
     if target is not None:
@@ -25,12 +25,17 @@ def run_option_overrides(*, target: float | None, threads: int | None) -> list[s
         if not 1 <= threads <= MAX_THREADS:
             raise fail(f"--threads {threads}: must be in [1, {MAX_THREADS}] (torch threads of the run)")
         overrides.append(f"train.threads={threads}")
+    if strict:
+        overrides.append("fleet.devices_strict=true")
     return overrides
 
 
-def resume_without_options(*, target: float | None, threads: int | None) -> None:
-    """``--resume`` continues a run with its own scenario: ``--target`` and ``--threads`` fail there."""
-    given = [name for name, value in (("--target", target), ("--threads", threads)) if value is not None]
+def resume_without_options(*, target: float | None, threads: int | None, strict: bool = False) -> None:
+    """``--resume`` continues a run with its own scenario: ``--target``, ``--threads`` and ``--strict`` fail
+    there."""
+    options = (("--target", target), ("--threads", threads), ("--strict", strict or None))
+    given = [name for name, value in options if value is not None]
     if given:
         raise fail(f"--resume RUN_DIR continues that run as it was: give no {' or '.join(given)} "
-                   "(the run directory's scenario.toml holds train.target_accuracy and train.threads)")  # fmt: skip
+                   "(the run directory's scenario.toml holds train.target_accuracy, train.threads and "
+                   "fleet.devices_strict)")  # fmt: skip

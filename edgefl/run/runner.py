@@ -213,12 +213,25 @@ def trainer_info(scenario: Scenario) -> dict[str, Any]:
 
 def prepare(scenario: Scenario) -> Simulation:
     """A run of ``scenario`` built and checked before round 1: its data, traces and devices are read, and
-    :func:`edgefl.run.preflight.preflight` raises when no device can ever finish a job (its warnings are kept)."""
+    :func:`edgefl.run.preflight.preflight` raises when no device can ever finish a job (its warnings are kept,
+    after those of the device table)."""
     from edgefl.run.preflight import preflight
 
     sim = Simulation(scenario)
-    sim.warnings = preflight(sim.run, availability=scenario.fleet.availability)
+    sim.warnings = [*_table_warnings(scenario), *preflight(sim.run, availability=scenario.fleet.availability)]
     return sim
+
+
+def _table_warnings(scenario: Scenario) -> list[str]:
+    """What the scenario's device table leaves to chance: rows without a position in a table whose other rows
+    give one (refused at load under ``fleet.devices_strict``)."""
+    from edgefl.scenario.device_table import position_gaps, table_of
+
+    gaps = None if scenario.fleet.devices is None else position_gaps(table_of(scenario.fleet))
+    if gaps is None:
+        return []
+    return [f"{gaps}: those devices are placed at drawn positions (fill in their cells; fleet.devices_strict = true "
+            "or `edgefl run --strict` refuses such a table)"]  # fmt: skip
 
 
 def run_scenario(

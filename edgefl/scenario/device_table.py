@@ -138,7 +138,7 @@ def _check_header(where: str, names: list[str]) -> None:
     ways of giving a position or a data size."""
     unknown = [h for h in names if h not in COLUMNS and h not in _TEXT_COLUMNS]
     if unknown:
-        raise ScenarioError(f"device table {where}: unknown column(s) {', '.join(map(repr, unknown))}; columns are "
+        raise ScenarioError(f"device table {where}: unknown column(s) {_unknown_columns(unknown)}; columns are "
                             f"{', '.join([*COLUMNS, *_TEXT_COLUMNS])}")  # fmt: skip
     seen: dict[str, str] = {}
     for h in names:
@@ -153,6 +153,17 @@ def _check_header(where: str, names: list[str]) -> None:
         raise ScenarioError(f"device table {where}: a position needs both x_m and y_m columns")
     if "n_samples" in seen and "data_share" in seen:
         raise ScenarioError(f"device table {where}: give n_samples or data_share, not both")
+
+
+def _unknown_columns(unknown: list[str]) -> str:
+    """The unknown column names, each with the nearest valid one (``'distnce_m' (did you mean 'distance_m'?)``)."""
+    from edgefl.scenario.did_you_mean import nearest_name
+
+    out = []
+    for name in unknown:
+        near = nearest_name(name, [*COLUMNS, *_TEXT_COLUMNS])
+        out.append(f"{name!r}" + (f" (did you mean {near!r}?)" if near else ""))
+    return ", ".join(out)
 
 
 def _numeric_column(where: str, h: str, j: int, rows: list[list[Any]], labels: list[str]) -> np.ndarray:
@@ -290,9 +301,51 @@ def _read_parquet(path: Path) -> DeviceTable:
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError, ImportError) as exc:
-        raise ScenarioError(f"device table {where}: cannot read as Parquet: {exc}") from None
+        raise ScenarioError(f"device table {where}: {_not_parquet(path) or f'cannot read as Parquet: {exc}'}") from None
     header, rows = _rows_of_frame(frame)
     return _parse(where, header, rows, [f"row {i + 1} (row 1 is the first device)" for i in range(len(rows))])
+
+
+def _not_parquet(path: Path) -> str | None:
+    """Why ``path`` (named ``.parquet``) is not Parquet when it is text, a CSV table most likely (None if it
+    is not text): a Parquet file starts with the bytes ``PAR1``."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return None
+    if head.startswith(b"PAR1") or b"\x00" in head:
+        return None
+    text = head.decode("utf-8-sig", errors="ignore")  # a character cut at the end of the 4 KiB is dropped
+    if not text.strip() or not all(c.isprintable() or c in "\r\n\t" for c in text):
+        return None
+    looks = "CSV" if "," in text.strip().splitlines()[0] else "text"
+    return (f"not a Parquet file (it does not start with PAR1): it holds {looks} text; a CSV table must be named "
+            f"{path.with_suffix('.csv').name!r} (or write it as Parquet, e.g. pandas' DataFrame.to_parquet)")
+
+
+def position_gaps(table: DeviceTable) -> str | None:
+    """Which rows of ``table`` leave the position empty while others give one (``distance_m``, or ``x_m`` and
+    ``y_m``), in one line naming them (the first ten); None when every row gives one, or none does. Such a row's
+    device is placed at a drawn position: a warning, or an error under ``fleet.devices_strict``."""
+    names = [c for c in ("distance_m", "x_m", "y_m") if c in table.values]
+    if not names:
+        return None
+    given = np.ones(table.n_devices, dtype=bool)
+    for name in names:
+        given &= table.given(name)
+    if given.all() or not given.any():
+        return None
+    missing = np.flatnonzero(~given).tolist()
+    labels = [table.row_labels[i] if i < len(table.row_labels) else f"row {i + 1}" for i in missing]
+    kind = labels[0].split()[0]  # "line" (a CSV file) or "row"
+    numbers = [label.split()[1] for label in labels]
+    note = labels[0][labels[0].find("("):] if "(" in labels[0] else ""
+    shown = ", ".join(numbers[:10]) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+    column = "distance_m" if "distance_m" in names else "x_m/y_m"
+    many = len(numbers) > 1
+    return (f"device table {table.where}: {kind}{'s' if many else ''} {shown} {note}".rstrip()
+            + f" give{'' if many else 's'} no {column} while {int(given.sum())} other rows do")  # fmt: skip
 
 
 def device_table_from_frame(frame: pd.DataFrame, where: str = "DataFrame") -> DeviceTable:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from edgefl.scenario.sections import CHANNEL_UNITS, DOWNLINK_UNITS, FLEET_UNITS, ChannelConfig, DownlinkConfig, FleetConfig
 
-__all__ = ["valid_keys", "nearest_key"]
+__all__ = ["valid_keys", "nearest_key", "nearest_name"]
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:
@@ -57,5 +57,11 @@ def nearest_key(path: Sequence[str], root: type[BaseModel], keyed: Keyed | None 
     """The valid key of the model ``root`` (with the ``keyed`` tables) closest to the last part of ``path``
     (difflib's ratio at least 0.6), or None."""
     *parent, key = path
-    close = difflib.get_close_matches(key, valid_keys(parent, root, keyed), n=1, cutoff=0.6)
+    return nearest_name(key, valid_keys(parent, root, keyed))
+
+
+def nearest_name(name: str, names: Sequence[str]) -> str | None:
+    """The one of ``names`` closest to ``name`` (difflib's ratio at least 0.6; ``distnce_m`` -> ``distance_m``),
+    or None."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
     return close[0] if close else None

@@ -194,6 +194,19 @@ class Scenario(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _strict_table(self) -> Scenario:
+        """``fleet.devices_strict``: a device table with positions in some rows only is refused (else the run
+        warns, :func:`edgefl.run.runner.prepare`)."""
+        if self.fleet.devices_strict and self.fleet.devices is not None:
+            from edgefl.scenario.device_table import position_gaps, table_of
+
+            gaps = position_gaps(table_of(self.fleet))
+            if gaps is not None:
+                raise ValueError(f"fleet.devices_strict = true: {gaps}; fill in their cells (or leave "
+                                 "fleet.devices_strict false to place those devices at drawn positions)")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
     def _cross(self, info: ValidationInfo) -> Scenario:
         n, k = self.fleet.n_devices, self.method.clients_per_round
         if k > n:
@@ -335,8 +348,27 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         data["fleet"].pop("n_devices", None)  # a device table set here gives the fleet's size the file gave
     for item in overrides:
         path, value = parse_override(item)
+        if path == ["fleet", "devices"] and isinstance(value, str):
+            value = _table_from_here(item, value)
         set_dotted(data, path, value, f"--set {item!r}")
     return data
+
+
+def _table_from_here(item: str, value: str) -> str:
+    """The device table a ``--set fleet.devices=PATH`` names, read from the current folder (where the command
+    runs; a path in a scenario file is read from that file's folder): its absolute path, so that any later message
+    names where it was read. A missing file raises :class:`ScenarioError` naming the folder it was looked for in."""
+    from edgefl.scenario.device_table import FRAME_PREFIX
+
+    if value.startswith(FRAME_PREFIX):
+        return value
+    path = Path(value).expanduser()
+    here = Path.cwd()
+    if not path.is_file():
+        where = f"in the current folder {str(here)!r}" if not path.is_absolute() else "there"
+        raise ScenarioError(f"--set {item!r}: no such file {where} (a path given with --set is read from the "
+                            "current folder; one in a scenario file from that file's folder)")  # fmt: skip
+    return str((here / path).resolve())
 
 
 def read_scenario_dict(source: str | Path) -> dict[str, Any]:

@@ -352,6 +352,8 @@ class FleetConfig(_Strict):
     # {name = weight}: see edgefl.scenario.device_table and edgefl.fleet.build
     devices: str | None = None
     profiles: dict[str, PositiveFloat] | None = None
+    # refuse a device table in which some rows give a position and others leave it empty (else: a warning)
+    devices_strict: bool = False
     # the DataFrame's device table that ``devices = "dataframe:<digest>"`` names: held by this section (copied and
     # pickled with it), never dumped; see edgefl.scenario.device_table.frame_table
     _table: Any = PrivateAttr(default=None)
