@@ -75,14 +75,16 @@ def _scenario_digest(scenario: Scenario) -> str:
 @functools.cache
 def edgefl_build() -> str:
     """The edgefl that runs: its version and a digest of its code (every ``.py`` and ``.toml`` file of the
-    package), e.g. ``0.1.0+3f2a9c1d0b7e``; a checkpoint resumes only under the same one."""
-    import edgefl
+    package), e.g. ``0.1.0+3f2a9c1d0b7e``; a checkpoint resumes only under the same one. (The version is read
+    from the package's ``__init__.py`` text: this module stands below the package root, which it does not import.)"""
+    import re
 
-    root = Path(edgefl.__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # edgefl/
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"{edgefl.__version__}+{digest.hexdigest()[:12]}"
+    found = re.search(r'^__version__ = "([^"]+)"', (root / "__init__.py").read_text(encoding="utf-8"), re.M)
+    return f"{found.group(1) if found else 'unknown'}+{digest.hexdigest()[:12]}"
 
 
 def _at_boundary(rounds_done: int, sim_time_s: float, clock_s: float | None, radio_round: int) -> str | None:
