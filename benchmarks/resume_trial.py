@@ -9,7 +9,7 @@ process): before the jobs' training, before the aggregation, and during the eval
 has advanced: where the trial's Ctrl-C fell), each with ``checkpoint_every`` 10 (the default: no periodic
 checkpoint yet, the run resumes from round 1), 7 (the periodic checkpoint of round 7) and 1. Prints one line per
 case and exits 1 if any differs. Before the fix, the "evaluate" cases resumed with round 8 twice as long and every
-later ``sim_time_s`` one round late. Takes about a minute on 2 cores (each case starts three processes).
+later ``sim_time_s`` one round late. Takes two to three minutes on 2 cores (each case starts two processes).
 """
 
 from __future__ import annotations
