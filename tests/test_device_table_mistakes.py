@@ -131,3 +131,17 @@ def test_real_parquet_file_and_binary_junk(tmp_path):
 def test_strict_with_resume_is_refused(tmp_path):
     result = CliRunner().invoke(app, ["run", "--resume", str(tmp_path), "--strict"])
     assert result.exit_code == 2 and "give no --strict" in result.stderr
+
+
+def test_dataframe_with_positions_in_some_rows_only(tmp_path):
+    """A DataFrame given from Python (edgefl.run.fleet_export.with_devices): the same warning naming its rows, and
+    the same refusal under fleet.devices_strict."""
+    from edgefl.run.fleet_export import with_devices
+    from edgefl.run.runner import prepare
+
+    frame = pd.DataFrame({"distance_m": [60.0, 120.0, np.nan, 180.0, 90.0, 150.0]})
+    sc = with_devices(load_scenario("quickstart", ["rounds=1"]), frame)
+    assert prepare(sc).warnings[0].startswith("device table DataFrame: row 3 (row 1 is the first device) gives no "
+                                              "distance_m while 5 other rows do: those devices are placed")  # fmt: skip
+    with pytest.raises(ScenarioError, match="fleet.devices_strict = true: device table DataFrame: row 3"):
+        with_devices(load_scenario("quickstart", ["fleet.devices_strict=true"]), frame)
