@@ -47,6 +47,7 @@ def test_misspelt_column_gets_the_nearest_valid_one(tmp_path):
     assert repr(table) in line
 
 
+@pytest.mark.slow  # a whole run (one round)
 def test_positions_in_some_rows_only_warn_naming_the_rows(tmp_path):
     table = _table(tmp_path / "fleet.csv", "distance_m", DISTANCES)
     result, out = _run(tmp_path, "--set", f"fleet.devices='{table}'")
