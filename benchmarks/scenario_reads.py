@@ -7,7 +7,7 @@
 each counted line too.
 
 A read is an attribute access ``X.<field>`` where ``<field>`` is one of the fields the class ``Scenario`` declares
-in ``ROOT/edgefl/scenario.py`` (its sections ``data``, ``model``, ``train``, ``method``, ``round``, ``fleet``,
+in ``ROOT/edgefl/scenario/loading.py`` (``ROOT/edgefl/scenario.py`` in trees before the layout by subsystem; its sections ``data``, ``model``, ``train``, ``method``, ``round``, ``fleet``,
 ``channel``, ``surrogate``, ``output`` and its top-level values ``name``, ``seed``, ``rounds``, ``learning``, ...)
 and ``X`` names a scenario: the names ``scenario`` and ``sc``, or any ``<expr>.scenario`` (``self.scenario``,
 ``run.scenario``, ``result.scenario``). A line with several reads counts once.
@@ -34,12 +34,16 @@ SCENARIO_NAMES = ("scenario", "sc")
 
 
 def scenario_fields(root: Path) -> set[str]:
-    """The field names the class ``Scenario`` declares in ``root/edgefl/scenario.py``."""
-    tree = ast.parse((root / "edgefl" / "scenario.py").read_text(encoding="utf-8"))
+    """The field names the class ``Scenario`` declares in ``root/edgefl/scenario/loading.py`` (or, in an older
+    tree, ``root/edgefl/scenario.py``)."""
+    path = root / "edgefl" / "scenario" / "loading.py"
+    if not path.is_file():
+        path = root / "edgefl" / "scenario.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Scenario":
             return {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
-    raise SystemExit(f"{root}: no class Scenario in edgefl/scenario/loading.py")
+    raise SystemExit(f"{root}: no class Scenario in {path.relative_to(root)}")
 
 
 def _names_scenario(node: ast.expr) -> bool:
