@@ -1,4 +1,5 @@
-"""edgefl's radio, pure numpy: path loss, fading, FDMA Shannon rate, device placement and mobility.
+"""edgefl's radio, pure numpy: path loss, fading, FDMA rates under a link model (Shannon, or 3GPP's truncated
+Shannon), device placement and mobility.
 
 Imports numpy only (never edgefl, torch or simpy), so it can be used on its own from a notebook.  SI units with
 the unit in every name; randomness only through an explicit ``numpy.random.Generator``.
@@ -15,6 +16,18 @@ the unit in every name; randomness only through an explicit ``numpy.random.Gener
 from channel import units
 from channel.errors import ChannelInputError
 from channel.fading import lognormal_shadowing_db, rayleigh_power_gain
+from channel.link_models import (
+    LINK_DIRECTIONS,
+    LINK_MODELS,
+    TRUNCATED_SHANNON,
+    LinkDirection,
+    LinkModel,
+    TruncatedShannon,
+    link_rate_bps,
+    max_bps_per_hz,
+    truncated_shannon_bps_per_hz,
+    truncated_shannon_rate_bps,
+)
 from channel.mobility import Mobility, RandomWalk, Redraw, Static
 from channel.pathloss import pathloss_3gpp_macro_db, pathloss_free_space_db, pathloss_log_distance_db
 from channel.placement import distances_m, uniform_disk
@@ -49,6 +62,17 @@ __all__ = [
     "fdma_bandwidth_hz",
     "BANDWIDTH_MODES",
     "BandwidthMode",
+    # link models
+    "LINK_MODELS",
+    "LinkModel",
+    "LINK_DIRECTIONS",
+    "LinkDirection",
+    "TruncatedShannon",
+    "TRUNCATED_SHANNON",
+    "truncated_shannon_bps_per_hz",
+    "truncated_shannon_rate_bps",
+    "link_rate_bps",
+    "max_bps_per_hz",
     # placement and mobility
     "uniform_disk",
     "distances_m",

@@ -1,4 +1,4 @@
-"""One cell's uplink radio: path loss + shadowing + fading -> channel gain, and FDMA Shannon rates."""
+"""One cell's uplink radio: path loss + shadowing + fading -> channel gain, and FDMA rates under a link model."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 from channel import _checks as check
 from channel.errors import ChannelInputError
 from channel.fading import lognormal_shadowing_db, rayleigh_power_gain
+from channel.link_models import LINK_DIRECTIONS, LINK_MODELS, LinkDirection, LinkModel, link_rate_bps
 from channel.pathloss import pathloss_3gpp_macro_db, pathloss_free_space_db, pathloss_log_distance_db
-from channel.rate import BANDWIDTH_MODES, BandwidthMode, fdma_bandwidth_hz, shannon_rate_bps
+from channel.rate import BANDWIDTH_MODES, BandwidthMode, fdma_bandwidth_hz
 from channel.units import dbm_per_mhz_to_w_per_hz
 
 __all__ = ["PATHLOSS_MODELS", "PathlossModel", "RadioModel"]
@@ -36,6 +37,9 @@ class RadioModel:
     noise_psd_w_per_hz: noise power spectral density N0 [W/Hz] > 0.
     bandwidth_mode: ``"fixed"`` (every device gets ``band_hz``) or ``"split"`` (``band_hz`` shared equally
         by the devices transmitting in a round).  band_hz: [Hz] > 0.
+    link_model: ``"shannon"`` (``b log2(1 + SINR)``, AnycostFL eq. (8)) or ``"truncated_shannon"`` (3GPP TR 36.942
+        Annex A.2, at most Thr_max bit/s/Hz), :mod:`channel.link_models`.
+    link_direction: ``"uplink"`` or ``"downlink"``: whose parameters ``"truncated_shannon"`` uses.
     """
 
     pathloss: PathlossModel = "3gpp_macro"
@@ -48,10 +52,14 @@ class RadioModel:
     noise_psd_w_per_hz: float = DEFAULT_NOISE_PSD_W_PER_HZ
     bandwidth_mode: BandwidthMode = "fixed"
     band_hz: float = 1e6
+    link_model: LinkModel = "shannon"
+    link_direction: LinkDirection = "uplink"
 
     def __post_init__(self) -> None:
         check.choice(self.pathloss, "pathloss", PATHLOSS_MODELS)
         check.choice(self.bandwidth_mode, "bandwidth_mode", BANDWIDTH_MODES)
+        check.choice(self.link_model, "link_model", LINK_MODELS)
+        check.choice(self.link_direction, "link_direction", LINK_DIRECTIONS)
         check.positive_scalar(self.exponent, "exponent")
         check.positive_scalar(self.ref_distance_m, "ref_distance_m")
         check.scalar(self.ref_loss_db, "ref_loss_db")
@@ -99,7 +107,8 @@ class RadioModel:
     def rates_bps(
         self, gain_linear: Any, tx_power_w: Any, transmitting_mask: Any = None, *, held: int = 0
     ) -> np.ndarray:
-        """Uplink rate of every device for one round, AnycostFL eq. (8) on each device's FDMA sub-band.
+        """Rate of every device for one round on its FDMA sub-band, under ``link_model`` (``"shannon"``:
+        AnycostFL eq. (8); ``"truncated_shannon"``: TR 36.942 Annex A.2 with ``link_direction``'s parameters).
 
         gain_linear: [linear] >= 0, shape (n,).  tx_power_w: [W] >= 0, a number or shape (n,).
         transmitting_mask: bool, shape (n,); ``None`` means every device transmits.  A device that does not
@@ -125,5 +134,7 @@ class RadioModel:
             return rates_bps
         n_held = check.count(held, "held", minimum=0)
         b_hz = fdma_bandwidth_hz(self.bandwidth_mode, n_transmitting + n_held, self.band_hz)
-        rates_bps[mask] = shannon_rate_bps(b_hz, g[mask], p_w[mask], self.noise_psd_w_per_hz)
+        rates_bps[mask] = link_rate_bps(
+            self.link_model, b_hz, g[mask], p_w[mask], self.noise_psd_w_per_hz, direction=self.link_direction
+        )
         return rates_bps

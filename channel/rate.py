@@ -17,7 +17,7 @@ BANDWIDTH_MODES: tuple[str, ...] = ("fixed", "split")
 def shannon_rate_bps(
     bandwidth_hz: Any, gain_linear: Any, tx_power_w: Any, noise_psd_w_per_hz: Any
 ) -> np.ndarray | np.float64:
-    """Achievable uplink rate, AnycostFL eq. (8): ``r = b log2(1 + g p / (N0 b))``.
+    """Achievable uplink rate, AnycostFL eq. (8): ``r = b log2(1 + g p / (N0 b))`` (the ``"shannon"`` link model).
 
     bandwidth_hz: sub-band b [Hz] > 0.  gain_linear: channel power gain g [linear] >= 0.
     tx_power_w: transmit power p [W] >= 0.  noise_psd_w_per_hz: noise power spectral density N0 [W/Hz] > 0.
