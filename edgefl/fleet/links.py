@@ -1,6 +1,8 @@
 """The run's radio: where devices are each round and what uplink (and downlink) rate they get (built on
 ``channel/``). The downlink (``[channel.downlink]``) sees the same gains as the uplink (path loss, shadowing,
-fading: one block per round) with the base station's power on its own FDMA sub-bands.
+fading: one block per round) with the base station's power on its own FDMA sub-bands. Both use the scenario's
+``channel.link_model`` (``"truncated_shannon"``: each with its own direction's parameters). Every consumer of a
+rate (the cost model, each method's plan, the preflight check) reads it from here.
 
 Streams: ``placement`` (initial positions), ``mobility`` per round, ``fading`` per round. Round 1 uses the
 initial placement; mobility moves devices before every later round.
@@ -32,6 +34,8 @@ def radio_model(cfg: ChannelConfig) -> RadioModel:
         noise_psd_w_per_hz=cfg.noise_psd_w_per_hz,
         bandwidth_mode=cfg.bandwidth_mode,
         band_hz=cfg.bandwidth_hz,
+        link_model=cfg.link_model,
+        link_direction="uplink",
     )
 
 
@@ -45,7 +49,9 @@ class Radio:
     def __init__(self, cfg: ChannelConfig, n_devices: int, streams: Streams) -> None:
         self.model = radio_model(cfg)
         dl = cfg.downlink
-        self.downlink = None if dl is None else replace(self.model, band_hz=dl.bandwidth_hz, bandwidth_mode=dl.bandwidth_mode)
+        self.downlink = None if dl is None else replace(
+            self.model, band_hz=dl.bandwidth_hz, bandwidth_mode=dl.bandwidth_mode, link_direction="downlink"
+        )  # the uplink's gains, noise and link model, with the downlink's band and link parameters
         self.bs_power_w = None if dl is None else dl.tx_power_w
         self.streams = streams
         self.moving = cfg.mobility != "static"
@@ -87,17 +93,18 @@ class Radio:
     def rates_bps(
         self, gain: np.ndarray, tx_power_w: np.ndarray, transmitting: np.ndarray | None = None, *, held: int = 0
     ) -> np.ndarray:
-        """Uplink rate [bit/s] per device, shape (n,) (of ``gain``, ``tx_power_w``); 0 for devices not
-        ``transmitting`` (bool shape (n,); None: all transmit). ``held``: sub-bands still taken by devices
-        finishing an earlier job (they share the band under ``bandwidth_mode = "split"``). A device's rate
+        """Uplink rate [bit/s] per device under ``channel.link_model``, shape (n,) (of ``gain``, ``tx_power_w``);
+        0 for devices not ``transmitting`` (bool shape (n,); None: all transmit). ``held``: sub-bands still taken
+        by devices finishing an earlier job (they share the band under ``bandwidth_mode = "split"``). A device's rate
         depends only on its own gain and power and on how many share the band, so the rates of the transmitting
         devices alone (their gains, no mask) are the same numbers."""
         return self.model.rates_bps(gain, tx_power_w, transmitting, held=held)
 
     def downlink_rates_bps(self, gain: np.ndarray, receiving: np.ndarray | None = None) -> np.ndarray:
-        """Downlink rate [bit/s] per device, shape (n,) (of ``gain``), AnycostFL eq. (8) with the base station's
-        power on each receiving device's downlink sub-band (shared among the ``receiving`` devices, bool shape
-        (n,), under ``"split"``; None: all receive); 0 for the others. Only with ``[channel.downlink]``."""
+        """Downlink rate [bit/s] per device, shape (n,) (of ``gain``), under ``channel.link_model`` (``"shannon"``:
+        AnycostFL eq. (8)) with the base station's power on each receiving device's downlink sub-band (shared
+        among the ``receiving`` devices, bool shape (n,), under ``"split"``; None: all receive); 0 for the
+        others. Only with ``[channel.downlink]``."""
         if self.downlink is None:
             raise ValueError("downlink_rates_bps: the scenario has no [channel.downlink]")
         return self.downlink.rates_bps(gain, self.bs_power_w, receiving)

@@ -462,7 +462,10 @@ _WALK_M = Limit(0.0, 1e5, "m", "a device moves at most 100 km (an hour at motorw
 
 class ChannelConfig(_Strict):
     """Uplink radio: path loss, fading, FDMA sub-bands, placement and mobility; ``downlink`` (optional): the
-    per-device downlink, :class:`DownlinkConfig`."""
+    per-device downlink, :class:`DownlinkConfig`. ``link_model``: the rate a link gets at its SINR, on the uplink
+    and the downlink alike (:mod:`channel.link_models`): ``"shannon"`` (``b log2(1 + SINR)``, the papers' bound,
+    no cap) or ``"truncated_shannon"`` (3GPP TR 36.942 Annex A.2: 0 below -10 dB, ``alpha log2(1 + SINR)``
+    above, at most ``Thr_max``; uplink alpha 0.4 and Thr_max 2.0 bit/s/Hz, downlink 0.6 and 4.4)."""
 
     pathloss: Literal["3gpp_macro", "log_distance", "free_space"] = "3gpp_macro"
     exponent: Annotated[PositiveFloat, _EXPONENT] = 3.76  # log_distance only
@@ -479,6 +482,7 @@ class ChannelConfig(_Strict):
     mobility: Literal["static", "redraw", "random_walk"] = "static"
     walk_step_m: Annotated[PositiveFloat, _WALK_M] = 10.0
     downlink: DownlinkConfig | None = None
+    link_model: Literal["shannon", "truncated_shannon"] = "shannon"
 
     @model_validator(mode="before")
     @classmethod
