@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgefl.scenario.catalogue import catalogue
-from edgefl.scenario.sections import FLEET_FIELDS
+from edgefl.scenario.physics import REALISTIC_PROFILE
+from edgefl.scenario.sections import FLEET_FIELDS, POWER_FIELDS
 from edgefl.errors import ScenarioError
 from edgefl.scenario.device_table import DeviceTable, check_cpu_power
-from edgefl.fleet.devices import Fleet, draw_columns
+from edgefl.fleet.devices import Fleet, draw_columns, draw_per_device
 
 if TYPE_CHECKING:
     from edgefl.scenario.sections import FleetConfig
@@ -53,11 +54,19 @@ class FleetBuild:
     profiles: list[str]
 
 
-def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table: DeviceTable | None) -> FleetBuild:
+def build_fleet(
+    cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table: DeviceTable | None, *,
+    realistic: bool = False, downlink_rx_w: float | None = None,
+) -> FleetBuild:  # fmt: skip
     """The fleet of a scenario's ``[fleet]`` section and its device ``table`` (None: none): draws (streams
     ``fleet`` and ``step_costs``), then the profiles' values (a profile the mix drew: only the quantities the
     scenario does not set itself, :meth:`~edgefl.scenario.sections.FleetConfig.explicit_fields`; a profile the
-    table names: all), then the table's explicit cells."""
+    table names: all), then the table's explicit cells.
+
+    ``realistic`` (``physics = "realistic"``): the power parts come from each device's profile
+    (:data:`edgefl.scenario.physics.REALISTIC_PROFILE`'s for a device without one) unless the scenario sets them,
+    and a profile's energy coefficient is its dynamic part, (P - P_static) / f^3. ``downlink_rx_w``: the receive
+    power ``[channel.downlink]`` sets itself for every device (None: not set)."""
     cols = draw_columns(cfg, streams.numpy("fleet"), streams.numpy("step_costs"))
     names = device_profiles(cfg, table, streams)
     profiles = catalogue()
@@ -68,11 +77,14 @@ def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table
             p = profiles[name]
             for fld in FLEET_FIELDS if in_table[i] else from_mix:
                 cols[fld][i] = getattr(p, fld)
+            if realistic and (in_table[i] or "energy_coeff" in from_mix):
+                cols["energy_coeff"][i] = p.dynamic_energy_coeff
     if cfg.profiles and len(from_mix) < len(FLEET_FIELDS):
         # an explicit f_max below a mix profile's f_min lowers that f_min (an explicit f_min raises f_max)
         if "f_min_hz" in from_mix:
             cols["f_min_hz"] = np.minimum(cols["f_min_hz"], cols["f_max_hz"])
         cols["f_max_hz"] = np.maximum(cols["f_min_hz"], cols["f_max_hz"])
+    parts = _power_parts(cfg, names, in_table, streams, table, realistic=realistic, downlink_rx_w=downlink_rx_w)
     if table is not None:
         for fld, col in table.values.items():
             if fld in cols:
@@ -90,8 +102,45 @@ def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table
         for i in np.flatnonzero(table.given("energy_coeff") | table.given("f_max_hz")):
             check_cpu_power(table.where, table.row_labels[i], cols["energy_coeff"][i], cols["f_max_hz"][i])
     scaled = {**cols, "flops_per_cycle": cols["flops_per_cycle"] * cfg.flops_per_cycle_scale}
-    fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), **scaled)
-    return FleetBuild(fleet=fleet, columns=cols, profiles=names)
+    fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), **scaled, **parts)
+    return FleetBuild(fleet=fleet, columns={**cols, **{k: v for k, v in parts.items() if v is not None}},
+                      profiles=names)  # fmt: skip
+
+
+def _power_parts(
+    cfg: FleetConfig, names: list[str], in_table, streams: Streams, table: DeviceTable | None, *,
+    realistic: bool, downlink_rx_w: float | None,
+) -> dict[str, np.ndarray | None]:  # fmt: skip
+    """Each device's static power, circuit power, PA efficiency and receive power (None where the papers' model
+    holds: no part set by the scenario, a profile under the realistic physics or the table). Precedence: the
+    table's cells, the scenario's own keys, the device's profile (realistic), the default profile (realistic),
+    the scenario's defaults. A range is drawn from the ``power`` stream, only when the scenario gives one."""
+    n = len(names)
+    explicit = cfg.explicit_power_fields()
+    table_cols = set(table.values) if table is not None else set()
+    fields = (*POWER_FIELDS, "rx_power_w")
+    if not realistic and not explicit and not (table_cols & set(fields)):
+        return dict.fromkeys(fields)  # the papers' model: the cost model's formulas are the papers' own
+    rng = streams.numpy("power")
+    out = {fld: draw_per_device(getattr(cfg, fld), n, rng) for fld in POWER_FIELDS}
+    out["rx_power_w"] = np.full(n, 0.0 if downlink_rx_w is None else float(downlink_rx_w))
+    if realistic:
+        profiles = catalogue()
+        for i, name in enumerate(names):
+            p = profiles[name or REALISTIC_PROFILE]
+            for fld in POWER_FIELDS:
+                if fld not in explicit or (name and in_table[i]):
+                    out[fld][i] = getattr(p, fld)
+            if downlink_rx_w is None or (name and in_table[i]):
+                out["rx_power_w"][i] = p.rx_power_w
+    if table is not None:
+        for fld in fields:
+            if fld in table.values:
+                given = table.given(fld)
+                out[fld][given] = table.values[fld][given]
+    if not realistic and "rx_power_w" not in table_cols:
+        out["rx_power_w"] = None  # every device downloads with [channel.downlink]'s receive power
+    return out
 
 
 def placed_positions(table: DeviceTable | None, drawn_m: np.ndarray) -> np.ndarray:

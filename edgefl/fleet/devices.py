@@ -57,6 +57,12 @@ class Fleet:
     ``f_min_hz``/``f_max_hz`` CPU frequency range [Hz]; ``energy_coeff`` eps [J/(cycle Hz^2)];
     ``flops_per_cycle`` FLOPs the CPU retires per cycle; ``tx_power_w`` uplink power [W];
     ``n_samples`` local training set size. Per-round energy budgets are drawn separately each round.
+
+    The parts of the power (issue #33; None: the papers' model, where each is 0, or 1 for the PA efficiency):
+    ``static_power_w`` the platform's static (idle) power [W], drawn while computing on top of eps f^3 and while
+    waiting inside a round; ``tx_circuit_power_w`` the radio's circuit power while transmitting [W] and
+    ``pa_efficiency`` its power amplifier's efficiency [-] (upload power = circuit + tx / efficiency);
+    ``rx_power_w`` the receive power of downloads [W] (None: ``[channel.downlink]``'s for every device).
     """
 
     f_min_hz: np.ndarray
@@ -69,6 +75,23 @@ class Fleet:
     comm_time_s: np.ndarray | None = None
     step_energy_j: np.ndarray | None = None
     comm_energy_j: np.ndarray | None = None
+    static_power_w: np.ndarray | None = None
+    tx_circuit_power_w: np.ndarray | None = None
+    pa_efficiency: np.ndarray | None = None
+    rx_power_w: np.ndarray | None = None
+
+    @property
+    def has_power_parts(self) -> bool:
+        """Whether the fleet has a static power, a circuit power or a PA efficiency (not the papers' model)."""
+        return self.static_power_w is not None
+
+    @property
+    def upload_power_w(self) -> np.ndarray:
+        """The power [W] a device draws while it uploads, shape (n,): circuit + tx / PA efficiency, or the
+        radiated power alone in the papers' model (AnycostFL eq. (9))."""
+        if self.static_power_w is None:
+            return self.tx_power_w
+        return self.tx_circuit_power_w + self.tx_power_w / self.pa_efficiency
 
     @property
     def has_step_costs(self) -> bool:
@@ -85,6 +108,15 @@ class Fleet:
                 raise ValueError(f"{name}: every value must be finite and > 0")
         if np.any(self.f_min_hz > self.f_max_hz):
             raise ValueError("f_min_hz must be <= f_max_hz for every device")
+        parts = ("static_power_w", "tx_circuit_power_w", "pa_efficiency")
+        if len({getattr(self, name) is None for name in parts}) != 1:
+            raise ValueError(f"{', '.join(parts)}: give all three or none")
+        for name in (*parts, "rx_power_w"):
+            arr = getattr(self, name)
+            if arr is not None and (arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0)):
+                raise ValueError(f"{name}: expected finite values >= 0 of shape ({n},)")
+        if self.pa_efficiency is not None and np.any((self.pa_efficiency <= 0) | (self.pa_efficiency > 1)):
+            raise ValueError("pa_efficiency: every value must be in (0, 1]")
 
     @property
     def n_devices(self) -> int:

@@ -107,7 +107,7 @@ class AnycostFL(Method):
                 f_max_hz=fleet.f_max_hz[dev],
                 e_max_j=ctx.e_max_j[dev],
                 rate_bps=ctx.rate_bps[dev],
-                p_tx_w=fleet.tx_power_w[dev],
+                p_tx_w=fleet.upload_power_w[dev],  # radiated only in the papers' model
             ),
             t_max_s=t_max,
             cycles_per_sample=1.0,

@@ -106,7 +106,10 @@ def draw_devices(scenario: Scenario) -> Devices:
     streams = Streams(scenario.seed)
     table = table_of(scenario.fleet)  # the user's device table, read once; None without one
     workload = make_workload(scenario, streams, table)
-    built = build_fleet(scenario.fleet, workload.n_samples, streams, table)  # draws, profiles, device table
+    dl = scenario.channel.downlink
+    rx_set = dl is not None and "rx_power_w" in dl.model_fields_set  # one receive power for every device
+    built = build_fleet(scenario.fleet, workload.n_samples, streams, table, realistic=scenario.physics == "realistic",
+                        downlink_rx_w=dl.rx_power_w if rx_set else None)  # draws, profiles, device table
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
     radio.positions_m = placed_positions(table, radio.positions_m)
     return Devices(streams=streams, workload=workload, fleet=built, radio=radio)

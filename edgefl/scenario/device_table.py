@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgefl.scenario.catalogue import catalogue, profile
-from edgefl.scenario.sections import FLEET_UNITS, MAX_CPU_POWER_W, BudgetConfig, FleetConfig, StepCostsConfig
+from edgefl.scenario.sections import (
+    FLEET_UNITS, MAX_CPU_POWER_W, POWER_FIELDS, BudgetConfig, DownlinkConfig, FleetConfig, StepCostsConfig,
+)
 from edgefl.errors import ScenarioError
 from edgefl.scenario.limits import Limit, limits_of, user_range
 
@@ -78,6 +80,8 @@ COLUMNS: dict[str, _Column] = {
     **{name: _Column(name, _FLEET[name]) for name in ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle",
                                                       "tx_power_w")},
     **{alias: _Column(si, _FLEET[si], fn) for alias, (si, fn) in FLEET_UNITS.items()},
+    **{name: _Column(name, _FLEET[name]) for name in POWER_FIELDS},
+    "rx_power_w": _Column("rx_power_w", limits_of(DownlinkConfig)["rx_power_w"]),
     **{name: _Column(name, _STEP[name]) for name in ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")},
     "x_m": _Column("x_m", _COORD),
     "y_m": _Column("y_m", _COORD),

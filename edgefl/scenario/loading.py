@@ -27,6 +27,7 @@ from edgefl.errors import ScenarioError
 from edgefl.scenario.device_table import checked_fleet_section, hold_frame_table
 from edgefl.scenario.did_you_mean import nearest_key
 from edgefl.scenario.luo_settings import LuoSettings
+from edgefl.scenario.physics import Physics, with_physics_defaults
 from edgefl.scenario.section_base import Strict as _Strict
 
 __all__ = [
@@ -168,6 +169,7 @@ class Scenario(_Strict):
     seed: int = Field(0, ge=0, le=2**63 - 1)
     rounds: int = Field(20, ge=1, le=10_000_000)
     learning: Literal["torch", "surrogate"] = "torch"
+    physics: Physics = "paper"  # the papers' idealised model or the realistic one (edgefl.scenario.physics)
     checkpoint_every: int = Field(10, ge=0, le=10_000_000)  # rounds between checkpoints; 0 = never
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
@@ -178,6 +180,12 @@ class Scenario(_Strict):
     channel: ChannelConfig = ChannelConfig()
     surrogate: SurrogateConfig = SurrogateConfig()
     output: OutputConfig = OutputConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _physics(cls, data: Any) -> Any:
+        """Under ``physics = "realistic"``, that physics' defaults for the keys the scenario leaves out."""
+        return with_physics_defaults(data)
 
     @model_validator(mode="before")
     @classmethod

@@ -237,6 +237,8 @@ class RoundConfig(_Physical):
     ``"finish"`` its work (energy charged in full; busy, so not selectable, until it ends) or ``"cancel"`` it
     at the cut-off (energy charged pro rata of the compute and upload time done), see :mod:`edgefl.engine.clock`.
     ``downlink_s``: a download time [s] common to every device, used unless ``[channel.downlink]`` is given.
+    ``charge_idle``: charge a device's static (idle) power while it waits inside a round, between the end of its
+    download and the start of its upload when it is not computing (a TDMA slot); off in the papers' model.
     """
 
     policy: Literal["wait_all", "deadline", "over_select"] = "wait_all"
@@ -244,6 +246,7 @@ class RoundConfig(_Physical):
     deadline_s: Annotated[PositiveFloat | None, Limit(1e-9, _YEAR_S, "s", "from 1 ns (a CPU cycle) to a year")] = None
     over_select_fraction: float = Field(0.3, gt=0, le=10)
     downlink_s: Annotated[NonNegFloat, Limit(0.0, _YEAR_S, "s", "a download takes 0 s to at most a year")] = 0.0
+    charge_idle: bool = False
 
     @model_validator(mode="after")
     def _deadline_given(self) -> RoundConfig:
@@ -330,6 +333,17 @@ class AvailabilityConfig(_Physical):
 
 FLEET_FIELDS = ("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
 """The per-device quantities a catalogue profile sets (the catalogue's names are the fleet's)."""
+POWER_FIELDS = ("static_power_w", "tx_circuit_power_w", "pa_efficiency")
+"""The parts of a device's power the realistic physics adds (``physics = "realistic"``), set by a profile there
+and by the scenario's own keys or a device table's columns under either physics; the receive power of downloads,
+``rx_power_w``, is the fourth part (a profile's, or ``[channel.downlink]``'s for every device)."""
+_STATIC_W = Limit(0.0, 100.0, "W", "a device's idle draw: from 0 (the papers' model) to 100 W (above any edge "
+                  "board or phone at rest)")  # fmt: skip
+_CIRCUIT_W = Limit(0.0, 10.0, "W", "a radio's circuit power while it transmits: from 0 (the papers' model) to "
+                   "10 W (above any handset or USB modem)")  # fmt: skip
+_PA_EFF = Limit(0.01, 1.0, "", "a power amplifier turns at most all (1, the papers' model) and at least 1% of its "
+                "supply into radiated power; handset PAs reach about 0.3-0.5")  # fmt: skip
+_RX_W = Limit(0.0, 10.0, "W", "a device's receive chain draws well under 10 W")
 
 
 class FleetConfig(_Strict):
@@ -345,6 +359,13 @@ class FleetConfig(_Strict):
     # paper-scale ones (uploads keep the real model's size). 1 = no scaling. The run report states it.
     flops_per_cycle_scale: float = Field(1.0, gt=0, le=1)
     tx_power_w: Annotated[PositiveFloat | Range, _UE_TX_W] = 0.1
+    # the parts of the device's power (issue #33): static (idle) power drawn while computing, on top of eps f^3;
+    # the radio's circuit power and the PA's efficiency while uploading (upload power = circuit + tx / PA
+    # efficiency). The defaults are the papers' model; under physics = "realistic" a profile sets them, and a
+    # device without a profile takes edgefl.fleet.build.REALISTIC_POWER.
+    static_power_w: Annotated[NonNegFloat | Range, _STATIC_W] = 0.0
+    tx_circuit_power_w: Annotated[NonNegFloat | Range, _CIRCUIT_W] = 0.0
+    pa_efficiency: Annotated[PositiveFloat | Range, _PA_EFF] = 1.0
     budget: BudgetConfig = BudgetConfig()
     step_costs: StepCostsConfig = StepCostsConfig()
     availability: AvailabilityConfig = AvailabilityConfig()
@@ -372,7 +393,8 @@ class FleetConfig(_Strict):
         """The DataFrame's device table this section holds, or None (no table, or a file's)."""
         return self._table
 
-    @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w")
+    @field_validator("f_min_hz", "f_max_hz", "energy_coeff", "flops_per_cycle", "tx_power_w", "static_power_w",
+                     "tx_circuit_power_w", "pa_efficiency")
     @classmethod
     def _ranges(cls, v: float | tuple[float, float]) -> float | tuple[float, float]:
         return check_range(v)
@@ -386,6 +408,11 @@ class FleetConfig(_Strict):
             return dumped
         unset = set(FLEET_FIELDS) - self.explicit_fields()
         return {k: v for k, v in dumped.items() if k not in unset}
+
+    def explicit_power_fields(self) -> set[str]:
+        """The power parts (:data:`POWER_FIELDS`) the scenario sets itself: these hold for every device, over a
+        profile's and over the realistic defaults."""
+        return set(POWER_FIELDS) & self.model_fields_set
 
     def explicit_fields(self) -> set[str]:
         """The profile quantities (:data:`edgefl.scenario.catalogue.FLEET_FIELDS`) the scenario sets itself, in its file or
@@ -437,7 +464,7 @@ class DownlinkConfig(_Strict):
     tx_power_w: Annotated[PositiveFloat, _BS_TX_W] = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro base station
     bandwidth_hz: Annotated[PositiveFloat, _BANDWIDTH_HZ] = 1e6
     bandwidth_mode: Literal["fixed", "split"] = "fixed"
-    rx_power_w: Annotated[NonNegFloat, Limit(0.0, 10.0, "W", "a device's receive chain draws well under 10 W")] = 0.0
+    rx_power_w: Annotated[NonNegFloat, _RX_W] = 0.0
 
     @model_validator(mode="before")
     @classmethod
@@ -451,6 +478,8 @@ _REF_M = Limit(1e-3, 1e4, "m", "a log-distance fit's reference distance, from 1 
 _REF_LOSS_DB = Limit(0.0, 200.0, "dB", "a loss at the reference distance between 0 and 200 dB")
 _CARRIER_HZ = Limit(1e6, 300e9, "Hz", "from 1 MHz (below any cellular or WLAN band) to 300 GHz (the top of the "
                     "radio spectrum, ITU)")  # fmt: skip
+_IOT_DB = Limit(0.0, 30.0, "dB", "uplink interference over thermal: 0 dB in an isolated cell, a few dB in loaded "
+                "macro networks' link budgets, rarely above 10 dB")  # fmt: skip
 _SHADOWING_DB = Limit(0.0, 20.0, "dB", "measured log-normal shadowing has a std of 4-12 dB")
 _NOISE_PSD = Limit(_dbm_per_mhz_to_w_per_hz(-124.0), _dbm_per_mhz_to_w_per_hz(-54.0), "W/Hz", "thermal noise at "
                    "290 K is -114 dBm/MHz; from 10 dB below it (a cooled receiver) to 60 dB above (noise figure and "
@@ -483,6 +512,9 @@ class ChannelConfig(_Strict):
     walk_step_m: Annotated[PositiveFloat, _WALK_M] = 10.0
     downlink: DownlinkConfig | None = None
     link_model: Literal["shannon", "truncated_shannon"] = "shannon"
+    # inter-cell interference as a rise over thermal noise [dB] (IoT): the noise PSD both links see is
+    # N0 10^(interference_db / 10); 0 = an isolated cell (the papers' model)
+    interference_db: Annotated[NonNegFloat, _IOT_DB] = 0.0
 
     @model_validator(mode="before")
     @classmethod
