@@ -73,6 +73,42 @@ def test_catalogue_spans_the_required_devices():
         assert p.tx_power_w == pytest.approx(10 ** ((p.tx_power_dbm - 30) / 10), rel=1e-12)
 
 
+POWER_PARTS = ("static_power_w", "radio", "tx_circuit_power_w", "pa_efficiency", "rx_power_w")
+
+
+def test_power_parts_are_cited_and_in_range():
+    """Every profile has the power-by-parts fields, each with a source, an assumption or a derivation (the radio's
+    string too, whose source ids must be listed), in physical ranges; the dynamic coefficient stays positive."""
+    doc = catalogue_document()
+    for key, entry in doc["profiles"].items():
+        for field in POWER_PARTS:
+            cell = entry[field]
+            assert isinstance(cell, dict) and "value" in cell, f"{key}.{field}: write {{ value = ..., ... }}"
+            cited = cell.get("source") or cell.get("assumption") or cell.get("derivation")
+            assert cited and len(cited) > 10, f"{key}.{field} has no source, assumption or derivation"
+            if "source" in cell:
+                assert cell["source"].split(":", 1)[0] in doc["sources"], f"{key}.{field}"
+    for key, p in catalogue().items():
+        assert 0.05 <= p.static_power_w <= 20, key
+        assert 0 <= p.tx_circuit_power_w <= 5, key
+        assert 0.05 <= p.pa_efficiency <= 0.6, key
+        assert 0.05 <= p.rx_power_w <= 5, key
+        assert p.radio in {"cellular modem", "USB LTE dongle"}, key
+        assert (p.radio == "cellular modem") == p.device_class.startswith("smartphone"), key
+        # the cited total P at f is above the static part: a positive dynamic coefficient, below the papers' eps
+        assert 0 < p.dynamic_energy_coeff < p.energy_coeff, key
+        assert p.dynamic_energy_coeff == pytest.approx((p.power_w - p.static_power_w) / p.power_at_hz**3, rel=REL)
+
+
+def test_upload_power_of_a_raspberry_pi_4_by_hand():
+    """Upload power = circuit + radiated / PA efficiency. For the Raspberry Pi 4 (its USB LTE dongle, class 3):
+    radiated 23 dBm = 10^(-0.7) W = 0.19952623 W; / 0.12 = 1.66271858 W; + 0.912 W circuit = 2.57471858 W.
+    Its dynamic coefficient: (5.4 W - 2.2 W static) / (1.5e9 Hz)^3 = 3.2 / 3.375e27 = 9.48148e-28 J/(cycle Hz^2)."""
+    pi4 = catalogue()["raspberry_pi_4"]
+    assert pi4.upload_power_w == pytest.approx(2.57471858, rel=1e-8)
+    assert pi4.dynamic_energy_coeff == pytest.approx(9.48148148e-28, rel=1e-8)
+
+
 @pytest.mark.slow
 def test_edgefl_devices_lists_every_profile_and_its_sources():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -4,6 +4,10 @@ data file ``edgefl/data/devices.toml``, where every number names its source or s
 A profile gives a device's CPU frequency range [Hz], sustained FLOPs per cycle, energy coefficient
 eps = P / f^3 [J/(cycle Hz^2)] (AnycostFL eq. (7), from a cited CPU power P [W] at a cited frequency f [Hz]),
 uplink transmit power [W] (the maximum output power of its 3GPP UE power class) and battery capacity [Wh].
+
+It also gives the device's power by its parts, for a realistic power model: the platform's static (idle) power
+[W], the radio it reaches the cell with, the radio's circuit power while transmitting [W] and its supply-to-antenna
+efficiency, so that the upload power is circuit + radiated / efficiency [W], and the radio's receive power [W].
 """
 
 from __future__ import annotations
@@ -23,8 +27,15 @@ __all__ = ["Profile", "catalogue", "catalogue_document", "profile"]
 @dataclass(frozen=True, kw_only=True)
 class Profile:
     """One catalogue device, SI units: ``f_min_hz``/``f_max_hz`` [Hz], ``flops_per_cycle`` [FLOP/cycle],
-    ``power_w`` [W] at ``power_at_hz`` [Hz], ``energy_coeff`` [J/(cycle Hz^2)], ``tx_power_w`` [W] (its UE
-    power class's maximum), ``battery_wh`` [Wh] (None: mains powered)."""
+    ``power_w`` [W] at ``power_at_hz`` [Hz] (the cited total power), ``energy_coeff`` [J/(cycle Hz^2)]
+    (P / f^3, the papers' physics), ``tx_power_w`` [W] (its UE power class's maximum, radiated),
+    ``battery_wh`` [Wh] (None: mains powered).
+
+    Power by its parts (the realistic physics): ``static_power_w`` [W] the platform's idle draw, paid while
+    computing on top of the dynamic power and while waiting in a round; ``radio`` how it reaches the cell
+    ("cellular modem", "USB LTE dongle"); ``tx_circuit_power_w`` [W] the radio's power while transmitting, all
+    but what its power amplifier radiates; ``pa_efficiency`` (0, 1] the supply-to-antenna efficiency of the
+    radiated power; ``rx_power_w`` [W] the radio's power while receiving."""
 
     key: str
     name: str
@@ -38,10 +49,28 @@ class Profile:
     ue_power_class: int
     tx_power_dbm: float
     battery_wh: float | None
+    static_power_w: float
+    radio: str
+    tx_circuit_power_w: float
+    pa_efficiency: float
+    rx_power_w: float
 
     @property
     def tx_power_w(self) -> float:
         return 10.0 ** ((self.tx_power_dbm - 30.0) / 10.0)  # dBm -> W
+
+    @property
+    def upload_power_w(self) -> float:
+        """The radio's supply power [W] while uploading at its maximum output: tx_circuit_power_w +
+        tx_power_w / pa_efficiency."""
+        return self.tx_circuit_power_w + self.tx_power_w / self.pa_efficiency
+
+    @property
+    def dynamic_energy_coeff(self) -> float:
+        """The dynamic part of the cited total power P at f [J/(cycle Hz^2)]: (power_w - static_power_w) /
+        power_at_hz^3, the eps of the realistic physics, whose static power is charged separately (the papers'
+        physics keeps ``energy_coeff`` = P / f^3)."""
+        return (self.power_w - self.static_power_w) / self.power_at_hz**3
 
     @property
     def max_power_w(self) -> float:
@@ -73,6 +102,9 @@ def catalogue() -> dict[str, Profile]:
             power_at_hz=float(_value(p["power_at_hz"])), energy_coeff=float(_value(p["energy_coeff"])),
             ue_power_class=int(_value(p["ue_power_class"])), tx_power_dbm=float(_value(p["tx_power_dbm"])),
             battery_wh=None if battery == "none" else float(battery),
+            static_power_w=float(_value(p["static_power_w"])), radio=str(_value(p["radio"])),
+            tx_circuit_power_w=float(_value(p["tx_circuit_power_w"])),
+            pa_efficiency=float(_value(p["pa_efficiency"])), rx_power_w=float(_value(p["rx_power_w"])),
         )  # fmt: skip
     return out
 
