@@ -4,8 +4,9 @@
     edgefl fleet SCENARIO --out fleet.csv [--set KEY=VALUE ...] [--seed N]
 
 ``devices`` prints each catalogue profile with its CPU frequency range [GHz], sustained FLOPs per cycle, CPU
-power [W] at f_max (eps f_max^3), energy coefficient, UE power class and transmit power [dBm], and battery
-[Wh]; ``--json`` prints every number with its source or assumption as written in ``edgefl/data/devices.toml``.
+power [W] at f_max (eps f_max^3), energy coefficient, UE power class and transmit power [dBm], battery [Wh],
+static (idle) power [W], upload power [W] (radio circuit + radiated / PA efficiency), receive power [W] and the
+radio it uses; ``--json`` prints every number with its source or assumption as written in ``edgefl/data/devices.toml``.
 ``fleet`` writes the fleet the scenario would draw (seed applied) as a device table (``.csv`` or ``.parquet``);
 giving that file as ``fleet.devices`` reproduces the run. Bad input prints one ``error: ...`` line, exit 2.
 """
@@ -51,7 +52,8 @@ def _device_rows() -> list[dict]:
             "profile": p.key, "class": p.device_class, "f_min_ghz": p.f_min_hz / 1e9, "f_max_ghz": p.f_max_hz / 1e9,
             "flops_per_cycle": p.flops_per_cycle, "power_w_at_f_max": p.max_power_w, "energy_coeff": p.energy_coeff,
             "ue_power_class": p.ue_power_class, "tx_power_dbm": p.tx_power_dbm, "battery_wh": p.battery_wh,
-            "name": p.name,
+            "static_power_w": p.static_power_w, "upload_power_w": p.upload_power_w, "rx_power_w": p.rx_power_w,
+            "radio": p.radio, "name": p.name,
         }
         for p in catalogue().values()
     ]  # fmt: skip
@@ -73,13 +75,15 @@ def register(app: typer.Typer) -> None:
             return
         rows = _device_rows()
         header = f"{'profile':<20} {'class':<24} {'f [GHz]':>11} {'FLOP/cyc':>8} {'P@fmax [W]':>10} " \
-                 f"{'eps':>9} {'UE class':>8} {'tx [dBm]':>8} {'battery [Wh]':>12}"  # fmt: skip
+                 f"{'eps':>9} {'UE class':>8} {'tx [dBm]':>8} {'battery [Wh]':>12} {'static [W]':>10} {'up [W]':>6} " \
+                 f"{'rx [W]':>6}  radio"  # fmt: skip
         typer.echo(header)
         for r in rows:
             battery = "none" if r["battery_wh"] is None else f"{r['battery_wh']:.1f}"
             typer.echo(f"{r['profile']:<20} {r['class']:<24} {r['f_min_ghz']:>5.3g}-{r['f_max_ghz']:<5.3g} "
                        f"{r['flops_per_cycle']:>8.3g} {r['power_w_at_f_max']:>10.3g} {r['energy_coeff']:>9.3g} "
-                       f"{r['ue_power_class']:>8d} {r['tx_power_dbm']:>8.3g} {battery:>12}")  # fmt: skip
+                       f"{r['ue_power_class']:>8d} {r['tx_power_dbm']:>8.3g} {battery:>12} {r['static_power_w']:>10.3g} "
+                       f"{r['upload_power_w']:>6.3g} {r['rx_power_w']:>6.3g}  {r['radio']}")  # fmt: skip
         typer.echo("sources and derivations: edgefl devices --json (edgefl/data/devices.toml)")
 
     @app.command("fleet")
