@@ -162,9 +162,9 @@ def test_an_explicit_scenario_key_overrides_the_mix_profiles_value(tmp_path):
     low = load_scenario("operator_cell", ["fleet.profiles={helio_p23=1}", "fleet.f_max_ghz=0.5"])
     b_low = build_fleet(low.fleet, np.full(n, 10), Streams(low.seed), table_of(low.fleet))
     assert np.all(b_low.fleet.f_min_hz == 0.5e9) and np.all(b_low.fleet.f_max_hz == 0.5e9)
-    # keys in the scenario file count as set: the quickstart's own tx_power_dbm = 20 (0.1 W) beats the mix's 23 dBm,
-    # which still gives each device its f_max
-    qs_fleet = load_scenario("quickstart", [mix]).fleet
+    # keys in the scenario file count as set: a tx_power_dbm = 20 (0.1 W) of its own beats the mix's 23 dBm, which
+    # still gives each device its f_max
+    qs_fleet = load_scenario("quickstart", [mix, "fleet.tx_power_dbm=20"]).fleet
     qs = build_fleet(qs_fleet, np.full(20, 10), Streams(0), table_of(qs_fleet))
     np.testing.assert_allclose(qs.fleet.tx_power_w, np.full(20, 0.1), rtol=1e-12)
     np.testing.assert_array_equal(qs.fleet.f_max_hz, [catalogue()[name].f_max_hz for name in qs.profiles])

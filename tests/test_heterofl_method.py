@@ -15,6 +15,7 @@ from edgefl.errors import ScenarioError
 from edgefl.learning.config import scheduled_lr
 from edgefl.run.runner import Simulation, make_workload, run_scenario
 from edgefl.run.load import load_scenario
+from fleets import PAPER_QUICKSTART
 from edgefl.seeding import Streams
 
 BASE = ["method.name=heterofl", "fleet.n_devices=12", "method.clients_per_round=6", "rounds=3",
@@ -22,7 +23,7 @@ BASE = ["method.name=heterofl", "fleet.n_devices=12", "method.clients_per_round=
 
 
 def _sc(*extra: str):
-    return load_scenario("quickstart", BASE + list(extra))
+    return load_scenario("quickstart", PAPER_QUICKSTART + BASE + list(extra))
 
 
 @pytest.mark.slow

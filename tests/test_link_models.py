@@ -141,7 +141,7 @@ def test_scenario_key_reaches_uplink_and_downlink():
     b_up, b_down = sc.channel.bandwidth_hz, sc.channel.downlink.bandwidth_hz
     assert np.all(radio.rates_bps(gain, np.full(4, 0.1)) <= 2.0 * b_up)
     assert np.all(radio.downlink_rates_bps(gain) <= 4.4 * b_down)
-    default = load_scenario("quickstart", [])
+    default = load_scenario("quickstart", ["physics=paper"])  # the papers' physics keeps Shannon's bound
     assert default.channel.link_model == "shannon" and Radio(default.channel, 4, Streams(0)).model.link_model == "shannon"
 
 

@@ -1,4 +1,5 @@
-"""The pre-flight check before round 1, against hand-computed best cases of the quickstart.
+"""The pre-flight check before round 1, against hand-computed best cases of the quickstart under the papers'
+physics (``PAPER_QUICKSTART``: the formulas the hand computations use).
 
 Quickstart by hand: an MLP 64-64-10 on digits trains 20224 FLOPs per sample (forward 2 x (64*64 + 64*10) = 9472,
 backward: both layers' weight gradients, 9472, and the second layer's input gradient, 2 x 64*10 = 1280) at the
@@ -19,6 +20,7 @@ from edgefl.run.preflight import PreflightError
 from edgefl.output.results import run_warnings
 from edgefl.run.runner import Simulation, prepare
 from edgefl.run.load import load_scenario
+from fleets import PAPER_QUICKSTART
 
 FLOPS_PER_SAMPLE = 2 * (64 * 64 + 64 * 10) * 2 + 2 * 64 * 10  # 20224
 UPDATE_BITS = 32 * (64 * 64 + 64 + 64 * 10 + 10)  # 153920
@@ -28,7 +30,7 @@ T_COM_S = UPDATE_BITS / RATE_BPS
 
 
 def _quickstart(*overrides: str) -> Simulation:
-    sc = load_scenario("quickstart", list(overrides))
+    sc = load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides])
     assert sc.channel.mobility == "redraw" and sc.train.local_epochs == 2  # the hand model's premises
     return Simulation(sc)
 
@@ -53,7 +55,7 @@ def test_deadline_no_device_meets_stops_with_the_fastest_time(method):
     fastest = int(np.argmin(t))
     assert t[fastest] > 1e-6
     with pytest.raises(PreflightError) as info:
-        prepare(load_scenario("quickstart", overrides))
+        prepare(load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides]))
     msg = str(info.value)
     assert msg.startswith("no device can ever finish a job under round.deadline_s=1e-06 s") and "\n" not in msg
     if method == "fedavg":  # FedAvg plans f_max: its plan is the best time
@@ -73,7 +75,7 @@ def test_deadline_some_devices_meet_warns_and_counts_them():
     overrides = ["round.policy='deadline'", f"round.deadline_s={deadline}", "method.clients_per_round=10"]
     able = int(np.sum(_best_times_s(_quickstart(*overrides)) <= deadline))
     assert 0 < able < 10  # fewer than the 10 a round wants: the case under test
-    sim = prepare(load_scenario("quickstart", overrides))
+    sim = prepare(load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides]))
     assert sim.warnings == [
         f"only {able} of 20 devices can finish a job under round.deadline_s={deadline:g} s, even at their best; "
         "a round wants 10, so rounds keep fewer updates"
@@ -90,7 +92,7 @@ def test_energy_budget_below_the_cheapest_stops_with_the_cheapest_energy():
     cheapest = int(np.argmin(e))
     assert e[cheapest] > budget
     with pytest.raises(PreflightError, match="no device can ever finish a job under fleet.budget \\(fixed\\)") as info:
-        prepare(load_scenario("quickstart", overrides))
+        prepare(load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides]))
     assert f"the cheapest (device {cheapest}) needs {e[cheapest]:.4g} J at f_min (budget 0.0001 J)" in str(info.value)
 
 
@@ -101,18 +103,18 @@ def test_trace_with_online_periods_shorter_than_any_job_stops(tmp_path):
     t = _best_times_s(_quickstart(*overrides))
     fastest = int(np.argmin(t))
     with pytest.raises(PreflightError, match=r"under fleet.availability \(trace\)") as info:
-        prepare(load_scenario("quickstart", overrides))
+        prepare(load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides]))
     assert f"device {fastest} needs {t[fastest]:.4g} s online, its longest online period is 0.001 s" in str(info.value)
 
 
 def test_no_deadline_budget_or_window_checks_nothing():
-    assert prepare(load_scenario("quickstart")).warnings == []
+    assert prepare(load_scenario("quickstart", PAPER_QUICKSTART)).warnings == []
 
 
 def test_planning_in_the_check_leaves_the_method_memory_as_it_was():
     overrides = ["method.name='ccfedavg'", "round.policy='deadline'", "round.deadline_s=1.0"]
-    fresh = Simulation(load_scenario("quickstart", overrides)).method.state_dict()
-    checked = prepare(load_scenario("quickstart", overrides)).method.state_dict()
+    fresh = Simulation(load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides])).method.state_dict()
+    checked = prepare(load_scenario("quickstart", [*PAPER_QUICKSTART, *overrides])).method.state_dict()
     assert checked["planner"]["participations"].tolist() == fresh["planner"]["participations"].tolist() == [0] * 20
 
 

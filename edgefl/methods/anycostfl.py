@@ -35,6 +35,16 @@ if TYPE_CHECKING:
 __all__ = ["AnycostFL", "AnycostFLSettings", "SparseUpdate", "all_in_one", "plain_average"]
 
 
+
+_NO_TIME_S = 1e-12
+"""What is left of T_max [s] when the download alone takes all of it: so little that no device meets the
+latency constraint, which the optimizer then reports per device (it refuses a T_max <= 0)."""
+
+
+def _time_left(ctx) -> float:
+    """T_max net of the download [s], at least :data:`_NO_TIME_S`."""
+    return max(float(ctx.t_budget_s), _NO_TIME_S)
+
 class AnycostFLSettings(Strict):
     """``[method.anycostfl]``: the bounds of problem P1's knobs, and the ablations of Fig. 5(a).
 
@@ -97,7 +107,7 @@ class AnycostFL(Method):
         if self.settings.ablation == "no_fgc":
             return self._plan_uncompressed(ctx)
         dev, fleet, wl = ctx.selected, ctx.fleet, self.workload
-        t_max = float(ctx.t_budget_s)
+        t_max = _time_left(ctx)
         cycles = ctx.costs.cycles(dev, wl.flops_per_sample(1.0) * wl.samples_per_round(dev))
         sol = solve_anycost(
             AnycostDevices(
@@ -192,7 +202,7 @@ class AnycostFL(Method):
         cycles = ctx.costs.cycles(dev, wl.flops_per_sample(1.0) * wl.samples_per_round(dev))
         b = ctx.costs.upload_budget(
             dev, cycles=cycles, steps=steps, e_max_j=ctx.e_max_j[dev], rate_bps=ctx.rate_bps[dev],
-            t_max_s=float(ctx.t_budget_s), min_bits=1.0, max_bits=math.floor(self.settings.beta_max * s_bits),
+            t_max_s=_time_left(ctx), min_bits=1.0, max_bits=math.floor(self.settings.beta_max * s_bits),
         )  # fmt: skip
         ok = b.feasible
         jobs = JobTable.build(
@@ -213,7 +223,7 @@ class AnycostFL(Method):
             grid_w = np.sqrt(np.linspace(self.settings.alpha_min, 1.0, 64))
             grid_f = np.asarray(wl.flops_per_sample(grid_w), dtype=float)
             dense = grid_w**2 * float(wl.update_bits)
-        fit = self._fit_widths(ctx, float(ctx.t_budget_s), grid_w, grid_f, np.ones(dev.size), lambda g, i: dense[g])
+        fit = self._fit_widths(ctx, _time_left(ctx), grid_w, grid_f, np.ones(dev.size), lambda g, i: dense[g])
         ok = fit.chosen >= 0
         width = grid_w[np.maximum(fit.chosen, 0)][ok]
         jobs = fit.jobs(dev, ok, width=width, alpha=width**2, beta=1.0,
