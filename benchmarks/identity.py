@@ -9,6 +9,8 @@ once under Luo's per-step costs (the issue #10 measurement).
     python benchmarks/identity.py compare BEFORE_DIR AFTER_DIR
 
 ``compare`` prints one row per case and table: "identical" (bytes equal once ``wall_time_s`` is dropped),
+"realistic physics now" (a non-paper preset that moved to ``physics = "realistic"`` since the tables before;
+not compared),
 "allowed" (only the differences the redesign allows: planned columns under per-step costs, and
 ``learning_gain`` for methods without (alpha, beta)), or the columns that differ with their row counts.
 It exits 1 if any case differs in a way that is not allowed. To compare against an older commit, run the
@@ -39,6 +41,9 @@ STEP_COSTS = [
     "fleet.step_costs.step_energy_j=1e-3", "fleet.step_costs.comm_energy_j=2e-2", "round.deadline_s=30.0",
     "fleet.budget.low_j=0.1", "fleet.budget.high_j=0.5",
 ]  # fmt: skip
+PAPER_QUICKSTART = ["physics=paper", "fleet.tx_power_dbm=20"]
+"""The quickstart as it was under the papers' physics (issue #33 moved the preset to the realistic one): the
+method cases compare the methods' planning, so they keep the physics of the tables they are compared with."""
 NEW_COLUMNS = ("wanted", "available", "t_down_s", "t_end_s", "e_down_j", "t_dl_s")
 """Columns added by issue #17 (the run-long clock): a table that has them only after is compared without them."""
 ABSOLUTE = ("t_start_s", "t_arrive_s")
@@ -83,7 +88,8 @@ def cases(data_root: Path) -> dict[str, tuple[str, list[str]]]:
             sets += [f"data.data_dir='{_fake_cifar(data_root)}'"]
         out[preset] = (preset, sets)
     for method in METHODS:
-        base = [f"rounds={ROUNDS}", "checkpoint_every=0", f"method.name={method}", *BUDGETED_QUICKSTART]
+        base = [f"rounds={ROUNDS}", "checkpoint_every=0", f"method.name={method}", *PAPER_QUICKSTART,
+                *BUDGETED_QUICKSTART]
         out[f"quickstart-{method}-physical"] = ("quickstart", base)
         out[f"quickstart-{method}-steps"] = ("quickstart", base + STEP_COSTS)
     return out
@@ -101,7 +107,9 @@ def run(out_dir: Path, only: str | None) -> None:
         folder = out_dir / name
         folder.mkdir(exist_ok=True)
         try:
-            result = run_scenario(load_scenario(preset, sets))
+            scenario = load_scenario(preset, sets)
+            (folder / "physics.txt").write_text(scenario.physics + "\n")
+            result = run_scenario(scenario)
         except EdgeflError as exc:  # a method refused in a mode at load: recorded, compared as text
             (folder / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
             print(f"{name}: refused ({exc})", flush=True)
@@ -172,6 +180,12 @@ def compare(before: Path, after: Path) -> int:
     print("| case | rounds.csv | device_rounds.csv |\n|---|---|---|")
     for name in names:
         cells = []
+        physics = after / name / "physics.txt"
+        if physics.is_file() and physics.read_text().strip() == "realistic":
+            old = before / name / "physics.txt"
+            if not old.is_file() or old.read_text().strip() != "realistic":
+                print(f"| {name} | realistic physics now (issue #33): not compared | |")
+                continue
         for table in ("rounds.csv", "device_rounds.csv"):
             err_a, err_b = before / name / "error.txt", after / name / "error.txt"
             if err_a.is_file() or err_b.is_file():
