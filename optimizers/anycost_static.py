@@ -57,6 +57,9 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...
 #: Width of the final golden-section bracket in ln f [-]: f is located to ~1e-12 relative.
 _LOG_F_TOL = 1e-12
 _NEWTON_ITER = 200
+#: A frequency this close (relative) to f_min or f_max is put on it; x is then recomputed, so (10a)-(10e)
+#: still hold exactly and the gain moves by ~1e-10 at most.
+_SNAP_REL = 1e-10
 
 
 def solve_anycost_numeric(
@@ -101,6 +104,8 @@ def solve_devices(pb: _Problem, idx: np.ndarray, out: dict[str, np.ndarray]) -> 
         alpha, f = _search(sub)
         alpha = np.clip(alpha, sub.alpha_min, 1.0)
         f = np.clip(f, sub.f_min, sub.f_max)
+        for bound in (sub.f_min, sub.f_max):  # the search stops within ~1e-12 of a bound it aims at
+            f = np.where(np.abs(f - bound) <= _SNAP_REL * bound, bound, f)
         t_cmp = sub.c * alpha / f
         e_cmp = sub.p0 * t_cmp + sub.eps * f**2 * sub.c * alpha
         x = np.minimum.reduce([sub.beta_max * sub.s * alpha, sub.t - t_cmp, (sub.e - e_cmp) / sub.p])
