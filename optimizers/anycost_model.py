@@ -42,13 +42,14 @@ __all__ = [
 #: (``tau*D*alpha_min*W / f_max >= T_max``); the energy budget alone could be met.
 REASON_LATENCY = "latency"
 #: Even at ``f_min`` the smallest model costs at least ``E_max`` to compute
-#: (``eps*f_min**2*tau*D*alpha_min*W >= E_max``); the deadline alone could be met.
+#: (``eps*f_min**2*tau*D*alpha_min*W >= E_max``; with a static power, at the least-energy frequency, see
+#: :func:`infeasibility_reason`); the deadline alone could be met.
 REASON_ENERGY = "energy"
 #: Both of the above at once.
 REASON_LATENCY_ENERGY = "latency+energy"
 #: Each budget can be met alone by some ``f`` in ``[f_min, f_max]``, but no single frequency meets both:
 #: the frequency fast enough for ``T_max`` burns more than ``E_max``
-#: (``eps*(tau*D*alpha_min*W)**3 >= T_max**2 * E_max``).
+#: (``eps*(tau*D*alpha_min*W)**3 >= T_max**2 * E_max``; with a static power see :func:`infeasibility_reason`).
 REASON_CONFLICT = "latency-energy conflict"
 
 _REASON_DTYPE = "<U24"
