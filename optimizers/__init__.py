@@ -2,7 +2,8 @@
 
 - :mod:`optimizers.anycost` — AnycostFL (Li et al., INFOCOM 2023): per-device width alpha, compression beta
   and CPU frequency f in closed form (eqs. 20-26), optimal aggregation weights (eq. 13), and the per-device
-  geometric program as the reference.
+  geometric program as the reference; devices with a static compute power (``p_static_w > 0``) are solved
+  numerically (:mod:`optimizers.anycost_static`, re-exported as ``anycost.solve_anycost_numeric``).
 - :mod:`optimizers.cost_effective` — Luo et al. (INFOCOM 2021): expected round time and energy (Lemmas 1-2),
   P3 (eq. 20), K and E by alternate convex search (Algorithm 2), its GP reference, A0/B0 estimation.
 - :mod:`optimizers.ccfedavg` — CC-FedAvg (Zhang et al.): training probabilities p_i and schedules.

@@ -36,6 +36,10 @@ beta_max, f at f_min or f_max). Candidate 4 is feasible whenever the device is.
 
 Devices that cannot meet the constraints even at alpha = alpha_min, beta -> 0+ are reported infeasible with
 a reason (see :mod:`optimizers.anycost_model`).
+
+Devices with a static compute power (``AnycostDevices.p_static_w > 0``) break eq. (7), on which all of the
+above rests; they are solved by the numeric search of :mod:`optimizers.anycost_static` instead. Devices with
+``p_static_w == 0`` (the default) take the closed form, unchanged.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import numpy as np
 
 from optimizers.anycost_corners import corner_alpha_fixed, corner_beta_max
 from optimizers.anycost_gp import solve_anycost_gp
+from optimizers.anycost_static import solve_anycost_numeric, solve_devices
 from optimizers.anycost_model import (
     REASON_CONFLICT,
     REASON_ENERGY,
@@ -68,6 +73,7 @@ __all__ = [
     "solve_anycost",
     "solve_anycost_gp",
     "solve_gp",
+    "solve_anycost_numeric",
     "aggregation_weights",
     "stationary_phi",
     "REASON_LATENCY",
@@ -102,6 +108,9 @@ def solve_anycost(
         alpha_min: smallest shrinking factor, in (0, 1] (paper: 1/4).
         beta_max: largest compression rate, in (0, 1] (paper: 1/15).
 
+    Devices with ``devices.p_static_w > 0`` are solved numerically (:mod:`optimizers.anycost_static`), the
+    others in closed form; a fleet with ``p_static_w`` all zero gives exactly the paper's closed form.
+
     Returns:
         :class:`AnycostSolution` with arrays of shape (n,).
 
@@ -113,7 +122,8 @@ def solve_anycost(
         epochs=epochs, alpha_min=alpha_min, beta_max=beta_max,
     )  # fmt: skip
     reason = infeasibility_reason(pb)
-    feasible = reason == ""
+    static = pb.p0 > 0
+    feasible = (reason == "") & ~static  # the closed form's devices
     n = feasible.shape[0]
     alpha, x, y = np.zeros(n), np.zeros(n), np.ones(n)
     idx = np.flatnonzero(feasible)  # infeasible devices need no candidates
@@ -128,18 +138,20 @@ def solve_anycost(
     if stuck.size:
         reason[stuck] = tightest_reason(pb)[stuck]
         feasible[stuck] = False
-    return _finish(pb, alpha, x, y, feasible, reason)
+    out = _finish(pb, alpha, x, y, feasible, reason)
+    solve_devices(pb, np.flatnonzero(static & (reason == "")), out)
+    return build_solution(pb, **out)
 
 
 def _finish(
     pb: _Problem, alpha: np.ndarray, x: np.ndarray, y: np.ndarray, feasible: np.ndarray, reason: np.ndarray
-) -> AnycostSolution:
+) -> dict[str, np.ndarray]:
     """Turn a chosen (alpha, x = T_com, y = T_max - T_com) per device into a feasible strategy and its costs.
 
     The frequency is the lowest one that meets the deadline, ``f = clip(c*alpha/y, f_min, f_max)``; where
     latency and energy are both tight this is eq. (26)'s ``f = alpha*c/(phi*T_max)``, elsewhere it is the
     least-energy frequency. alpha and f within 1e-12 of a bound are put on it. ``x`` is then trimmed so
-    that (10a), (10b) and (10d) hold to rounding error.
+    that (10a), (10b) and (10d) hold to rounding error. Returns the arguments of ``build_solution``.
     """
     with np.errstate(all="ignore"):
         alpha = np.where(feasible, _snap(np.clip(alpha, pb.alpha_min, 1.0), pb.alpha_min, 1.0), 1.0)
@@ -158,8 +170,8 @@ def _finish(
     t_cmp = np.where(feasible, t_cmp, 0.0)
     e_cmp = np.where(feasible, e_cmp, 0.0)
     t_com = np.where(feasible, x, 0.0)
-    return build_solution(pb, alpha=alpha, beta=beta, f_hz=f, feasible=feasible, reason=reason, t_cmp_s=t_cmp,
-                          t_com_s=t_com, e_cmp_j=e_cmp)  # fmt: skip
+    return dict(alpha=alpha, beta=beta, f_hz=f, feasible=feasible, reason=reason, t_cmp_s=t_cmp, t_com_s=t_com,
+                e_cmp_j=e_cmp)
 
 
 def _snap(v: np.ndarray, lo, hi, rel: float = 1e-12) -> np.ndarray:

@@ -7,7 +7,10 @@ Per device, problem (P3) eq. (19) with constraints (10a)-(10e) is a GP in (alpha
                eps*c*alpha*f**2/E_max + P*s*alpha*beta/E_max   <= 1        (10b), eqs. (7), (9)
                alpha_min <= alpha <= 1,  beta <= beta_max,  f_min <= f <= f_max   (10c)-(10e)
 
-with ``c = tau*D*W`` [cycles] and ``s = S/r`` [s]. The frequency enters as ``g = f/f_max`` so that every
+with ``c = tau*D*W`` [cycles] and ``s = S/r`` [s]. A device with a static compute power ``P_static > 0`` [W]
+(:mod:`optimizers.anycost_static`) adds ``P_static*c*alpha/(f*E_max)``, the static energy over ``T_cmp``,
+to (10b): a monomial, so the energy constraint stays a posynomial and the problem a GP (a second template,
+since a cvxpy positive parameter cannot be 0). The frequency enters as ``g = f/f_max`` so that every
 variable is O(1). cvxpy (``gp=True``) solves it in log space; the problem is built once with
 ``cp.Parameter`` and re-solved per device. cvxpy is imported lazily so that the closed form loads fast.
 """
@@ -47,12 +50,15 @@ GP_SOLVER_LADDER: tuple[dict[str, Any], ...] = tuple(
     for tol in (1e-10, 1e-9, 1e-8, 1e-7)
 )
 
-_PARAMS = ("lat_cmp", "lat_com", "en_cmp", "en_com", "alpha_min", "beta_max", "g_min")
+_PARAMS = ("lat_cmp", "lat_com", "en_cmp", "en_com", "alpha_min", "beta_max", "g_min", "en_static")
 
 
-@lru_cache(maxsize=1)
-def _gp_templates():
+@lru_cache(maxsize=2)
+def _gp_templates(static: bool = False):
     """Build the parametrised GPs once: (main problem, phase-I problem, variables, parameters).
+
+    With ``static`` the energy constraint has the static term ``en_static*alpha/g`` (``en_static`` =
+    P_static*c/(f_max*E_max)); without it the parameter ``en_static`` is unused.
 
     The main problem is the GP of the module docstring. The phase-I problem minimises the larger of the
     two normalised budgets, ``s``, over the box (10c)-(10e) with beta >= 1e-12*beta_max (its infimum is at
@@ -67,6 +73,8 @@ def _gp_templates():
     par = {name: cp.Parameter(pos=True, name=name) for name in _PARAMS}
     latency = par["lat_cmp"] * alpha / g + par["lat_com"] * alpha * beta  # (10a) / T_max
     energy = par["en_cmp"] * alpha * g**2 + par["en_com"] * alpha * beta  # (10b) / E_max
+    if static:
+        energy = energy + par["en_static"] * alpha / g
     box = [alpha >= par["alpha_min"], alpha <= 1, beta <= par["beta_max"], g >= par["g_min"], g <= 1]
     main = cp.Problem(cp.Maximize(alpha**4 * beta), [latency <= 1, energy <= 1, *box])
     slack = cp.Variable(pos=True, name="slack")
@@ -132,14 +140,15 @@ def solve_anycost_gp(
     )  # fmt: skip
     import cvxpy as cp
 
-    main, phase1, var, par = _gp_templates()
     ladder = GP_SOLVER_LADDER if solver_options is None else (dict(solver_options),)
     n = len(devices)
     alpha, beta, f = np.zeros(n), np.zeros(n), np.zeros(n)
     feasible = np.zeros(n, dtype=bool)
-    par["alpha_min"].value = pb.alpha_min
-    par["beta_max"].value = pb.beta_max
     for i in range(n):
+        main, phase1, var, par = _gp_templates(bool(pb.p0[i] > 0))
+        par["alpha_min"].value = pb.alpha_min
+        par["beta_max"].value = pb.beta_max
+        par["en_static"].value = pb.p0[i] * pb.c[i] / (pb.f_max[i] * pb.e[i]) if pb.p0[i] > 0 else 1.0  # unused
         par["lat_cmp"].value = pb.c[i] / (pb.f_max[i] * pb.t)
         par["lat_com"].value = pb.s[i] / pb.t
         par["en_cmp"].value = pb.eps[i] * pb.c[i] * pb.f_max[i] ** 2 / pb.e[i]
@@ -159,7 +168,7 @@ def solve_anycost_gp(
     reason = infeasibility_reason(pb)
     reason = np.where(feasible, "", np.where(reason == "", tightest_reason(pb), reason))
     t_cmp = np.where(feasible, pb.c * alpha / np.where(feasible, f, 1.0), 0.0)
-    e_cmp = pb.eps * f**2 * pb.c * alpha
+    e_cmp = pb.p0 * t_cmp + pb.eps * f**2 * pb.c * alpha
     t_com = alpha * beta * pb.s
     return build_solution(pb, alpha=alpha, beta=beta, f_hz=f, feasible=feasible, reason=reason.astype(str),
                           t_cmp_s=t_cmp, t_com_s=t_com, e_cmp_j=e_cmp)  # fmt: skip

@@ -4,7 +4,9 @@ One round of AnycostFL asks every device ``i`` for a model shrinking factor ``al
 compression rate ``beta`` and a CPU frequency ``f`` [Hz]. With ``c = tau * D * W`` CPU cycles for the full
 model and ``s = S / r`` seconds to send the full update, the cost model is
 
-- computation, eqs. (6)-(7): ``T_cmp = c * alpha / f`` [s],  ``E_cmp = eps * f**2 * c * alpha`` [J]
+- computation, eqs. (6)-(7): ``T_cmp = c * alpha / f`` [s],  ``E_cmp = eps * f**2 * c * alpha`` [J], and with a
+  static (idle) platform power ``P_static`` [W] drawn while computing (an extension, not in the paper):
+  ``E_cmp = (P_static + eps * f**3) * T_cmp = P_static * c * alpha / f + eps * f**2 * c * alpha`` [J]
 - communication, eq. (9):    ``T_com = alpha * beta * s`` [s], ``E_com = P * T_com`` [J]
 
 and problem (P3), eq. (19), maximises the learning gain ``alpha**4 * beta`` (Definition 3) per device subject
@@ -40,13 +42,14 @@ __all__ = [
 #: (``tau*D*alpha_min*W / f_max >= T_max``); the energy budget alone could be met.
 REASON_LATENCY = "latency"
 #: Even at ``f_min`` the smallest model costs at least ``E_max`` to compute
-#: (``eps*f_min**2*tau*D*alpha_min*W >= E_max``); the deadline alone could be met.
+#: (``eps*f_min**2*tau*D*alpha_min*W >= E_max``; with a static power, at the least-energy frequency, see
+#: :func:`infeasibility_reason`); the deadline alone could be met.
 REASON_ENERGY = "energy"
 #: Both of the above at once.
 REASON_LATENCY_ENERGY = "latency+energy"
 #: Each budget can be met alone by some ``f`` in ``[f_min, f_max]``, but no single frequency meets both:
 #: the frequency fast enough for ``T_max`` burns more than ``E_max``
-#: (``eps*(tau*D*alpha_min*W)**3 >= T_max**2 * E_max``).
+#: (``eps*(tau*D*alpha_min*W)**3 >= T_max**2 * E_max``; with a static power see :func:`infeasibility_reason`).
 REASON_CONFLICT = "latency-energy conflict"
 
 _REASON_DTYPE = "<U24"
@@ -58,8 +61,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _check_array(name: str, raw: object) -> np.ndarray:
-    """Return ``raw`` as a read-only float64 array of shape (n,), finite and > 0, or raise.
+def _check_array(name: str, raw: object, *, zero_ok: bool = False) -> np.ndarray:
+    """Return ``raw`` as a read-only float64 array of shape (n,), finite and > 0 (>= 0 with ``zero_ok``), or raise.
 
     Not :func:`optimizers._checks.one_dimensional`: this copies ``raw`` (the caller's array stays writable),
     accepts an empty array, checks the shape before the values, and keeps its own messages for a value
@@ -71,7 +74,10 @@ def _check_array(name: str, raw: object) -> np.ndarray:
         raise OptimizerInputError(f"{name}: must be an array of numbers, got {type(raw).__name__}") from None
     if a.ndim != 1:
         raise OptimizerInputError(f"{name}: must have shape (n_devices,), got shape {a.shape}")
-    chk.require(a, name, np.isfinite(a) & (a > 0), "must be finite and > 0")
+    if zero_ok:
+        chk.require(a, name, np.isfinite(a) & (a >= 0), "must be finite and >= 0")
+    else:
+        chk.require(a, name, np.isfinite(a) & (a > 0), "must be finite and > 0")
     return _readonly(a)
 
 
@@ -86,7 +92,11 @@ class AnycostDevices:
         f_max_hz: highest CPU frequency ``f_i^max`` [Hz], >= ``f_min_hz``.
         e_max_j: per-round energy budget ``E_i^max`` [J], > 0.
         rate_bps: uplink rate ``r_i`` of eq. (8) [bit/s], > 0.
-        p_tx_w: transmit power ``P_i^com`` [W], > 0.
+        p_tx_w: transmit power ``P_i^com`` [W], > 0; it only prices the upload time (eq. (9)), the rate is
+            ``rate_bps``. Pass the device's effective upload draw (circuit + radiated power / PA efficiency).
+        p_static_w: static (idle) platform power ``P_i^static`` [W] drawn during computation, >= 0 (optional;
+            default zeros, the paper's eq. (7)). Compute power is ``P_static + eps*f**3``; devices with
+            ``p_static_w > 0`` are solved numerically (:mod:`optimizers.anycost_static`).
 
     Arrays are copied to read-only float64 on construction; bad values raise
     :class:`~optimizers.errors.OptimizerInputError` naming the field, the index and the allowed range.
@@ -99,12 +109,15 @@ class AnycostDevices:
     e_max_j: np.ndarray
     rate_bps: np.ndarray
     p_tx_w: np.ndarray
+    p_static_w: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in _DEVICE_FIELDS:
             object.__setattr__(self, name, _check_array(name, getattr(self, name)))
         n = self.samples.shape[0]
-        for name in _DEVICE_FIELDS:
+        raw_static = np.zeros(n) if self.p_static_w is None else self.p_static_w
+        object.__setattr__(self, "p_static_w", _check_array("p_static_w", raw_static, zero_ok=True))
+        for name in (*_DEVICE_FIELDS, "p_static_w"):
             if getattr(self, name).shape[0] != n:
                 raise OptimizerInputError(
                     f"{name}: has {getattr(self, name).shape[0]} devices, samples has {n}; all fields need the same length"
@@ -117,7 +130,8 @@ class AnycostDevices:
         return int(self.samples.shape[0])
 
 
-_DEVICE_FIELDS = tuple(fld.name for fld in fields(AnycostDevices))
+#: The required fields (all > 0); ``p_static_w`` (>= 0, optional) is checked on its own.
+_DEVICE_FIELDS = tuple(fld.name for fld in fields(AnycostDevices) if fld.name != "p_static_w")
 
 
 @dataclass(frozen=True)
@@ -171,7 +185,8 @@ class AnycostSolution:
 class _Problem:
     """Validated per-device constants, shape (n,) unless noted.
 
-    ``c`` = tau*D*W [cycles], ``s`` = S/r [s], ``t`` = T_max [s] (scalar), ``e`` = E_max [J], ``p`` = P [W].
+    ``c`` = tau*D*W [cycles], ``s`` = S/r [s], ``t`` = T_max [s] (scalar), ``e`` = E_max [J], ``p`` = P [W],
+    ``p0`` = P_static [W].
     """
 
     c: np.ndarray
@@ -184,10 +199,11 @@ class _Problem:
     f_max: np.ndarray
     alpha_min: float
     beta_max: float
+    p0: np.ndarray
 
     def subset(self, index: np.ndarray) -> _Problem:
         """The same problem for the devices ``index`` (an integer array)."""
-        per_device = ("c", "s", "e", "p", "eps", "f_min", "f_max")
+        per_device = ("c", "s", "e", "p", "eps", "f_min", "f_max", "p0")
         return replace(self, **{name: getattr(self, name)[index] for name in per_device})
 
 
@@ -240,6 +256,7 @@ def build_problem(
         f_max=devices.f_max_hz,
         alpha_min=a_min,
         beta_max=b_max,
+        p0=devices.p_static_w,
     )
 
 
@@ -278,12 +295,21 @@ def infeasibility_reason(pb: _Problem) -> np.ndarray:
     ``c*alpha_min/f < T_max`` and ``eps*f**2*c*alpha_min < E_max``. Such an f exists iff
     (i) ``c*alpha_min/f_max < T_max``, (ii) ``eps*f_min**2*c*alpha_min < E_max`` and
     (iii) ``eps*(c*alpha_min)**3 < T_max**2 * E_max`` (the latency-tight frequency is within the energy budget).
+    With a static power ``P_static > 0`` the energy per cycle ``g(f) = P_static/f + eps*f**2`` [J/cycle] is
+    lowest at ``f* = (P_static/(2*eps))**(1/3)``, so (ii) and (iii) become ``g(f_e)*c*alpha_min < E_max`` with
+    ``f_e = clip(f*, f_min, f_max)`` and ``g(f_j)*c*alpha_min < E_max`` with
+    ``f_j = clip(f*, max(f_min, c*alpha_min/T_max), f_max)`` (g is convex; see :func:`static_frequencies`).
     Returns a str array, shape (n,).
     """
     ca = pb.c * pb.alpha_min
     lat_ok = ca / pb.f_max < pb.t
     en_ok = pb.eps * pb.f_min**2 * ca < pb.e
     joint_ok = pb.eps * ca**3 < pb.t**2 * pb.e
+    static = pb.p0 > 0
+    if static.any():
+        f_e, f_j = static_frequencies(pb)
+        en_ok = np.where(static, energy_per_cycle(pb, f_e) * ca < pb.e, en_ok)
+        joint_ok = np.where(static, energy_per_cycle(pb, f_j) * ca < pb.e, joint_ok)
     reason = np.full(pb.c.shape, "", dtype=_REASON_DTYPE)
     reason[~joint_ok] = REASON_CONFLICT
     reason[~lat_ok] = REASON_LATENCY
@@ -299,9 +325,37 @@ def tightest_reason(pb: _Problem) -> np.ndarray:
     feasible point although the exact test passes.
     """
     ca = pb.c * pb.alpha_min
-    ratios = np.stack([ca / (pb.f_max * pb.t), pb.eps * pb.f_min**2 * ca / pb.e, pb.eps * ca**3 / (pb.t**2 * pb.e)])
+    en_ratio = pb.eps * pb.f_min**2 * ca / pb.e
+    joint_ratio = pb.eps * ca**3 / (pb.t**2 * pb.e)
+    static = pb.p0 > 0
+    if static.any():
+        f_e, f_j = static_frequencies(pb)
+        en_ratio = np.where(static, energy_per_cycle(pb, f_e) * ca / pb.e, en_ratio)
+        joint_ratio = np.where(static, energy_per_cycle(pb, f_j) * ca / pb.e, joint_ratio)
+    ratios = np.stack([ca / (pb.f_max * pb.t), en_ratio, joint_ratio])
     names = np.array([REASON_LATENCY, REASON_ENERGY, REASON_CONFLICT], dtype=_REASON_DTYPE)
     return names[np.argmax(ratios, axis=0)]
+
+
+def energy_per_cycle(pb: _Problem, f: np.ndarray) -> np.ndarray:
+    """Computation energy per CPU cycle at frequency ``f`` [Hz]: ``g(f) = P_static/f + eps*f**2`` [J/cycle].
+
+    ``E_cmp = g(f) * c * alpha``: eq. (7) plus the static power drawn for ``T_cmp = c*alpha/f`` (eq. (6)).
+    """
+    return pb.p0 / f + pb.eps * f**2
+
+
+def static_frequencies(pb: _Problem) -> tuple[np.ndarray, np.ndarray]:
+    """``(f_e, f_j)`` [Hz], shape (n,): the least-energy frequency in ``[f_min, f_max]`` and in the part of it
+    that meets the deadline at alpha_min, ``[max(f_min, c*alpha_min/T_max), f_max]``.
+
+    ``g(f)`` of :func:`energy_per_cycle` is convex with its minimum at ``f* = (P_static/(2*eps))**(1/3)``, so
+    the least-energy frequency of an interval is ``f*`` clipped into it (the lower end when P_static = 0).
+    """
+    f_star = np.cbrt(pb.p0 / (2 * pb.eps))
+    f_e = np.clip(f_star, pb.f_min, pb.f_max)
+    f_j = np.clip(f_star, np.minimum(np.maximum(pb.f_min, pb.c * pb.alpha_min / pb.t), pb.f_max), pb.f_max)
+    return f_e, f_j
 
 
 def aggregation_weights(alpha: np.ndarray, beta: np.ndarray, include: np.ndarray | None = None) -> np.ndarray:

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "CSV_COLUMNS"]
 
-#: Columns the ``--devices`` CSV must have (the fields of :class:`optimizers.anycost.AnycostDevices`).
-CSV_COLUMNS = tuple(fld.name for fld in dataclasses.fields(AnycostDevices))
+#: Columns the ``--devices`` CSV must have (the required fields of :class:`optimizers.anycost.AnycostDevices`;
+#: the optional ``p_static_w`` is not read yet).
+CSV_COLUMNS = tuple(fld.name for fld in dataclasses.fields(AnycostDevices) if fld.default is dataclasses.MISSING)
 _OPTIONS = {
     "t_max_s": "--t-max-s", "cycles_per_sample": "--cycles-per-sample", "update_bits": "--update-bits",
     "epochs": "--epochs", "alpha_min": "--alpha-min", "beta_max": "--beta-max",
