@@ -118,6 +118,7 @@ class AnycostFL(Method):
                 e_max_j=ctx.e_max_j[dev],
                 rate_bps=ctx.rate_bps[dev],
                 p_tx_w=fleet.upload_power_w[dev],  # radiated only in the papers' model
+                **({"p_static_w": fleet.static_power_w[dev]} if fleet.has_power_parts else {}),
             ),
             t_max_s=t_max,
             cycles_per_sample=1.0,
