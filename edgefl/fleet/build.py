@@ -90,7 +90,7 @@ def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table
         for i in np.flatnonzero(table.given("energy_coeff") | table.given("f_max_hz")):
             check_cpu_power(table.where, table.row_labels[i], cols["energy_coeff"][i], cols["f_max_hz"][i])
     scaled = {**cols, "flops_per_cycle": cols["flops_per_cycle"] * cfg.flops_per_cycle_scale}
-    fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), **scaled)
+    fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), profiles=np.array(names, dtype=object), **scaled)
     return FleetBuild(fleet=fleet, columns=cols, profiles=names)
 
 

@@ -56,7 +56,9 @@ class Fleet:
 
     ``f_min_hz``/``f_max_hz`` CPU frequency range [Hz]; ``energy_coeff`` eps [J/(cycle Hz^2)];
     ``flops_per_cycle`` FLOPs the CPU retires per cycle; ``tx_power_w`` uplink power [W];
-    ``n_samples`` local training set size. Per-round energy budgets are drawn separately each round.
+    ``n_samples`` local training set size; ``profiles`` each device's catalogue profile key ('' for a device drawn
+    from ranges without one), an object array of str, or None (no device has one). Per-round energy budgets are
+    drawn separately each round.
     """
 
     f_min_hz: np.ndarray
@@ -69,6 +71,7 @@ class Fleet:
     comm_time_s: np.ndarray | None = None
     step_energy_j: np.ndarray | None = None
     comm_energy_j: np.ndarray | None = None
+    profiles: np.ndarray | None = None
 
     @property
     def has_step_costs(self) -> bool:
@@ -85,6 +88,8 @@ class Fleet:
                 raise ValueError(f"{name}: every value must be finite and > 0")
         if np.any(self.f_min_hz > self.f_max_hz):
             raise ValueError("f_min_hz must be <= f_max_hz for every device")
+        if self.profiles is not None and self.profiles.shape != (n,):
+            raise ValueError(f"profiles: shape {self.profiles.shape}, expected ({n},)")
 
     @property
     def n_devices(self) -> int:
