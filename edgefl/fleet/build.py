@@ -95,17 +95,17 @@ def build_fleet(cfg: FleetConfig, n_samples: np.ndarray, streams: Streams, table
 
 
 def placed_positions(table: DeviceTable | None, drawn_m: np.ndarray) -> np.ndarray:
-    """Initial positions [m], shape (n, 2): the device ``table``'s ``x_m, y_m``, or its ``distance_m`` along the
-    drawn position's direction, else the drawn position."""
+    """Initial positions [m], shape (n, 2): the device ``table``'s ``x_m, y_m``, or (a row without them) its
+    ``distance_m`` along the drawn position's direction, else the drawn position."""
     if table is None:
         return drawn_m
     out = np.array(drawn_m, dtype=float, copy=True)
-    if "x_m" in table.values:
-        rows = table.given("x_m") & table.given("y_m")
-        out[rows, 0] = table.values["x_m"][rows]
-        out[rows, 1] = table.values["y_m"][rows]
+    xy = table.given("x_m") & table.given("y_m")
+    if xy.any():
+        out[xy, 0] = table.values["x_m"][xy]
+        out[xy, 1] = table.values["y_m"][xy]
     if "distance_m" in table.values:
-        rows = table.given("distance_m")
+        rows = table.given("distance_m") & ~xy
         norm = np.hypot(out[rows, 0], out[rows, 1])
         out[rows] = out[rows] / norm[:, None] * table.values["distance_m"][rows, None]
     return out

@@ -92,13 +92,14 @@ def make_workload(scenario: Scenario, streams: Streams, table: DeviceTable | Non
 @dataclass(frozen=True, eq=False)
 class Devices:
     """What a scenario's seed draws before its method is built: the run's ``streams``, its learning ``workload``
-    (the devices' data), its ``fleet`` with what went into it (:class:`edgefl.fleet.build.FleetBuild`) and its
-    ``radio`` with the devices placed."""
+    (the devices' data), its ``fleet`` with what went into it (:class:`edgefl.fleet.build.FleetBuild`), its
+    ``radio`` with the devices placed and the user's device ``table`` (None: none)."""
 
     streams: Streams
     workload: Learning
     fleet: FleetBuild
     radio: Radio
+    table: DeviceTable | None = None
 
 
 def draw_devices(scenario: Scenario) -> Devices:
@@ -109,7 +110,7 @@ def draw_devices(scenario: Scenario) -> Devices:
     built = build_fleet(scenario.fleet, workload.n_samples, streams, table)  # draws, profiles, device table
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
     radio.positions_m = placed_positions(table, radio.positions_m)
-    return Devices(streams=streams, workload=workload, fleet=built, radio=radio)
+    return Devices(streams=streams, workload=workload, fleet=built, radio=radio, table=table)
 
 
 def build_method(scenario: Scenario, devices: Devices) -> tuple[Method, CostModel]:
