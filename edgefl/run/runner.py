@@ -196,8 +196,15 @@ def resolve_info(scenario: Scenario) -> RunInfo:
         cost_mode=cost_mode(scenario.fleet), learning=scenario.learning, surrogate_bound=scenario.surrogate.bound,
         model=scenario.model.name, dataset=data.dataset, partition=data.partition,
         target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
-        output_format=scenario.output.format, **trainer_info(scenario),
+        output_format=scenario.output.format, physics=physics_of(scenario), **trainer_info(scenario),
     )  # fmt: skip
+
+
+def physics_of(scenario: Scenario) -> str:
+    """The scenario's ``physics`` (``"paper"`` or ``"realistic"``), read defensively: ``"paper"`` when the scenario
+    has no such field or leaves it empty."""
+    value = getattr(scenario, "physics", None)
+    return str(value) if value else "paper"
 
 
 def trainer_info(scenario: Scenario) -> dict[str, Any]:
