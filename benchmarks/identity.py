@@ -39,8 +39,12 @@ STEP_COSTS = [
     "fleet.step_costs.step_energy_j=1e-3", "fleet.step_costs.comm_energy_j=2e-2", "round.deadline_s=30.0",
     "fleet.budget.low_j=0.1", "fleet.budget.high_j=0.5",
 ]  # fmt: skip
-NEW_COLUMNS = ("wanted", "available", "t_down_s", "t_end_s", "e_down_j", "t_dl_s")
-"""Columns added by issue #17 (the run-long clock): a table that has them only after is compared without them."""
+NEW_COLUMNS = (
+    "wanted", "available", "t_down_s", "t_end_s", "e_down_j", "t_dl_s", "profile", "e_static_j", "e_idle_j",
+)  # fmt: skip
+"""Columns added since the reference trees: by issue #17 (the run-long clock: ``wanted`` to ``t_dl_s``) and by
+issue #33 (each device's ``profile`` and the energy parts ``e_static_j``, ``e_idle_j`` in ``device_rounds``). A
+table that has them only after the change is compared without them."""
 ABSOLUTE = ("t_start_s", "t_arrive_s")
 """Times that became absolute with issue #17: relative to the round start before (the previous round's end)."""
 PLANNED = ("t_cmp_planned_s", "t_com_planned_s", "e_cmp_planned_j", "e_com_planned_j")
