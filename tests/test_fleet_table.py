@@ -115,7 +115,7 @@ def test_parquet_and_dataframe_errors_name_the_row(tmp_path):
 
 @pytest.mark.parametrize(("text", "pattern"), [
     ("f_max_gz\n1\n", r"unknown column\(s\) 'f_max_gz' \(did you mean 'f_max_ghz'\?\); columns are f_min_hz"),
-    ("distance_m,x_m,y_m\n100,1,1\n", "as x_m and y_m, or as distance_m, not both"),
+    ("distance_m,x_m,y_m\n100,1,1\n", r"line 2 .*: distance_m 100 m is not the distance of x_m, y_m \(1, 1\) m"),
     ("profile\niphone\n", r"line 2 \(line 1 is the header\), column profile: 'iphone' is not in the device catalogue"),
     ("f_min_ghz,f_max_ghz\n2.0,1.0\n", r"line 2 \(line 1 is the header\): f_min \(2 GHz\) exceeds f_max \(1 GHz\)"),
     ("device\n0\n0\n", r"line 3 \(line 1 is the header\), column device: 0 repeats an earlier row's device index"),

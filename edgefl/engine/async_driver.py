@@ -630,6 +630,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
         distance_m=np.concatenate([col("distance_m"), skip_distance]),
         rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
         e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra={"staleness": staleness},
+        profiles=run.fleet.profiles,
     )  # fmt: skip
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],

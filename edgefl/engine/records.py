@@ -8,6 +8,11 @@ The timeline columns are absolute simulated times [s] on the run's clock: ``t_st
 ``t_arrive_s`` (upload end, empty for a job that never arrived), then ``t_down_s`` (download start: the job's
 dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
 (less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so).
+
+After ``e_down_j`` and before the method's own columns come the device's identity and the parts of its energy:
+``profile`` (its catalogue profile key, '' for a device drawn from ranges without one), ``e_static_j`` (the
+static, idle-power part of the compute energy, already included in ``e_cmp_j``) and ``e_idle_j`` (energy spent
+waiting idle inside the round) [J].
 """
 
 from __future__ import annotations
@@ -122,6 +127,9 @@ def device_block(
     e_com_j: np.ndarray,
     e_down_j: np.ndarray,
     extra: dict[str, np.ndarray],
+    profiles: np.ndarray | None = None,
+    e_static_j: np.ndarray | None = None,
+    e_idle_j: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Round (server update) ``r``'s device rows as columns (jobs, then skipped devices), sorted by device id.
 
@@ -131,7 +139,10 @@ def device_block(
     selected devices that sat out and why, shape (s,). Per row (jobs, then the devices that sat out; shape (m +
     s,)): ``distance_m`` [m] and the energy budget ``e_max_j`` [J] (inf: none); per job (shape (m,)): the uplink
     ``rate_bps`` [bit/s] and the energies charged ``e_cmp_j``, ``e_com_j``, ``e_down_j`` [J]; ``t_max_s``: the round
-    deadline [s] (None: none). ``extra``: the method's own columns, one value per job (skipped devices get NaN)."""
+    deadline [s] (None: none). ``extra``: the method's own columns, one value per job (skipped devices get NaN).
+    ``profiles``: the fleet's catalogue profile keys, shape (n_devices,), indexed by device id ('' for none; None:
+    no device has one). ``e_static_j`` (the static part of ``e_cmp_j``) and ``e_idle_j`` (idle waiting) [J], per job
+    (shape (m,)): None records zeros; skipped devices get 0."""
     skip = skipped_device
     flops, bits, steps, losses = work.flops, work.bits, work.steps, work.losses
     m, s = jobs["device"].size, skip.size
@@ -173,6 +184,9 @@ def device_block(
         "t_down_s": np.concatenate([times.t_down_s, nan_s]),
         "t_end_s": np.concatenate([times.t_end_s, nan_s]),
         "e_down_j": np.concatenate([e_down_j, zero_s]),
+        "profile": np.full(m + s, "", dtype=object) if profiles is None else np.asarray(profiles, dtype=object)[dev],
+        "e_static_j": np.concatenate([np.zeros(m) if e_static_j is None else np.asarray(e_static_j, float), zero_s]),
+        "e_idle_j": np.concatenate([np.zeros(m) if e_idle_j is None else np.asarray(e_idle_j, float), zero_s]),
     }
     for name, values in extra.items():  # numbers as floats (NaN when skipped), anything else as text ("")
         col = np.asarray(values)

@@ -113,6 +113,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
         e_down_j=charges.e_down_j, extra=method.device_values(jobs, updates=work.updates),
+        profiles=fleet.profiles,
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(

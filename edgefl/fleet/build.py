@@ -102,7 +102,8 @@ def build_fleet(
         for i in np.flatnonzero(table.given("energy_coeff") | table.given("f_max_hz")):
             check_cpu_power(table.where, table.row_labels[i], cols["energy_coeff"][i], cols["f_max_hz"][i])
     scaled = {**cols, "flops_per_cycle": cols["flops_per_cycle"] * cfg.flops_per_cycle_scale}
-    fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), **scaled, **parts)
+    fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), profiles=np.array(names, dtype=object),
+                  **scaled, **parts)
     return FleetBuild(fleet=fleet, columns={**cols, **{k: v for k, v in parts.items() if v is not None}},
                       profiles=names)  # fmt: skip
 
@@ -144,17 +145,17 @@ def _power_parts(
 
 
 def placed_positions(table: DeviceTable | None, drawn_m: np.ndarray) -> np.ndarray:
-    """Initial positions [m], shape (n, 2): the device ``table``'s ``x_m, y_m``, or its ``distance_m`` along the
-    drawn position's direction, else the drawn position."""
+    """Initial positions [m], shape (n, 2): the device ``table``'s ``x_m, y_m``, or (a row without them) its
+    ``distance_m`` along the drawn position's direction, else the drawn position."""
     if table is None:
         return drawn_m
     out = np.array(drawn_m, dtype=float, copy=True)
-    if "x_m" in table.values:
-        rows = table.given("x_m") & table.given("y_m")
-        out[rows, 0] = table.values["x_m"][rows]
-        out[rows, 1] = table.values["y_m"][rows]
+    xy = table.given("x_m") & table.given("y_m")
+    if xy.any():
+        out[xy, 0] = table.values["x_m"][xy]
+        out[xy, 1] = table.values["y_m"][xy]
     if "distance_m" in table.values:
-        rows = table.given("distance_m")
+        rows = table.given("distance_m") & ~xy
         norm = np.hypot(out[rows, 0], out[rows, 1])
         out[rows] = out[rows] / norm[:, None] * table.values["distance_m"][rows, None]
     return out

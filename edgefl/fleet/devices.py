@@ -56,7 +56,9 @@ class Fleet:
 
     ``f_min_hz``/``f_max_hz`` CPU frequency range [Hz]; ``energy_coeff`` eps [J/(cycle Hz^2)];
     ``flops_per_cycle`` FLOPs the CPU retires per cycle; ``tx_power_w`` uplink power [W];
-    ``n_samples`` local training set size. Per-round energy budgets are drawn separately each round.
+    ``n_samples`` local training set size; ``profiles`` each device's catalogue profile key ('' for a device drawn
+    from ranges without one), an object array of str, or None (no device has one). Per-round energy budgets are
+    drawn separately each round.
 
     The parts of the power (issue #33; None: the papers' model, where each is 0, or 1 for the PA efficiency):
     ``static_power_w`` the platform's static (idle) power [W], drawn while computing on top of eps f^3 and while
@@ -75,6 +77,7 @@ class Fleet:
     comm_time_s: np.ndarray | None = None
     step_energy_j: np.ndarray | None = None
     comm_energy_j: np.ndarray | None = None
+    profiles: np.ndarray | None = None
     static_power_w: np.ndarray | None = None
     tx_circuit_power_w: np.ndarray | None = None
     pa_efficiency: np.ndarray | None = None
@@ -117,6 +120,8 @@ class Fleet:
                 raise ValueError(f"{name}: expected finite values >= 0 of shape ({n},)")
         if self.pa_efficiency is not None and np.any((self.pa_efficiency <= 0) | (self.pa_efficiency > 1)):
             raise ValueError("pa_efficiency: every value must be in (0, 1]")
+        if self.profiles is not None and self.profiles.shape != (n,):
+            raise ValueError(f"profiles: shape {self.profiles.shape}, expected ({n},)")
 
     @property
     def n_devices(self) -> int:

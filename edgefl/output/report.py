@@ -11,9 +11,12 @@ The page has a header with a summary table and five plotly figures:
    upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``, ``t_start_s``,
    ``t_end_s``),
 6. per-device total energy (compute and upload stacked) [J],
-7. for asynchronous runs (a ``staleness`` column), a histogram of the aggregated updates' staleness.
+7. energy by device type (catalogue profile, or "drawn") and part: compute static and dynamic, upload, download,
+   idle [J], stacked, with a table of the numbers under it (:mod:`edgefl.output.report_energy`),
+8. for asynchronous runs (a ``staleness`` column), a histogram of the aggregated updates' staleness.
 
-The header lists the run's settings (given by the caller, :func:`edgefl.output.report_header.run_settings`). With a
+The header names the physics the run was simulated with and lists its settings (given by the caller,
+:func:`edgefl.output.report_header.run_settings`). With a
 target accuracy the accuracy figures draw it and mark the first round that reached it (:mod:`edgefl.output.report_marks`).
 An asynchronous run's figures speak of server updates and late jobs, not rounds and stragglers. Device-level
 figures are sampled or aggregated above a size and say so (:mod:`edgefl.output.report_scale`), so the page stays a
@@ -46,6 +49,7 @@ import plotly.graph_objects as go
 
 from edgefl.errors import EdgeflError
 from edgefl.io import atomic_write_text
+from edgefl.output.report_energy import energy_by_type, energy_by_type_figure, energy_by_type_table
 from edgefl.output.report_marks import Words, crossing, draw_target, words_for
 from edgefl.output.report_scale import group_energy, sample_timeline, thin_curve
 
@@ -66,6 +70,7 @@ __all__ = [
 #: Keys of the dict ``build_figures`` returns, in page order.
 FIGURE_KEYS = (
     "accuracy_vs_time", "accuracy_vs_energy", "accuracy_vs_round", "timeline", "device_states", "device_energy",
+    "energy_by_type",
 )  # fmt: skip
 
 GANTT_DEVICES = 10
@@ -141,6 +146,7 @@ def build_figures(
         "timeline": _timeline_figure(rounds, device_rounds, timeline_round, t_max_s, words),
         "device_states": _states_figure(device_rounds, offline or {}),
         "device_energy": _device_energy_figure(device_rounds, words),
+        "energy_by_type": energy_by_type_figure(energy_by_type(device_rounds), words.rounds),
         **({"staleness": _staleness_figure(device_rounds)} if "staleness" in device_rounds.columns else {}),
     }
 
@@ -156,8 +162,11 @@ def build_report(
     offline: Mapping[int, Sequence[tuple[float, float]]] | None = None,
     settings: Sequence[tuple[str, str]] = (),
     target_accuracy: float | None = None,
+    physics: str | None = None,
 ) -> str:
     """Return the report as one self-contained HTML page (plotly.js inlined once, no network needed).
+    ``physics``: the line naming the run's physics, shown first under the title
+    (:func:`edgefl.output.report_header.physics_line`; None: none);
     ``notes``: sentences about the run's setup shown under the title (e.g. its laptop-scale cost scaling);
     ``settings``: ``(label, value)`` rows of the header's settings table (:func:`edgefl.output.report_header.run_settings`);
     ``target_accuracy``: drawn on the accuracy figures, its crossing in the summary table."""
@@ -170,15 +179,20 @@ def build_report(
     intro = (
         '<p class="note">edgefl run report. Times and energies are simulated by the cost model '
         f"(not host time); test accuracy is shown on evaluated {words.rounds} only.</p>\n"
+        + (f'<p class="note physics">{html.escape(physics)}</p>\n' if physics else "")
         + "".join(f'<p class="note">{html.escape(n)}</p>\n' for n in notes)
         + _settings_table(settings)
         + f"{_summary_table(summary, words, _target_row(rounds, target_accuracy, words))}"
     )
-    return figures_page(title, {key: figures[key] for key in FIGURE_KEYS}, intro_html=intro)
+    after = {"energy_by_type": energy_by_type_table(energy_by_type(device_rounds))}
+    return figures_page(title, {key: figures[key] for key in FIGURE_KEYS}, intro_html=intro, after_html=after)
 
 
-def figures_page(title: str, figures: dict[str, go.Figure], *, intro_html: str = "") -> str:
-    """One self-contained HTML page: ``title``, ``intro_html`` (trusted markup), then each figure in order.
+def figures_page(
+    title: str, figures: dict[str, go.Figure], *, intro_html: str = "", after_html: Mapping[str, str] | None = None
+) -> str:
+    """One self-contained HTML page: ``title``, ``intro_html`` (trusted markup), then each figure in order, each
+    followed by ``after_html``'s markup for its key (trusted; e.g. a table of the figure's numbers).
 
     plotly.js is inlined once (the page opens offline); each figure's div id is ``edgefl-<key>`` so the same
     inputs give the same page. The run report, ``edgefl plot`` and sweep pages all use this layout.
@@ -193,7 +207,9 @@ def figures_page(title: str, figures: dict[str, go.Figure], *, intro_html: str =
             default_width="100%",
             config={"displaylogo": False, "responsive": True},
         )
-        sections.append(f'<section class="figure">\n{div}\n</section>')
+        extra = (after_html or {}).get(key, "")
+        body = f"{div}\n{extra}" if extra else div
+        sections.append(f'<section class="figure">\n{body}\n</section>')
     esc = html.escape(title)
     return (
         "<!DOCTYPE html>\n"

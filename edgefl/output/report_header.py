@@ -3,6 +3,8 @@ what tells two runs apart.
 
 Method, devices N, devices per round K (jobs in flight for an asynchronous method), uplink bandwidth, round
 policy and deadline, cost mode, learning mode, model, data and seed, and the target accuracy when one is set.
+Above them, one line names the physics the run was simulated with (:func:`physics_line`): the papers' idealised
+model or the realistic one.
 """
 
 from __future__ import annotations
@@ -12,7 +14,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from edgefl.output.run_info import RunInfo
 
-__all__ = ["run_settings", "report_header"]
+__all__ = ["PHYSICS_WORDS", "physics_line", "run_settings", "report_header"]
+
+PHYSICS_WORDS = {
+    "paper": "the papers' idealised model (Shannon rate, dynamic CPU power only, radiated transmit power only, "
+             "no circuit or idle power)",
+    "realistic": "realistic (truncated Shannon link, static + dynamic compute power, PA efficiency and circuit "
+                 "power, downloads)",
+}  # fmt: skip
+"""The physics a scenario's ``physics`` names, in words (an unknown value is shown as it is)."""
+
+
+def physics_line(physics: str | None) -> str:
+    """The report header's line naming the physics: ``"Physics: "`` and :data:`PHYSICS_WORDS`'s words for
+    ``physics`` (None or empty: ``"paper"``, the default)."""
+    key = physics or "paper"
+    return f"Physics: {PHYSICS_WORDS.get(key, key)}"
 
 
 def _policy(info: RunInfo) -> str:
@@ -56,6 +73,7 @@ def run_settings(info: RunInfo) -> list[tuple[str, str]]:
 
 
 def report_header(info: RunInfo) -> dict[str, Any]:
-    """The keyword arguments :func:`edgefl.output.report.write_report` takes from a run's settings: ``settings`` and
-    ``target_accuracy``."""
-    return {"settings": run_settings(info), "target_accuracy": info.target_accuracy}
+    """The keyword arguments :func:`edgefl.output.report.write_report` takes from a run's settings: ``settings``,
+    ``target_accuracy`` and ``physics`` (the line :func:`physics_line` writes)."""
+    return {"settings": run_settings(info), "target_accuracy": info.target_accuracy,
+            "physics": physics_line(info.physics)}  # fmt: skip

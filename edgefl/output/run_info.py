@@ -22,7 +22,9 @@ class RunInfo:
     ``model``, ``dataset``, ``partition``: what trains; ``target_accuracy``: the test accuracy to reach (None:
     none); ``flops_per_cycle_scale``: the fleet's laptop-scale factor; ``output_format``: ``"csv"`` or
     ``"parquet"`` for the device table; ``executor``, ``workers``, ``device``: where the training jobs ran
-    (``train.executor``, its worker count, ``"cpu"``; ``"none"`` and 0 under surrogate learning).
+    (``train.executor``, its worker count, ``"cpu"``; ``"none"`` and 0 under surrogate learning); ``physics``: the
+    scenario's physics, ``"paper"`` (the papers' idealised model, also for a scenario that names none) or
+    ``"realistic"``.
     """
 
     name: str
@@ -50,3 +52,4 @@ class RunInfo:
     executor: str = "inline"
     workers: int = 1
     device: str = "cpu"
+    physics: str = "paper"

@@ -20,7 +20,11 @@ __all__ = ["fleet_frame", "with_devices"]
 
 def fleet_frame(scenario: Scenario) -> pd.DataFrame:
     """The fleet ``scenario`` would draw (seed applied), one row per device, as a device table: running the
-    scenario with this table as ``fleet.devices`` gives the same results."""
+    scenario with this table as ``fleet.devices`` gives the same results.
+
+    Columns: ``device``, ``profile`` (when any device has one), the per-device quantities, the initial position
+    ``x_m, y_m`` and ``distance_m`` from the base station [m] (the device table's own ``distance_m`` where it gives
+    one, else hypot(x_m, y_m)), and ``n_samples``."""
     import pandas as pd
 
     from edgefl.run.runner import draw_devices
@@ -32,6 +36,12 @@ def fleet_frame(scenario: Scenario) -> pd.DataFrame:
         data["profile"] = built.profiles
     data.update(built.columns)
     data["x_m"], data["y_m"] = positions[:, 0], positions[:, 1]
+    distance_m = np.hypot(positions[:, 0], positions[:, 1])
+    table = devices.table
+    if table is not None and "distance_m" in table.values:
+        given = table.given("distance_m")
+        distance_m[given] = table.values["distance_m"][given]
+    data["distance_m"] = distance_m
     data["n_samples"] = np.asarray(workload.n_samples, dtype=np.int64)
     return pd.DataFrame(data)
 

@@ -92,13 +92,14 @@ def make_workload(scenario: Scenario, streams: Streams, table: DeviceTable | Non
 @dataclass(frozen=True, eq=False)
 class Devices:
     """What a scenario's seed draws before its method is built: the run's ``streams``, its learning ``workload``
-    (the devices' data), its ``fleet`` with what went into it (:class:`edgefl.fleet.build.FleetBuild`) and its
-    ``radio`` with the devices placed."""
+    (the devices' data), its ``fleet`` with what went into it (:class:`edgefl.fleet.build.FleetBuild`), its
+    ``radio`` with the devices placed and the user's device ``table`` (None: none)."""
 
     streams: Streams
     workload: Learning
     fleet: FleetBuild
     radio: Radio
+    table: DeviceTable | None = None
 
 
 def draw_devices(scenario: Scenario) -> Devices:
@@ -112,7 +113,7 @@ def draw_devices(scenario: Scenario) -> Devices:
                         downlink_rx_w=dl.rx_power_w if rx_set else None)  # draws, profiles, device table
     radio = Radio(scenario.channel, scenario.fleet.n_devices, streams)
     radio.positions_m = placed_positions(table, radio.positions_m)
-    return Devices(streams=streams, workload=workload, fleet=built, radio=radio)
+    return Devices(streams=streams, workload=workload, fleet=built, radio=radio, table=table)
 
 
 def build_method(scenario: Scenario, devices: Devices) -> tuple[Method, CostModel]:
@@ -198,8 +199,15 @@ def resolve_info(scenario: Scenario) -> RunInfo:
         cost_mode=cost_mode(scenario.fleet), learning=scenario.learning, surrogate_bound=scenario.surrogate.bound,
         model=scenario.model.name, dataset=data.dataset, partition=data.partition,
         target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
-        output_format=scenario.output.format, **trainer_info(scenario),
+        output_format=scenario.output.format, physics=physics_of(scenario), **trainer_info(scenario),
     )  # fmt: skip
+
+
+def physics_of(scenario: Scenario) -> str:
+    """The scenario's ``physics`` (``"paper"`` or ``"realistic"``), read defensively: ``"paper"`` when the scenario
+    has no such field or leaves it empty."""
+    value = getattr(scenario, "physics", None)
+    return str(value) if value else "paper"
 
 
 def trainer_info(scenario: Scenario) -> dict[str, Any]:

@@ -16,7 +16,9 @@ allowed as a scenario key, and an error gives the range in the column's unit (``
 - ``step_time_s``, ``comm_time_s`` [s] and ``step_energy_j``, ``comm_energy_j`` [J]: Luo et al.'s per-step
   costs, only with ``fleet.step_costs.kind`` other than ``"none"``;
 - position: ``x_m`` and ``y_m`` [-1e5, 1e5] m, or ``distance_m`` [1, 1e5] m from the base station (the
-  device keeps the direction of its drawn position); 100 km is beyond any cell;
+  device keeps the direction of its drawn position); 100 km is beyond any cell. A row may give all three (a run
+  folder's ``fleet.csv`` does): its ``distance_m`` must then agree with hypot(x_m, y_m) within
+  :data:`DISTANCE_AGREE_M`, and ``x_m, y_m`` place the device;
 - ``n_samples`` (integer in [1, 1e9]) or ``data_share`` (0, 1] of the training set: the device's local data size;
 - ``profile``: a device catalogue name (:mod:`edgefl.scenario.catalogue`); its values fill the columns not given;
 - the number of rows is ``fleet.n_devices`` (a ``fleet.n_devices`` given beside a table must equal it);
@@ -71,6 +73,7 @@ _STEP = limits_of(StepCostsConfig)
 # quantities a table has and a scenario has not: a position, a data size, the optimizer's budget
 _COORD = Limit(-1e5, 1e5, "m", "a position within 100 km of the base station (the largest cell)")
 _DISTANCE = Limit(1.0, 1e5, "m", "from 1 m to 100 km (LTE's extended-range cells, the largest) from the base station")
+_ANY_DISTANCE = Limit(0.0, math.inf, "m", "a distance")
 _SAMPLES = Limit(1.0, 1e9, "samples", "at least one sample, at most 1e9 (above any dataset a device holds)")
 _SHARE = Limit(0.0, 1.0, "of the training set", "a share of the training set", low_open=True)
 
@@ -92,6 +95,8 @@ COLUMNS: dict[str, _Column] = {
 }  # fmt: skip
 _TEXT_COLUMNS = ("profile", "device")
 STEP_COST_FIELDS = ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")
+DISTANCE_AGREE_M = 1e-3
+"""How far [m] a row's ``distance_m`` may be from hypot(x_m, y_m) when it gives all three (1 mm: rounding)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,8 +156,6 @@ def _check_header(where: str, names: list[str]) -> None:
             raise ScenarioError(f"device table {where}: columns {seen[si]!r} and {h!r} give the same quantity; "
                                 "keep one")  # fmt: skip
         seen[si] = h
-    if "distance_m" in seen and ("x_m" in seen or "y_m" in seen):
-        raise ScenarioError(f"device table {where}: give a position as x_m and y_m, or as distance_m, not both")
     if ("x_m" in seen) != ("y_m" in seen):
         raise ScenarioError(f"device table {where}: a position needs both x_m and y_m columns")
     if "n_samples" in seen and "data_share" in seen:
@@ -170,12 +173,16 @@ def _unknown_columns(unknown: list[str]) -> str:
     return ", ".join(out)
 
 
-def _numeric_column(where: str, h: str, j: int, rows: list[list[Any]], labels: list[str]) -> np.ndarray:
+def _numeric_column(
+    where: str, h: str, j: int, rows: list[list[Any]], labels: list[str], free: np.ndarray | None = None
+) -> np.ndarray:
     """Column ``j`` (named ``h``, one of :data:`COLUMNS`) in SI units, NaN where blank; raises
-    :class:`ScenarioError` for a cell that is not a number or is out of range."""
+    :class:`ScenarioError` for a cell that is not a number or is out of range (on the rows ``free`` marks, any
+    finite value >= 0: a ``distance_m`` beside the ``x_m, y_m`` that place the device)."""
     column = COLUMNS[h]
     col = np.full(len(rows), np.nan)
     for i, row in enumerate(rows):
+        limit = _ANY_DISTANCE if free is not None and free[i] else column.limit
         raw = row[j] if j < len(row) else ""
         if _blank(raw):
             continue
@@ -187,8 +194,8 @@ def _numeric_column(where: str, h: str, j: int, rows: list[list[Any]], labels: l
             si_value = column.convert(v)
         except OverflowError:
             si_value = math.inf
-        if not column.limit.admits(si_value):
-            allowed = f"{user_range(h, column.limit)}: {column.limit.ground}"
+        if not limit.admits(si_value):
+            allowed = f"{user_range(h, limit)}: {limit.ground}"
             raise _fail(where, labels[i], h, raw, f"is outside the allowed range {allowed}")
         if h == "n_samples" and v != int(v):
             raise _fail(where, labels[i], h, raw, "must be a whole number of samples")
@@ -238,13 +245,20 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
     values: dict[str, np.ndarray] = {}
     profiles = [""] * n
     device_ids: list[int | None] = [None] * n
+    with_xy = "distance_m" in names and "x_m" in names  # a distance beside x, y (a run's fleet.csv)
     for j, h in enumerate(names):
+        if with_xy and h == "distance_m":
+            continue  # read once x, y are
         if h in COLUMNS:
             values[COLUMNS[h].si] = _numeric_column(where, h, j, rows, labels)
         elif h == "profile":
             profiles = _profile_column(where, h, j, rows, labels)
         else:  # device
             device_ids = _device_column(where, h, j, rows, labels)
+    if with_xy:  # the distance's range holds on the rows it places, the others check it against x, y
+        xy = ~np.isnan(values["x_m"]) & ~np.isnan(values["y_m"])
+        values["distance_m"] = _numeric_column(where, "distance_m", names.index("distance_m"), rows, labels, xy)
+        _check_positions(where, values, labels)
     if "device" in names:
         ids = [d for d in device_ids if d is not None]
         if len(set(ids)) != n:
@@ -265,6 +279,23 @@ def _parse(where: str, header: list[str], rows: list[list[Any]], labels: list[st
                                 f"({hi / 1e9:g} GHz); need f_min <= f_max")  # fmt: skip
         check_cpu_power(where, labels[i], values.get("energy_coeff", np.full(n, np.nan))[i], hi)
     return DeviceTable(where=where, n_devices=n, values=values, profiles=tuple(profiles), row_labels=tuple(labels))
+
+
+def _check_positions(where: str, values: dict[str, np.ndarray], labels: list[str]) -> None:
+    """A table with ``x_m, y_m`` and ``distance_m``: raise :class:`ScenarioError` for a row whose distance is not
+    hypot(x, y) (within :data:`DISTANCE_AGREE_M`). Such a row's coordinates place the device
+    (:func:`edgefl.fleet.build.placed_positions`), so a table read back places it exactly where it was."""
+    xy = ~np.isnan(values["x_m"]) & ~np.isnan(values["y_m"])
+    d = values["distance_m"]
+    both = xy & ~np.isnan(d)
+    off = np.abs(np.hypot(values["x_m"], values["y_m"]) - d) > DISTANCE_AGREE_M
+    bad = np.flatnonzero(both & off)
+    if bad.size:
+        i = int(bad[0])
+        raise ScenarioError(f"device table {where} {labels[i]}: distance_m {d[i]:g} m is not the distance of "
+                            f"x_m, y_m ({values['x_m'][i]:g}, {values['y_m'][i]:g}) m, "
+                            f"{math.hypot(values['x_m'][i], values['y_m'][i]):g} m; give one position, or make "
+                            f"them agree within {DISTANCE_AGREE_M:g} m")  # fmt: skip
 
 
 def check_cpu_power(where: str, label: str, eps: float, f_max_hz: float) -> None:
@@ -335,9 +366,7 @@ def position_gaps(table: DeviceTable) -> str | None:
     names = [c for c in ("distance_m", "x_m", "y_m") if c in table.values]
     if not names:
         return None
-    given = np.ones(table.n_devices, dtype=bool)
-    for name in names:
-        given &= table.given(name)
+    given = table.given("distance_m") | (table.given("x_m") & table.given("y_m"))
     if given.all() or not given.any():
         return None
     missing = np.flatnonzero(~given).tolist()
@@ -346,7 +375,7 @@ def position_gaps(table: DeviceTable) -> str | None:
     numbers = [label.split()[1] for label in labels]
     note = labels[0][labels[0].find("("):] if "(" in labels[0] else ""
     shown = ", ".join(numbers[:10]) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
-    column = "distance_m" if "distance_m" in names else "x_m/y_m"
+    column = " or ".join(c for c in ("distance_m", "x_m/y_m") if c.split("/")[0] in names)
     many = len(numbers) > 1
     return (f"device table {table.where}: {kind}{'s' if many else ''} {shown} {note}".rstrip()
             + f" give{'' if many else 's'} no {column} while {int(given.sum())} other rows do")  # fmt: skip
