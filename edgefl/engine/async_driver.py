@@ -620,7 +620,8 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
                      updates=[b.updates[j] for b, j in ended])  # fmt: skip
     times = job_times(lost=lost, kept=kept, t_down_s=col("t_down_s"), t_dl_s=col("t_dl_s"), t_cmp_s=col("t_cmp_s"),
                       t_com_s=col("t_com_s"), t_end_s=col("t_end_s"))  # fmt: skip
-    charges = charge(run, times, e_cmp_j=col("e_cmp_j"), e_com_j=col("e_com_j"), e_down_j=col("e_down_j"))
+    charges = charge(run, times, dev=jobs["device"], e_cmp_j=col("e_cmp_j"), e_com_j=col("e_com_j"),
+                     e_down_j=col("e_down_j"))
     skip_dev = np.array([b.skipped_device[i] for b, i in skipped], dtype=np.int64)
     skip_reason = np.array([b.skipped_reason[i] for b, i in skipped], dtype=object)
     skip_distance = np.array([b.skip_distance_m[i] for b, i in skipped], dtype=float)
@@ -630,7 +631,7 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
         distance_m=np.concatenate([col("distance_m"), skip_distance]),
         rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
         e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra={"staleness": staleness},
-        profiles=run.fleet.profiles,
+        profiles=run.fleet.profiles, e_static_j=charges.e_static_j,
     )  # fmt: skip
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],

@@ -70,16 +70,18 @@ def downloads(run: Parts, jobs: JobTable, gain: np.ndarray) -> tuple[float | np.
 @dataclass(frozen=True, eq=False)
 class Charges:
     """What each job is charged [J], shape (m,) each: computing, uploading, downloading; ``total_j`` the sum over
-    the jobs (downloads only under the downlink model)."""
+    the jobs (downloads only under the downlink model). ``e_static_j``: the static part of ``e_cmp_j`` (the
+    device's static power over the compute time done; 0 in the papers' model)."""
 
     e_cmp_j: np.ndarray
     e_com_j: np.ndarray
     e_down_j: np.ndarray
     total_j: float
+    e_static_j: np.ndarray
 
 
 def charge(
-    run: Parts, times: JobTimes, *, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
+    run: Parts, times: JobTimes, *, dev: np.ndarray, e_cmp_j: np.ndarray, e_com_j: np.ndarray, e_down_j: np.ndarray
 ) -> Charges:
     """The planned energies [J] of the jobs of ``times`` (a round's :class:`~edgefl.engine.clock.RoundOutcome`) charged up
     to where each stopped: a job cancelled at the cut-off or lost offline pays each phase pro rata of the time it
@@ -90,7 +92,7 @@ def charge(
     total = float(np.sum(e_cmp) + np.sum(e_com))
     if run.rules.downlink_rx_power_w is not None:
         total += float(np.sum(e_down))
-    return Charges(e_cmp, e_com, e_down, total)
+    return Charges(e_cmp, e_com, e_down, total, run.costs.static_energy_j(dev, times.cmp_done_s))
 
 
 def rounds_row(

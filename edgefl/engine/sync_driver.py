@@ -104,7 +104,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         keep=rules.keep, down_s=down_s, late=rules.late,
     )  # fmt: skip
     work = done["work"]
-    charges = charge(run, outcome, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
+    charges = charge(run, outcome, dev=dev, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
     kept = outcome.kept_index  # arrival order
     model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=int(selected.size))
     rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
@@ -113,7 +113,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
         e_down_j=charges.e_down_j, extra=method.device_values(jobs, updates=work.updates),
-        profiles=fleet.profiles,
+        profiles=fleet.profiles, e_static_j=charges.e_static_j,
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
