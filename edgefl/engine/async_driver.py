@@ -54,7 +54,7 @@ from edgefl.methods.base import ClientUpdate, DenseUpdate, JobTable, RoundContex
 from edgefl.engine.driver import Run
 from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
-from edgefl.engine.round_steps import charge, downloads, rounds_row
+from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, without_link
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.clock import job_times
 from edgefl.engine.run_state import RunState
@@ -298,6 +298,12 @@ def _plan_devices(run: Run, state: RunState, server: AsyncServer, devices: np.nd
     todo = np.unique(devices[~fp.known[devices]])
     if not todo.size:
         return True
+    dead = without_link(run, todo, gain)
+    no_link, todo = todo[dead], todo[~dead]
+    fp.known[no_link] = True
+    fp.reason.update((int(d), NO_LINK) for d in no_link.tolist())
+    if not todo.size:
+        return True
     fp.rate_bps[todo] = run.radio.rates_bps(gain[todo], run.fleet.tx_power_w[todo])
     rng = run.streams.lazy_numpy("method", fp.u)
     ctx = RoundContext(round_index=fp.u, selected=todo, rate_bps=fp.rate_bps, e_max_j=fp.e_max_j, t_budget_s=None,
@@ -325,6 +331,8 @@ def _plan_dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: in
     n = fleet.n_devices
     e_max = draw_budgets_j(run.rules.budget, n, run.streams.lazy_numpy("budgets", u, k))
     held = clock.n_busy()
+    dead = without_link(run, selected, gain, held=held)
+    no_link, selected = selected[dead], selected[~dead]
     rate_sel = radio.rates_bps(gain[selected], fleet.tx_power_w[selected], held=held)
     if server.rate_bps is None:
         server.rate_bps = np.zeros(n)
@@ -336,6 +344,8 @@ def _plan_dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: in
         plan = run.method.plan_round(ctx)
     finally:
         rate[selected] = 0.0
+    if no_link.size:
+        plan = plan.with_skipped(no_link, np.full(no_link.size, NO_LINK, dtype=object))
     dev = plan.jobs.device
     if dev.size == selected.size:  # the same number share the band: the same rates
         rate_dev = rate_sel[np.searchsorted(selected, dev)]

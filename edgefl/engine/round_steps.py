@@ -67,6 +67,22 @@ def downloads(run: Parts, jobs: JobTable, gain: np.ndarray) -> tuple[float | np.
     return run.costs.download(dev, bits=bits, rate_bps=rate, rx_power_w=rules.downlink_rx_power_w)
 
 
+NO_LINK = "no link this round: its SINR is below the link model's minimum"
+"""Why a selected device sits a round out when its uplink or downlink rate is 0 (``"truncated_shannon"`` below its
+SINR_min, in a deep fade or far from the antenna); never under Shannon's bound, whose rate is positive."""
+
+
+def without_link(run: Parts, devices: np.ndarray, gain: np.ndarray, *, held: int = 0) -> np.ndarray:
+    """Which of ``devices`` (ids, shape (m,)) have no link this round, a bool mask of shape (m,): an uplink rate
+    of 0 on the sub-band they would share, or a downlink rate of 0 (with ``[channel.downlink]``). Such a device
+    could never finish a job, so the drivers let it sit out (:data:`NO_LINK`) instead of planning it."""
+    fleet, radio = run.fleet, run.radio
+    dead = radio.rates_bps(gain[devices], fleet.tx_power_w[devices], held=held) <= 0
+    if run.rules.downlink_rx_power_w is not None and devices.size:
+        dead |= radio.downlink_rates_bps(gain[devices]) <= 0
+    return dead
+
+
 @dataclass(frozen=True, eq=False)
 class Charges:
     """What each job is charged [J], shape (m,) each: computing, uploading, downloading; ``total_j`` the sum over

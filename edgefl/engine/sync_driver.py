@@ -21,7 +21,7 @@ import numpy as np
 
 from edgefl.methods.base import RoundContext
 from edgefl.engine.driver import Run
-from edgefl.engine.round_steps import charge, downloads, rounds_row, select_devices
+from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, select_devices, without_link
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.run_state import RunState
 from edgefl.fleet.devices import draw_budgets_j
@@ -65,6 +65,9 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     distance_m, gain = radio.round_state(r)
     available = clock.available()
     selected = select_devices(streams.numpy("selection", r), n, rules.n_select, available)
+    dead = without_link(run, selected, gain, held=held)
+    no_link, selected = selected[dead], selected[~dead]
+    n_selected = int(selected.size + no_link.size)  # a device without a link was selected and sits out
     e_max = draw_budgets_j(rules.budget, n, streams.numpy("budgets", r))
     sel_mask = np.zeros(n, dtype=bool)
     sel_mask[selected] = True
@@ -84,6 +87,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         rng=streams.lazy_numpy("method", r),
     )
     plan = method.plan_round(ctx)
+    if no_link.size:
+        plan = plan.with_skipped(no_link, np.full(no_link.size, NO_LINK, dtype=object))
     jobs = plan.jobs
     dev = jobs.device
     tx_mask = np.zeros(n, dtype=bool)
@@ -106,7 +111,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     work = done["work"]
     charges = charge(run, outcome, dev=dev, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
     kept = outcome.kept_index  # arrival order
-    model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=int(selected.size))
+    model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=n_selected)
     rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
     block = device_block(
         r=r, jobs=jobs.columns(), skipped_device=plan.skipped_device, skipped_reason=plan.skipped_reason,
@@ -118,9 +123,9 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
         run=run, r=r, start_s=state.sim_time_s, end_s=outcome.end_s, energy_before_j=state.energy_cum_j,
-        charges=charges, selected=int(selected.size), arrived=int(kept.size), dropped=len(jobs) - int(kept.size),
+        charges=charges, selected=n_selected, arrived=int(kept.size), dropped=len(jobs) - int(kept.size),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=int(plan.skipped_device.size),
-        learning_gain=method.learning_gain(jobs.take(kept), n_selected=int(selected.size)),
+        learning_gain=method.learning_gain(jobs.take(kept), n_selected=n_selected),
         available=int(np.count_nonzero(available)), wall0=wall0,
     )  # fmt: skip
     after = RunState(rounds_done=r, sim_time_s=outcome.end_s, energy_cum_j=row["energy_cum_j"], model=model)

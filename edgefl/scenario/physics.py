@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = ["PHYSICS", "Physics", "REALISTIC_PROFILE", "SHADOWING_DB", "physics_label", "with_physics_defaults"]
+__all__ = ["PHYSICS", "Physics", "REALISTIC_PROFILE", "SHADOWING_DB", "with_physics_defaults"]
 
 Physics = Literal["paper", "realistic"]
 PHYSICS: tuple[str, ...] = ("paper", "realistic")
@@ -65,10 +65,3 @@ def with_physics_defaults(data: dict[str, Any]) -> dict[str, Any]:
     rnd.setdefault("charge_idle", True)
     return {**data, "channel": channel, "round": rnd}
 
-
-def physics_label(physics: str) -> str:
-    """One line naming the physics, for reports and summaries."""
-    if physics == "realistic":
-        return ("realistic: truncated Shannon link (TR 36.942), shadowing, fading and interference, static + "
-                "dynamic compute power, radio circuit power and PA efficiency, downloads")  # fmt: skip
-    return "the papers' idealised model: Shannon rate, dynamic CPU power only, radiated power only, free downloads"

@@ -362,7 +362,7 @@ class FleetConfig(_Strict):
     # the parts of the device's power (issue #33): static (idle) power drawn while computing, on top of eps f^3;
     # the radio's circuit power and the PA's efficiency while uploading (upload power = circuit + tx / PA
     # efficiency). The defaults are the papers' model; under physics = "realistic" a profile sets them, and a
-    # device without a profile takes edgefl.fleet.build.REALISTIC_POWER.
+    # device without a profile takes edgefl.scenario.physics.REALISTIC_PROFILE's.
     static_power_w: Annotated[NonNegFloat | Range, _STATIC_W] = 0.0
     tx_circuit_power_w: Annotated[NonNegFloat | Range, _CIRCUIT_W] = 0.0
     pa_efficiency: Annotated[PositiveFloat | Range, _PA_EFF] = 1.0
@@ -457,8 +457,8 @@ class DownlinkConfig(_Strict):
     the uplink's path loss, shadowing and fading g and noise N0, the base station's transmit power
     ``tx_power_w`` [W] (or ``tx_power_dbm``) and a sub-band ``bandwidth_hz`` [Hz] (or ``bandwidth_mhz``) per
     device (``bandwidth_mode = "fixed"``) or shared by the round's downloading devices (``"split"``).
-    ``rx_power_w`` [W] (or ``rx_power_dbm``): the device's receive power, charging ``e_down = P_rx t_down``
-    (0: downloads cost no energy). Without this table every device downloads in ``round.downlink_s``.
+    ``rx_power_w`` [W] (or ``rx_power_dbm``): every device's receive power, charging ``e_down = P_rx t_down``
+    (0: downloads cost no energy); under ``physics = "realistic"``, left out, each device's own (its profile's). Without this table every device downloads in ``round.downlink_s``.
     """
 
     tx_power_w: Annotated[PositiveFloat, _BS_TX_W] = 10.0 ** ((46.0 - 30.0) / 10.0)  # 46 dBm: a macro base station
