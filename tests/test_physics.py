@@ -178,3 +178,16 @@ def test_devices_without_a_link_sit_the_round_out(preset):
     assert len(out) > 0 and not out["feasible"].any() and not out["arrived"].any()
     jobs = d[d["feasible"]]
     assert len(jobs) > 0 and np.all(jobs["rate_bps"] > 0)
+
+
+def test_every_preset_says_which_physics_it_runs_under():
+    """Each preset file names its physics; the papers' presets (and the system-scale ones on AnycostFL's radio)
+    keep the papers' model, the others run under the realistic one (issue #33)."""
+    import tomllib
+
+    from scenarios import list_presets, preset_path
+
+    physics = {p: tomllib.loads(preset_path(p).read_text())["physics"] for p in list_presets()}
+    assert {p for p, v in physics.items() if v == "realistic"} == {"quickstart", "operator_cell", "async_digits",
+                                                                    "async_fmnist"}  # fmt: skip
+    assert all(v in ("paper", "realistic") for v in physics.values())
