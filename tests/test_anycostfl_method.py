@@ -11,14 +11,14 @@ import torch
 from edgefl.methods.anycostfl import SparseUpdate, all_in_one, plain_average
 from edgefl.run.runner import Simulation, run_scenario
 from edgefl.run.load import load_scenario
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 RTOL = 1e-9  # floating-point slack on constraints that the plan makes tight
 
 
 @pytest.fixture(scope="module")
 def run():
-    sc = load_scenario("quickstart", [
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [
         *SLOW_FLEET,  # budgets must bind: slow CPUs, not phones
         "method.name=anycostfl", "round.policy=deadline", "round.deadline_s=0.01", "fleet.budget.kind=uniform",
         "fleet.budget.low_j=0.001", "fleet.budget.high_j=0.004", "fleet.f_min_hz=1e7", "rounds=6",
@@ -85,7 +85,7 @@ def test_method_aggregate_sorts_the_global_channels_and_weights_by_eq13():
     weights (Sec. III-B 1)) and fuses the updates with eq. (5) under eq. (13)'s weights. A full-width update
     (alpha = 1, beta = 1/4) and a width-2/3 one overlap on the first two sorted units, where the weights decide.
     Equal weights, or an unsorted global model, give other values."""
-    sim = Simulation(load_scenario("quickstart", [*ABLATION_BASE, "model.hidden=[3]"]))
+    sim = Simulation(load_scenario("quickstart", PAPER_QUICKSTART + [*ABLATION_BASE, "model.hidden=[3]"]))
     m = sim.method
     g = {  # unit norms 2 x 8 = 16, 1 x 8 = 8, 3 x 8 = 24: sorted order (2, 0, 1)
         "net.0.weight": torch.tensor([2.0, 1.0, 3.0])[:, None].expand(3, 64).clone(),
@@ -116,7 +116,7 @@ def test_method_aggregate_sorts_the_global_channels_and_weights_by_eq13():
 
 
 def _ablation(name: str, *extra: str):
-    sc = load_scenario("quickstart", [*ABLATION_BASE, f'method.anycostfl.ablation="{name}"', *extra])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [*ABLATION_BASE, f'method.anycostfl.ablation="{name}"', *extra])
     sim = Simulation(sc)
     for r in (1, 2):
         sim.step(r)
@@ -179,7 +179,7 @@ def test_without_aio_updates_are_averaged_zero_padded_with_the_eq13_weights():
     torch.testing.assert_close(out["a"], expect)
     # the method uses it: alpha = (1, 1/4), beta = (1/4, 1/4): d_i = 1 - alpha_i (2 - alpha_i) sqrt(beta_i)
     # = (1/2, 1 - 7/32) = (16/32, 25/32); eq. (13): p_i = d_i^-2 / sum_k d_k^-2 = (4, 1.6384) / 5.6384
-    sim = Simulation(load_scenario("quickstart", [*ABLATION_BASE, 'method.anycostfl.ablation="no_aio"']))
+    sim = Simulation(load_scenario("quickstart", PAPER_QUICKSTART + [*ABLATION_BASE, 'method.anycostfl.ablation="no_aio"']))
     m, g = sim.method, sim.state.model
     base = m._sorted(g)
     ups = [{k: torch.full_like(v, 1.0) for k, v in base.items()}, {k: torch.full_like(v, 3.0) for k, v in base.items()}]

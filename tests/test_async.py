@@ -32,6 +32,7 @@ from edgefl.methods.asynchronous import staleness_weight
 from edgefl.errors import ScenarioError
 from edgefl.run.runner import run_scenario
 from edgefl.run.load import load_scenario
+from fleets import PAPER_QUICKSTART
 
 T_JOB = 2.5  # [s]
 E_JOB = 0.025  # [J]
@@ -54,7 +55,7 @@ def _max_concurrent(dr) -> int:
 
 @pytest.mark.slow
 def test_fedbuff_m2_c3_timeline_and_staleness():
-    sc = load_scenario("quickstart", [*BASE, "rounds=8", "method.name=fedbuff", "method.fedbuff.buffer_size=2"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [*BASE, "rounds=8", "method.name=fedbuff", "method.fedbuff.buffer_size=2"])
     res = run_scenario(sc)
     rounds, dr = res.rounds, res.device_rounds
     assert rounds["sim_time_s"].tolist() == [2.5, 5.0, 5.0, 7.5, 10.0, 10.0, 12.5, 15.0]
@@ -73,7 +74,7 @@ def test_fedbuff_m2_c3_timeline_and_staleness():
 
 @pytest.mark.slow
 def test_fedasync_staleness_and_surrogate_gap_by_hand():
-    sc = load_scenario("quickstart", [*BASE, "rounds=7", "method.name=fedasync", "method.fedasync.alpha=0.6"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [*BASE, "rounds=7", "method.name=fedasync", "method.fedasync.alpha=0.6"])
     res = run_scenario(sc)
     rounds = res.rounds
     assert rounds["sim_time_s"].tolist() == [2.5, 2.5, 2.5, 5.0, 5.0, 5.0, 7.5]
@@ -117,7 +118,7 @@ def test_server_steps_on_tensors():
 
 @pytest.mark.slow
 def test_fedbuff_trains_a_real_model():
-    sc = load_scenario("quickstart", ["rounds=4", "checkpoint_every=0", "method.name=fedbuff",
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["rounds=4", "checkpoint_every=0", "method.name=fedbuff",
                                       "method.fedbuff.buffer_size=2", "method.clients_per_round=3"])  # fmt: skip
     res = run_scenario(sc)
     assert (res.rounds["arrived"] == 2).all() and not math.isnan(res.rounds["test_accuracy"].iloc[-1])
@@ -132,7 +133,7 @@ def test_fedbuff_trains_a_real_model():
 )  # fmt: skip
 def test_async_config_errors(sets, match):
     with pytest.raises(ScenarioError, match=match):
-        load_scenario("quickstart", ["method.name=fedbuff", "checkpoint_every=0", *sets])
+        load_scenario("quickstart", PAPER_QUICKSTART + ["method.name=fedbuff", "checkpoint_every=0", *sets])
 
 
 FLEET_PLAN_SETS = [
@@ -230,7 +231,7 @@ def test_async_run_whose_jobs_are_always_lost_offline_stops_with_an_error():
     max(1000, 20 C) = 1000 losses in a row instead of dispatching forever."""
     from edgefl.errors import SimulationError
 
-    sc = load_scenario("quickstart", [*BASE, "method.name=fedbuff", "method.fedbuff.buffer_size=2",
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [*BASE, "method.name=fedbuff", "method.fedbuff.buffer_size=2",
                                       "fleet.availability.kind=markov", "fleet.availability.online_mean_s=0.001",
                                       "fleet.availability.offline_mean_s=0.001"])  # fmt: skip
     with pytest.raises(SimulationError, match=r"the last 1000 jobs were all lost to devices going offline"):
@@ -248,12 +249,12 @@ def test_an_async_run_restores_the_garbage_collectors_thresholds():
 
     saved = gc.get_threshold()
     seen = []
-    sc = load_scenario("quickstart", [*BASE, "method.name=fedbuff", "method.fedbuff.buffer_size=2", "rounds=3"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [*BASE, "method.name=fedbuff", "method.fedbuff.buffer_size=2", "rounds=3"])
     try:
         gc.set_threshold(700, 10, 10)
         run_scenario(sc, progress=lambda row: seen.append(gc.get_threshold()))
         assert seen == [(_GC_YOUNG, 10, 10)] * 3 and gc.get_threshold() == (700, 10, 10)
-        lost = load_scenario("quickstart", [*BASE, "method.name=fedbuff", "fleet.availability.kind=markov",
+        lost = load_scenario("quickstart", PAPER_QUICKSTART + [*BASE, "method.name=fedbuff", "fleet.availability.kind=markov",
                                             "fleet.availability.online_mean_s=0.001",
                                             "fleet.availability.offline_mean_s=0.001"])  # fmt: skip
         with pytest.raises(SimulationError):

@@ -19,7 +19,7 @@ from edgefl.compression.stc import encode_ternary
 from edgefl.output.results import WALL_CLOCK_COLUMNS
 from edgefl.run.runner import RunInterrupted, Simulation, run_scenario
 from edgefl.run.load import load_scenario
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 RTOL = 1e-9  # floating-point slack on constraints that the plan makes tight
 # digits + MLP(64, 32): the full model computes in 12-19 ms at the planned f; T_max = 20 ms and E_max ~ U[2, 6] mJ
@@ -34,7 +34,7 @@ SMALL = ["model.hidden=[16]", "rounds=1"]  # 1,210 parameters: cheap brute-force
 
 @pytest.fixture(scope="module", params=["stc", "qsgd", "fedhq", "uveqfed"])
 def run(request):
-    sc = load_scenario("quickstart", [f"method.name={request.param}", *BINDING])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [f"method.name={request.param}", *BINDING])
     return sc, run_scenario(sc)
 
 
@@ -61,7 +61,7 @@ def test_every_device_round_meets_t_max_and_e_max_in_charged_values(run):
 
 def _one_update(method: str, budget_bits: float):
     """A planned job of device 0 in round 1 with ``budget_bits``, the method's update, and the raw trained update."""
-    sc = load_scenario("quickstart", [f"method.name={method}", *SMALL])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [f"method.name={method}", *SMALL])
     sim = Simulation(sc)
     job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget_bits)
     m = sim.method
@@ -135,7 +135,7 @@ def test_fedhq_no_arrived_update_is_header_only():
     element (more than 1 bit per parameter: the sign bits alone are n); devices whose budget is below the
     codec's floor sit out with a reason instead of training and sending a header. With the old 1-bit floor
     one of these 17 jobs sent 0.06 bits per parameter."""
-    sc = load_scenario("quickstart", ["method.name=fedhq", *BINDING])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["method.name=fedhq", *BINDING])
     sim = Simulation(sc)
     n = sim.workload.update_bits // 32
     floor = sim.method.min_payload_bits()
@@ -147,7 +147,7 @@ def test_fedhq_no_arrived_update_is_header_only():
 
 
 def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
-    sc = load_scenario("quickstart", ["method.name=stc", *SMALL])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["method.name=stc", *SMALL])
     sim = Simulation(sc)
     m = sim.method
     job = DeviceJob(device=0, cpu_hz=1e9, bits_planned=3000.0)
@@ -220,7 +220,7 @@ def _csv(df: pd.DataFrame) -> str:
 
 @pytest.mark.slow
 def test_stc_resume_is_identical(tmp_path):
-    sc = load_scenario("quickstart", ["method.name=stc", *BINDING, "rounds=5", "checkpoint_every=2"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["method.name=stc", *BINDING, "rounds=5", "checkpoint_every=2"])
     full = run_scenario(sc)
     trained = full.device_rounds.groupby("device")["trained"].sum()
     assert (trained >= 2).any()  # some device carries a residual across the interruption

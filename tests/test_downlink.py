@@ -16,6 +16,7 @@ import pytest
 from edgefl.errors import ScenarioError
 from edgefl.run.runner import run_scenario
 from edgefl.run.load import load_scenario
+from fleets import PAPER_QUICKSTART
 from edgefl.engine.clock import Clock
 
 PARAMS = 1000  # surrogate model parameters -> 32,000 bits per download
@@ -48,7 +49,7 @@ def _hand_downlink_rate(d_m: np.ndarray, band_hz: float) -> np.ndarray:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fixed", "split"])
 def test_run_download_time_is_model_bits_over_own_downlink_rate(mode):
-    sc = load_scenario("quickstart", [
+    sc = load_scenario("quickstart", [*PAPER_QUICKSTART,
         "learning=surrogate", "rounds=2", "fleet.n_devices=4", "method.clients_per_round=3",
         f"surrogate.model_parameters={PARAMS}", f"channel.downlink.tx_power_dbm={BS_DBM}",
         "channel.downlink.bandwidth_mhz=0.2", f"channel.downlink.bandwidth_mode='{mode}'",
@@ -69,6 +70,6 @@ def test_run_download_time_is_model_bits_over_own_downlink_rate(mode):
 
 def test_downlink_and_constant_downlink_together_is_an_error():
     with pytest.raises(ScenarioError, match="round.downlink_s"):
-        load_scenario("quickstart", ["round.downlink_s=0.5", "channel.downlink.bandwidth_mhz=1"])
+        load_scenario("quickstart", [*PAPER_QUICKSTART, "round.downlink_s=0.5", "channel.downlink.bandwidth_mhz=1"])
     with pytest.raises(ScenarioError, match=r"channel.downlink.tx_power_w=-1: outside \[0.001, 1000\] W"):
-        load_scenario("quickstart", ["channel.downlink.tx_power_w=-1"])
+        load_scenario("quickstart", [*PAPER_QUICKSTART, "channel.downlink.tx_power_w=-1"])

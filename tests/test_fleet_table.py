@@ -25,6 +25,7 @@ from edgefl.fleet.build import placed_positions
 from edgefl.scenario.device_table import table_of
 from edgefl.run.runner import run_scenario
 from edgefl.run.load import load_scenario, scenario_from_dict
+from fleets import PAPER_QUICKSTART
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 NEAR = [50.0, 62.5, 75.0, 87.5, 100.0]  # [m], half the devices near the base station
@@ -48,8 +49,8 @@ def _tables_equal(a, b) -> None:
 @pytest.mark.slow
 def test_ten_device_table_runs_with_quickstart_with_each_devices_own_values(tmp_path):
     table = _ten_devices(tmp_path / "fleet.csv")
-    sc = load_scenario("quickstart", [f'fleet.devices="{table}"', "rounds=1", "method.clients_per_round=10",
-                                      'channel.mobility="static"'])  # fmt: skip
+    sc = load_scenario("quickstart", [*PAPER_QUICKSTART, f'fleet.devices="{table}"', "rounds=1",
+                                      "method.clients_per_round=10", 'channel.mobility="static"'])  # fmt: skip
     assert sc.fleet.n_devices == 10
     dr = run_scenario(sc).device_rounds.set_index("device")
     np.testing.assert_array_equal(dr["distance_m"].to_numpy(), NEAR + EDGE)
@@ -256,7 +257,9 @@ def test_a_run_folder_holds_its_fleet_as_a_device_table(tmp_path):
         p = catalogue()[PROFILES[i % 2]]
         row = fleet.iloc[i]
         assert (row["f_min_hz"], row["f_max_hz"]) == (p.f_min_hz, p.f_max_hz)
-        assert row["energy_coeff"] * row["f_max_hz"] ** 3 == pytest.approx(p.power_w, rel=1e-9)  # P = eps f^3
+        # the quickstart's realistic physics: P = P_static + eps f^3, eps the profile's dynamic part (issue #33)
+        assert row["static_power_w"] == p.static_power_w
+        assert row["static_power_w"] + row["energy_coeff"] * row["f_max_hz"] ** 3 == pytest.approx(p.power_w, rel=1e-9)
     np.testing.assert_allclose(np.hypot(fleet["x_m"], fleet["y_m"]), NEAR + EDGE, rtol=1e-12)
     again = run_scenario(load_scenario("quickstart", [*sets[1:], f'fleet.devices="{out / "fleet.csv"}"']))
     rounds = pd.read_csv(out / "rounds.csv").drop(columns=["wall_time_s"])

@@ -178,7 +178,7 @@ def test_run_rates_stay_under_the_cap_and_are_the_ones_charged():
     from edgefl.run.runner import run_scenario
 
     sc = load_scenario("quickstart", [
-        "rounds=2", "channel.link_model=truncated_shannon", "fleet.tx_power_dbm=10",
+        "physics=paper", "rounds=2", "channel.link_model=truncated_shannon", "fleet.tx_power_dbm=10",
         "channel.downlink.tx_power_dbm=30", "channel.downlink.rx_power_w=0.05",
     ])  # fmt: skip
     dr = run_scenario(sc).device_rounds

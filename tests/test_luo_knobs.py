@@ -12,7 +12,7 @@ from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
 from edgefl.fleet.devices import Fleet
 
-BASE = ["fleet.n_devices=12", "method.clients_per_round=4", "model.name=logreg", "rounds=4", "train.local_steps=3"]
+BASE = ["physics=paper", "fleet.n_devices=12", "method.clients_per_round=4", "model.name=logreg", "rounds=4", "train.local_steps=3"]
 
 
 @pytest.mark.slow

@@ -191,3 +191,25 @@ def test_every_preset_says_which_physics_it_runs_under():
     assert {p for p, v in physics.items() if v == "realistic"} == {"quickstart", "operator_cell", "async_digits",
                                                                     "async_fmnist"}  # fmt: skip
     assert all(v in ("paper", "realistic") for v in physics.values())
+
+
+def test_the_resolved_scenario_gives_the_same_realistic_fleet_again(tmp_path):
+    """The run folder's scenario.toml (what a resume loads) keeps the power parts and the receive power a profile
+    sets as the profile's: written at their defaults they would read back as set for every device."""
+    from edgefl.scenario.loading import scenario_to_toml
+
+    sc = load_scenario("quickstart", ["physics=realistic"])
+    path = tmp_path / "scenario.toml"
+    path.write_text(scenario_to_toml(sc))
+    again = load_scenario(str(path))
+    assert again.fleet.explicit_power_fields() == set() and "rx_power_w" not in again.channel.downlink.model_fields_set
+
+    def fleet_of(s):
+        dl = s.channel.downlink
+        rx = dl.rx_power_w if "rx_power_w" in dl.model_fields_set else None
+        return build_fleet(s.fleet, np.full(20, 10), Streams(0), table_of(s.fleet), realistic=True,
+                           downlink_rx_w=rx).fleet  # fmt: skip
+
+    a, b = fleet_of(sc), fleet_of(again)
+    for name in ("static_power_w", "tx_circuit_power_w", "pa_efficiency", "rx_power_w", "energy_coeff"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))

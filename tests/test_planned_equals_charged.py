@@ -29,7 +29,9 @@ BASE = [
     "method.ccfedavg.strategy=3", "method.ccfedavg.beta=3", "method.fednova.beta=3", "method.fedavg_dropout.beta=3",
 ]  # fmt: skip
 MODES = {
-    "physical": [],  # the quickstart's realistic physics: static power, circuit power and PA efficiency, downloads
+    # the quickstart's realistic physics (static power, circuit power and PA efficiency, downloads): an upload of
+    # the small MLP costs ~0.05 J at 2.6 W, so the budgets are larger than the papers' physics needs
+    "physical": ["fleet.budget.low_j=0.05", "fleet.budget.high_j=0.5"],
     "physical-paper": ["physics=paper"],  # the papers' physics: eps f^2 c, P_tx t
     "per_step": ["fleet.step_costs.kind=normal", "fleet.budget.low_j=0.1", "fleet.budget.high_j=0.5"],
 }

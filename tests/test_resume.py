@@ -18,7 +18,7 @@ from edgefl.errors import SimulationError
 from edgefl.output.results import WALL_CLOCK_COLUMNS
 from edgefl.run.runner import RunInterrupted, run_scenario
 from edgefl.run.load import load_scenario
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 SMALL = ["fleet.n_devices=10", "method.clients_per_round=4", "model.name=logreg", "rounds=9", "checkpoint_every=2"]
 
@@ -53,7 +53,7 @@ def _stop_at(round_: int):
     ids=["torch", "torch-deadline-walk", "surrogate", "surrogate-markov-in-flight"],
 )
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, extra):
-    sc = load_scenario("quickstart", SMALL + extra)
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SMALL + extra)
     full = run_scenario(sc)
     ckpt = tmp_path / "checkpoint"
     with pytest.raises(RunInterrupted) as stop:
@@ -70,7 +70,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, extra):
 
 
 def test_resume_twice_and_without_checkpoint(tmp_path):
-    sc = load_scenario("quickstart", SMALL)
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SMALL)
     full = run_scenario(sc)
     ckpt = tmp_path / "ck"
     with pytest.raises(RunInterrupted):
@@ -86,10 +86,10 @@ def test_resume_twice_and_without_checkpoint(tmp_path):
 
 
 def test_checkpoint_of_another_scenario_is_refused(tmp_path):
-    sc = load_scenario("quickstart", SMALL)
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SMALL)
     with pytest.raises(RunInterrupted):
         run_scenario(sc, checkpoint_dir=tmp_path, progress=_stop_at(2))
-    other = load_scenario("quickstart", SMALL + ["seed=1"])
+    other = load_scenario("quickstart", PAPER_QUICKSTART + SMALL + ["seed=1"])
     with pytest.raises(SimulationError, match="different scenario"):
         run_scenario(other, checkpoint_dir=tmp_path, resume=True)
 
@@ -166,7 +166,7 @@ ASYNC = ["method.name=fedbuff", "method.clients_per_round=5", "method.fedbuff.bu
 def test_async_resume_with_jobs_in_flight_equals_uninterrupted(tmp_path, extra):
     """FedBuff (C = 5, M = 2) stopped after server update 5 with jobs in flight and updates in its buffer, then
     resumed: the same tables as an uninterrupted run."""
-    sc = load_scenario("quickstart", ASYNC + extra)
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ASYNC + extra)
     full = run_scenario(sc)
     ckpt = tmp_path / "checkpoint"
     with pytest.raises(RunInterrupted):

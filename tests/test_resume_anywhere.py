@@ -28,7 +28,7 @@ from edgefl.output.results import WALL_CLOCK_COLUMNS
 from edgefl.run.checkpoint import checkpoint_round
 from edgefl.run.load import load_scenario
 from edgefl.run.runner import RunInterrupted, Simulation, prepare, run_scenario
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 pytestmark = pytest.mark.slow  # each case starts whole runs
 
@@ -48,6 +48,9 @@ SCENARIOS = {
                             "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[20.0, 80.0]",
                             "fleet.availability.offline_mean_s=2.0", "channel.downlink.bandwidth_mhz=0.5",
                             "channel.bandwidth_mode=split"],
+    # the realistic physics (issue #33) in a 1.5 km cell: downloads, fading, and devices with no link sitting out
+    "realistic-no-link": [*_SMALL, *_SURROGATE, "physics=realistic", "channel.cell_radius_m=1500",
+                          "round.policy=deadline", "round.deadline_s=5"],
     # FedBuff, torch: trained updates in the buffer and jobs in flight at every checkpoint, devices going offline
     "fedbuff-in-flight": ["method.name=fedbuff", "method.clients_per_round=4", "method.fedbuff.buffer_size=2",
                           "fleet.n_devices=10", "model.name=logreg", "rounds=8", "checkpoint_every=3",
@@ -147,7 +150,7 @@ def _points(trace: list[tuple[str, int]], surrogate: bool) -> list[int]:
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_resume_from_any_interruption_equals_uninterrupted(tmp_path, monkeypatch, name):
-    sc = load_scenario("quickstart", SCENARIOS[name])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SCENARIOS[name])
     full = run_scenario(sc)
     counting = _interrupted(sc, tmp_path / "all", 0, monkeypatch)  # the points of a whole run, and its checkpoints
     kinds = Counter(kind for kind, _ in counting.trace)
@@ -170,7 +173,7 @@ def test_resume_from_any_interruption_equals_uninterrupted(tmp_path, monkeypatch
 def test_resumed_run_interrupted_again_inside_a_round(tmp_path, monkeypatch):
     """Interrupted inside round 4 after a checkpoint at 3 (saved on a Ctrl-C between rounds), resumed and
     interrupted again inside round 5, resumed again: the uninterrupted tables."""
-    sc = load_scenario("quickstart", SCENARIOS["markov-availability"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SCENARIOS["markov-availability"])
     full = run_scenario(sc)
     trace = _interrupted(sc, tmp_path / "count", 0, monkeypatch).trace
     between_3_4 = trace.index(("progress", 3)) + 1
@@ -200,7 +203,7 @@ def test_resumed_run_interrupted_again_inside_a_round(tmp_path, monkeypatch):
 
 def test_a_round_cut_short_cannot_be_saved_or_continued(tmp_path, monkeypatch):
     """The parts of a round cut short are past the last round's rows: saving or stepping them is refused."""
-    sc = load_scenario("quickstart", SCENARIOS["deadline-late-finish"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SCENARIOS["deadline-late-finish"])
     sim = prepare(sc)
     stop = Interrupter(("evaluate", 4))  # round 4 played on the clock, being evaluated
     with monkeypatch.context() as mp:
@@ -235,7 +238,7 @@ def _meta(ckpt: Path) -> dict:
     ids=["clock-ahead", "radio-ahead", "other-edgefl", "old-format", "model-missing", "segment-missing"],
 )
 def test_a_checkpoint_that_cannot_resume_exactly_is_refused_in_one_line(tmp_path, spoil, message):
-    sc = load_scenario("quickstart", SCENARIOS["deadline-late-finish"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + SCENARIOS["deadline-late-finish"])
 
     def stop_after_3(row):
         if row["round"] == 3:

@@ -16,7 +16,7 @@ from edgefl.scenario.catalogue import catalogue
 from edgefl.output.results import write_run
 from edgefl.run.runner import run_scenario
 from edgefl.run.load import load_scenario
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 REL = 1e-12  # float round-off only
 FLOPS_PER_SAMPLE = 4 * 64 * 10
@@ -43,7 +43,7 @@ def hand_rate_bps(d_m: np.ndarray, b_hz: float = 1e6, p_w: float = 0.1) -> np.nd
 def result():
     sc = load_scenario(
         "quickstart",
-        ["rounds=4", "model.name='logreg'", "fleet.n_devices=6", "method.clients_per_round=3",
+        PAPER_QUICKSTART + ["rounds=4", "model.name='logreg'", "fleet.n_devices=6", "method.clients_per_round=3",
          "train.local_epochs=2", "train.eval_every=2", "round.downlink_s=0.5"],
     )  # fmt: skip
     return run_scenario(sc)
@@ -112,7 +112,7 @@ def test_evaluation_schedule(result):
 
 
 def test_same_seed_same_rounds_csv(tmp_path):
-    sc = load_scenario("quickstart", ["rounds=3", "round.policy='deadline'", "round.deadline_s=0.03"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["rounds=3", "round.policy='deadline'", "round.deadline_s=0.03"])
     texts = []
     for i in range(2):
         res = run_scenario(sc)
@@ -125,7 +125,7 @@ def test_same_seed_same_rounds_csv(tmp_path):
 
 
 def test_deadline_drops_and_still_charges(tmp_path):
-    sc = load_scenario("quickstart", ["rounds=2", "round.policy='deadline'", "round.deadline_s=0.02"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["rounds=2", "round.policy='deadline'", "round.deadline_s=0.02"])
     res = run_scenario(sc)
     dr = res.device_rounds
     late = dr[dr["trained"] & ~dr["arrived"]]
@@ -141,7 +141,7 @@ def test_deadline_drops_and_still_charges(tmp_path):
 
 def test_energy_budget_makes_devices_sit_out():
     # a 5 mJ budget binds only on slow, power-hungry CPUs; a phone runs the 5k-parameter MLP on far less
-    sc = load_scenario("quickstart", [*SLOW_FLEET, "rounds=2", "fleet.budget.kind='fixed'",
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [*SLOW_FLEET, "rounds=2", "fleet.budget.kind='fixed'",
                                       "fleet.budget.value_j=0.005"])  # fmt: skip
     res = run_scenario(sc)
     dr = res.device_rounds
@@ -154,7 +154,7 @@ def test_energy_budget_makes_devices_sit_out():
 
 def test_over_select_keeps_first_k_and_charges_all():
     # K = 3 with 30% over-selection: ceil(3 * 1.3) = 4 devices start, the first 3 arrivals count
-    sc = load_scenario("quickstart", ["rounds=2", "round.policy='over_select'", "method.clients_per_round=3"])
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + ["rounds=2", "round.policy='over_select'", "method.clients_per_round=3"])
     res = run_scenario(sc)
     dr, rounds = res.device_rounds, res.rounds
     assert (rounds["selected"] == 4).all() and (rounds["arrived"] == 3).all() and (rounds["dropped"] == 1).all()
@@ -168,7 +168,7 @@ def test_over_select_keeps_first_k_and_charges_all():
 def test_synthetic_logreg_runs_and_learns():
     sc = load_scenario(
         "quickstart",
-        ["data.dataset='synthetic'", "model.name='logreg'", "rounds=8", "train.lr=0.05", "train.eval_every=1"],
+        PAPER_QUICKSTART + ["data.dataset='synthetic'", "model.name='logreg'", "rounds=8", "train.lr=0.05", "train.eval_every=1"],
     )
     res = run_scenario(sc)
     acc = res.rounds["test_accuracy"]

@@ -20,7 +20,7 @@ from edgefl.engine.sync_driver import select_devices
 from edgefl.run.runner import run_scenario
 from edgefl.run.load import load_scenario
 from edgefl.engine.clock import COMPUTING, IDLE, UPLOADING, Clock
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 
 def _play(clock, devices, t_cmp, t_com, **kw):
@@ -132,7 +132,7 @@ def test_run_never_selects_a_busy_device():
 @pytest.mark.slow
 def test_cancel_run_charges_energy_up_to_the_cut_off():
     # surrogate jobs of the McMahan CNN take 146 s at best on the slow fleet: a 150 s deadline cuts some in every round
-    sc = load_scenario("quickstart", [*SLOW_FLEET, "rounds=3", "learning=surrogate", "round.policy=deadline",
+    sc = load_scenario("quickstart", [*PAPER_QUICKSTART, *SLOW_FLEET, "rounds=3", "learning=surrogate", "round.policy=deadline",
                                       "round.deadline_s=150", "round.late=cancel"])  # fmt: skip
     res = run_scenario(sc)
     dr = res.device_rounds

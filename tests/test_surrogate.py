@@ -21,7 +21,8 @@ REL = 1e-12  # the surrogate is a product/sum of a few floats per round
 def _fedavg(*extra: str):
     return load_scenario(
         "quickstart",
-        ["learning=surrogate", "rounds=12", "fleet.n_devices=20", "method.clients_per_round=5", *extra],
+        ["physics=paper", "learning=surrogate", "rounds=12", "fleet.n_devices=20", "method.clients_per_round=5",
+         *extra],
     )
 
 

@@ -16,6 +16,7 @@ import torch
 from edgefl.training.learner import InlineExecutor
 from edgefl.run.runner import Simulation
 from edgefl.run.load import load_scenario
+from fleets import PAPER_QUICKSTART
 
 BUDGETED = [
     "round.policy=deadline", "round.deadline_s=2.0", "fleet.budget.kind=uniform", "fleet.budget.low_j=0.002",
@@ -62,14 +63,14 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("method", METHODS)
 def test_a_job_run_by_another_copy_of_the_run_builds_the_same_update(method):
     sets = [f"method.name={method}", *SMALL, *([] if method == "fedasync" else BUDGETED)]  # async: no deadline
-    sim = Simulation(load_scenario("quickstart", sets))
+    sim = Simulation(load_scenario("quickstart", PAPER_QUICKSTART + sets))
     recording = Recording(sim.run.learner.executor)
     sim.run.learner.executor = recording
     for r in (1, 2, 3):
         sim.step(r)
     assert recording.jobs, f"{method}: no job ran in 3 rounds"
     # a worker's copy: its own data, its own method as built (no memory of the rounds played), the jobs pickled
-    twin = Simulation(load_scenario("quickstart", sets))
+    twin = Simulation(load_scenario("quickstart", PAPER_QUICKSTART + sets))
     for job, update in zip(recording.jobs, recording.updates):
         moved = pickle.loads(pickle.dumps(job))
         again = twin.method.client_update(moved, trainer=twin.workload)
@@ -79,7 +80,7 @@ def test_a_job_run_by_another_copy_of_the_run_builds_the_same_update(method):
 def test_stc_jobs_carry_the_devices_residual_and_return_the_next():
     """Error feedback lives on the device: a job of a device that sent before carries its residual, and the
     update's memory is what the next job of that device carries (accumulated - sent, by the STC test above)."""
-    sim = Simulation(load_scenario("quickstart", ["method.name=stc", *SMALL, *BUDGETED]))
+    sim = Simulation(load_scenario("quickstart", PAPER_QUICKSTART + ["method.name=stc", *SMALL, *BUDGETED]))
     recording = Recording(sim.run.learner.executor)
     sim.run.learner.executor = recording
     for r in (1, 2, 3):

@@ -38,7 +38,7 @@ from edgefl.learning.workload import torch_device
 from edgefl.run.runner import Simulation, make_workload
 from edgefl.run.load import load_scenario
 from edgefl.seeding import Streams
-from fleets import SLOW_FLEET
+from fleets import PAPER_QUICKSTART, SLOW_FLEET
 
 EPS32 = float(torch.finfo(torch.float32).eps)
 STEPS_MAX = 8
@@ -123,7 +123,7 @@ def test_batch_norm_models_are_excepted_even_when_forced_on(name):
 
 
 def test_a_batch_norm_model_forced_on_trains_one_by_one():
-    sc = load_scenario("quickstart", [
+    sc = load_scenario("quickstart", PAPER_QUICKSTART + [
         "fleet.n_devices=4", "method.clients_per_round=2", "model.name=heterofl_mcmahan", "data.dataset=fmnist", "data.max_train_samples=200",
         "data.max_test_samples=50", "train.vectorise=on",
     ])  # fmt: skip
@@ -193,7 +193,7 @@ def test_methods_train_in_groups_of_one_width_then_finish_per_job_and_match_one_
 
 def test_auto_vectorises_only_fedavg_fixed_steps_on_models_measured_faster():
     def wl(sets):
-        sc = load_scenario("quickstart", ["fleet.n_devices=4", "method.clients_per_round=2", *sets])
+        sc = load_scenario("quickstart", PAPER_QUICKSTART + ["fleet.n_devices=4", "method.clients_per_round=2", *sets])
         return make_workload(sc, Streams(sc.seed))
 
     steps = wl(["train.local_steps=3"])
@@ -209,7 +209,7 @@ def test_auto_vectorises_only_fedavg_fixed_steps_on_models_measured_faster():
 
 def test_vectorise_setting_fails_in_one_line_naming_the_field():
     with pytest.raises(ScenarioError, match=r"train\.vectorise") as info:
-        load_scenario("quickstart", ["train.vectorise=sometimes"])
+        load_scenario("quickstart", PAPER_QUICKSTART + ["train.vectorise=sometimes"])
     assert "\n" not in str(info.value)
 
 

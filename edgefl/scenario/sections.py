@@ -401,12 +401,15 @@ class FleetConfig(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> Any:
-        """The resolved fleet, less the profile quantities left at their defaults when a profile mix sets them:
-        loading the dump again gives the same :meth:`explicit_fields`, hence the same fleet."""
+        """The resolved fleet, less the profile quantities left at their defaults when a profile mix sets them and
+        the power parts left at theirs: loading the dump again gives the same :meth:`explicit_fields` and
+        :meth:`explicit_power_fields`, hence the same fleet."""
         dumped = handler(self)
-        if not isinstance(dumped, dict) or not self.profiles:
+        if not isinstance(dumped, dict):
             return dumped
-        unset = set(FLEET_FIELDS) - self.explicit_fields()
+        unset = set(POWER_FIELDS) - self.explicit_power_fields()  # a profile's (realistic physics) unless set
+        if self.profiles:
+            unset |= set(FLEET_FIELDS) - self.explicit_fields()
         return {k: v for k, v in dumped.items() if k not in unset}
 
     def explicit_power_fields(self) -> set[str]:
@@ -470,6 +473,15 @@ class DownlinkConfig(_Strict):
     @classmethod
     def _units(cls, data: Any) -> Any:
         return _convert(check_limits(cls, data, DOWNLINK_UNITS), DOWNLINK_UNITS)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> Any:
+        """The section, less ``rx_power_w`` when the scenario left it out: set, it holds for every device over
+        their profiles' (realistic physics), so loading the dump again must leave it out too."""
+        dumped = handler(self)
+        if isinstance(dumped, dict) and "rx_power_w" not in self.model_fields_set:
+            dumped.pop("rx_power_w", None)
+        return dumped
 
 
 _EXPONENT = Limit(1.0, 8.0, "", "measured path-loss exponents run from 1.6 (corridors) to 6 (dense buildings)")
