@@ -91,7 +91,8 @@ def _check_run(folder: Path, device_rounds, seen, method) -> int:
             for name in names:
                 want = aggregated[name].detach().cpu().to(torch.float32)
                 assert got[name].shape == want.shape, name
-                assert torch.equal(got[name].view(torch.int32), want.view(torch.int32)), f"round {r} device {u.device} {name}"
+                same = torch.equal(got[name].view(torch.int32), want.view(torch.int32))  # bit for bit
+                assert same, f"round {r} device {u.device} {name}"
             checked += 1
     return checked
 
