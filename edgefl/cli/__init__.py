@@ -70,7 +70,7 @@ def run(
                            "give no SCENARIO, --set, --out, --seed or --data-dir")  # fmt: skip
             resume_without_options(target=target, threads=threads, strict=strict)
             sc, run_dir = _resumable(resume)
-            sim = prepare(sc)
+            sim = prepare(sc, run_dir / "payloads")
         else:
             if scenario is None:
                 raise fail("missing SCENARIO: give a preset name or a TOML path (or --resume RUN_DIR)")
@@ -80,7 +80,8 @@ def run(
             run_dir = out if out is not None else default_run_dir(sc.name)
             if run_dir.exists() and any(run_dir.iterdir()):
                 raise fail(f"--out {str(run_dir)!r}: directory exists and is not empty; choose a new one")
-            sim = prepare(sc)  # data, traces and devices read, pre-flight checked: nothing written if it fails
+            # data, traces and devices read, pre-flight checked: nothing written if it fails
+            sim = prepare(sc, run_dir / "payloads")
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(run_dir / "scenario.toml", scenario_to_toml(sc))  # what --resume reads back
             _write_fleet(sc, run_dir)

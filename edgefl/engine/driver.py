@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from edgefl.scenario.loading import Scenario
     from edgefl.seeding import Streams
     from edgefl.engine.clock import Clock
+    from edgefl.engine.payloads import PayloadFiles
     from edgefl.engine.run_state import RunState
     from edgefl.fleet.devices import Fleet
 
@@ -40,7 +41,8 @@ class Run:
     ``rules``: the per-round rules; ``workload``: sizes and the trainer (:class:`edgefl.learning.protocol.Learning`);
     ``learner``: the learning steps the driver calls (:mod:`edgefl.training.learner`); ``clock``: the run's SimPy clock (device states and jobs in flight, carried
     from round to round); ``driver``: what plays each round or server update (its memory between them);
-    ``scenario``: what the run was built from, for the front ends and the result (drivers do not read it).
+    ``scenario``: what the run was built from, for the front ends and the result (drivers do not read it);
+    ``payloads``: where the arrived updates' payloads are filed (``output.payloads``; None: nowhere).
     """
 
     scenario: Scenario
@@ -54,6 +56,7 @@ class Run:
     learner: Learner
     clock: Clock
     driver: Driver
+    payloads: PayloadFiles | None = None
 
     @property
     def n_select(self) -> int:

@@ -111,6 +111,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     work = done["work"]
     charges = charge(run, outcome, dev=dev, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
     kept = outcome.kept_index  # arrival order
+    if run.payloads is not None:
+        run.payloads.arrived(r, method, [work.updates[i] for i in kept])
     model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=n_selected)
     rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
     block = device_block(

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from edgefl.learning.data_sizes import DataSizes
-from edgefl.errors import ScenarioError
+from edgefl.errors import DivergedError, ScenarioError
 from edgefl.learning import partition as part
 from edgefl.learning.datasets import (
     Dataset, load_cifar10, load_digits, load_fashion_mnist, load_mnist, make_synthetic, subset,
@@ -29,7 +29,7 @@ from edgefl.learning.train import evaluate, local_train, local_train_many, train
 from edgefl.scenario.sections import DataConfig, ModelConfig, TrainConfig
 from edgefl.seeding import Streams
 
-__all__ = ["Workload", "State", "TrainResult", "state_bits", "torch_device"]
+__all__ = ["Workload", "State", "TrainResult", "check_finite", "state_bits", "torch_device"]
 
 State = dict[str, torch.Tensor]
 """A model's parameters by name (float32 tensors); the global model and updates use this form."""
@@ -62,6 +62,16 @@ def torch_device(name: str) -> torch.device:
 def state_bits(state: State) -> int:
     """Size of an uncompressed float32 payload [bits]."""
     return BITS_PER_PARAMETER * sum(int(t.numel()) for t in state.values())
+
+
+def check_finite(update: State, device: int, round_index: int) -> State:
+    """``update`` itself when every element is finite; :class:`~edgefl.errors.DivergedError` naming the device
+    and the round otherwise (a diverged training is stopped here, before any codec or aggregation sees it). One
+    ``torch.isfinite(...).all()`` per tensor, on the tensor's own device."""
+    for tensor in update.values():
+        if not bool(torch.isfinite(tensor).all()):
+            raise DivergedError(device, round_index)
+    return update
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,7 +244,7 @@ class Workload:
         with torch.no_grad():
             update = {name: p.detach().cpu() - global_state[name] for name, p in model.named_parameters()}
         return TrainResult(
-            update=update,
+            update=check_finite(update, device, round_index),
             n_samples=int(x.shape[0]),
             steps=stats.steps,
             samples_processed=stats.samples,
@@ -276,7 +286,8 @@ class Workload:
         flops = self.flops_per_sample(width)
         return [
             TrainResult(
-                update={name: final[name][i].cpu() - starts[i][name] for name in starts[i]},
+                update=check_finite({name: final[name][i].cpu() - starts[i][name] for name in starts[i]},
+                                    int(devices[i]), round_index),
                 n_samples=int(owned[i].numel()), steps=st.steps, samples_processed=st.samples,
                 flops=flops * st.samples, train_loss=st.mean_loss,
             )  # fmt: skip

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Needs", "MethodSetup", "RoundContext", "DeviceJob", "JobTable", "RoundPlan", "TrainJob", "ClientUpdate",
-    "DenseUpdate", "LocalTraining", "NoSettings", "Method", "vectorisable",
+    "DenseUpdate", "LocalTraining", "NoSettings", "Method", "vectorisable", "dense_bytes",
 ]  # fmt: skip
 
 
@@ -304,6 +304,13 @@ def vectorisable(method: Method) -> bool:
     return issubclass(train if issubclass(train, finish) else finish, owner("client_update"))
 
 
+def dense_bytes(tensors: Any) -> bytes:
+    """An uncompressed update as it is charged (32 bits per element): its tensors' elements as little-endian
+    float32, tensor after tensor in the mapping's order, each in row-major (C) order, with nothing between them."""
+    parts = [np.asarray(t.detach().to("cpu").reshape(-1).numpy(), dtype="<f4") for t in tensors.values()]
+    return b"".join(p.tobytes() for p in parts)
+
+
 class NoSettings(Strict):
     """A method without settings of its own: its ``[method.<name>]`` table must be empty."""
 
@@ -428,6 +435,20 @@ class Method(ABC):
     @abstractmethod
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         """The next global state from the updates that arrived in time (may be empty)."""
+
+    def wire_bytes(self, update: ClientUpdate) -> bytes | None:
+        """The bytes ``update.bits`` charges, as the device sent them (``output.payloads``): the encoded payload of
+        a codec (the :class:`~edgefl.compression.container.Wire` its decoded update travels with), else the dense
+        float32 update (:func:`dense_bytes` of ``payload.update``); None when the payload holds neither (a method
+        with its own payload overrides this)."""
+        from edgefl.compression.container import WireTensors
+
+        tensors = getattr(update.payload, "update", None)
+        if isinstance(tensors, WireTensors):
+            return tensors.wire.payload
+        if isinstance(tensors, dict):
+            return dense_bytes(tensors)
+        return None
 
     #: The codec whose compiled kernels a worker loads when it starts (:func:`edgefl.compression.warm.warm_up`);
     #: None: the method compresses nothing.

@@ -185,6 +185,12 @@ class CCFedAvg(ProbabilityMethod):
             upd = dataclasses.replace(upd, memory=self._history(job.start, upd.payload.update))
         return upd
 
+    def wire_bytes(self, update: ClientUpdate) -> bytes | None:
+        """A skip signal's one bit (1, padded with zeros to a byte); a dense update's float32 bytes."""
+        if isinstance(update.payload, SkipSignal):
+            return b"\x80"
+        return super().wire_bytes(update)
+
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         d = job.device
         weight = float(trainer.n_samples[d])

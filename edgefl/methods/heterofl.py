@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from edgefl.methods.base import (
-    ClientUpdate, DeviceJob, JobTable, LocalTraining, Method, RoundContext, RoundPlan, TrainJob,
+    ClientUpdate, DeviceJob, JobTable, LocalTraining, Method, RoundContext, RoundPlan, TrainJob, dense_bytes,
 )  # fmt: skip
 from edgefl.learning.config import steps_per_round
 from edgefl.scenario.section_base import Strict
@@ -215,6 +215,10 @@ class HeteroFL(Method):
             steps=res.steps,
             train_loss=res.train_loss,
         )
+
+    def wire_bytes(self, update: ClientUpdate) -> bytes:
+        """The submodel's parameters as sent: :func:`~edgefl.methods.base.dense_bytes` of ``params``."""
+        return dense_bytes(update.payload.params)
 
     def evaluate(self, state: State) -> tuple[float, float]:
         """Static BN (Diao et al. Sec. 3.2): statistics from the clients' data, the first ``bn_clients`` (0 = all)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from edgefl.io import atomic_write_json, atomic_write_text
+from edgefl.io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from edgefl.output.device_rounds_file import write_device_rounds
 from edgefl.engine.records import DEVICE_COLUMNS, ROUND_COLUMNS
 from edgefl.output.run_info import RunInfo
@@ -36,7 +36,8 @@ class RunResult:
     per selected device per round (the columns of docs/outputs.md first, method-specific ones after); ``summary``: headline
     numbers, derived from ``rounds`` when first read; ``availability``: the schedule that put the devices on- and
     offline (the run clock's, :mod:`edgefl.fleet.availability`; None: always online), from which the report draws
-    offline bars."""
+    offline bars; ``payloads``: with ``output.payloads``, the arrived updates' payloads by file name under
+    ``payloads/`` when the run kept them (no run folder while it ran; else they are in that folder already)."""
 
     scenario: Scenario
     info: RunInfo
@@ -44,6 +45,7 @@ class RunResult:
     device_rounds: pd.DataFrame
     availability: Availability | None = None
     warnings: list[str] = field(default_factory=list)
+    payloads: dict[str, bytes] = field(default_factory=dict)
 
     @cached_property
     def summary(self) -> dict[str, Any]:
@@ -121,14 +123,16 @@ def _deadline_s(device_rounds: pd.DataFrame) -> float | None:
 
 
 def write_run(result: RunResult, out_dir: str | Path, *, report: bool = True) -> Path:
-    """Write scenario.toml, rounds.csv, device_rounds.csv (or .parquet, ``output.format``), summary.json (and
-    report.html) into ``out_dir``."""
+    """Write scenario.toml, rounds.csv, device_rounds.csv (or .parquet, ``output.format``), the payloads the
+    result kept (``payloads/``), summary.json (and report.html) into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "scenario.toml", scenario_to_toml(result.scenario))
     atomic_write_text(out / "rounds.csv", result.rounds.to_csv(index=False))
     info = result.info
     write_device_rounds(out, result.device_rounds, info.output_format)
+    for name, data in result.payloads.items():
+        atomic_write_bytes(out / "payloads" / name, data)
     if report:
         from edgefl.output.report import gantt_devices, write_report
         from edgefl.output.report_header import report_header

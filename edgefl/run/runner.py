@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgefl.errors import SimulationError
+from edgefl.errors import ScenarioError, SimulationError
 from edgefl.methods import METHODS, MethodSetup, make_method
 from edgefl.engine.async_driver import AsyncDriver
 from edgefl.fleet.availability import make_availability
@@ -42,6 +42,7 @@ from edgefl.scenario.loading import Scenario, cost_mode
 from edgefl.seeding import Streams
 from edgefl.engine.clock import Clock
 from edgefl.engine.run_state import RunState
+from edgefl.engine.payloads import PayloadFiles
 
 if TYPE_CHECKING:
     from edgefl.methods.base import Method
@@ -151,18 +152,37 @@ def make_executor(scenario: Scenario, method: Method, workload: Learning) -> Exe
     return RayExecutor(build=build, workers=workers, threads=train.threads, address=train.address, grouping=grouping)
 
 
-def build_run(scenario: Scenario) -> Run:
-    """The parts of a run of ``scenario``, ready to play round 1."""
+def build_run(scenario: Scenario, payloads_dir: str | Path | None = None) -> Run:
+    """The parts of a run of ``scenario``, ready to play round 1. With ``output.payloads``, the arrived updates'
+    payloads are written into ``payloads_dir`` (None: kept for the result)."""
     devices = draw_devices(scenario)
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     method, costs = build_method(scenario, devices)
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
+    payloads = _payload_files(scenario, method, workload, payloads_dir)
     learner = make_learner(method=method, workload=workload, executor=make_executor(scenario, method, workload))
     return Run(scenario=scenario, rules=round_rules(scenario, fleet.n_devices), streams=streams, workload=workload,
                fleet=fleet, costs=costs, radio=radio, method=method, learner=learner, clock=clock,
-               driver=driver)  # fmt: skip
+               driver=driver, payloads=payloads)  # fmt: skip
+
+
+def _payload_files(scenario: Scenario, method: Method, workload: Learning,
+                   payloads_dir: str | Path | None) -> PayloadFiles | None:  # fmt: skip
+    """Where ``output.payloads`` files the arrived payloads (None when it is off); refused where no payload is
+    built (surrogate learning) or a device row's round is not the server update that aggregates its job
+    (asynchronous methods)."""
+    if not scenario.output.payloads:
+        return None
+    if not workload.trains:
+        raise ScenarioError('output.payloads = true: a surrogate run (learning = "surrogate") encodes no update; '
+                            'use learning = "torch" or leave output.payloads false')  # fmt: skip
+    if method.needs.asynchronous:
+        raise ScenarioError(f"output.payloads = true is not available for the asynchronous method {method.name!r} "
+                            "yet (its device rows are keyed by the update a job ended in, not the one that "
+                            "aggregated it); leave output.payloads false")  # fmt: skip
+    return PayloadFiles(payloads_dir)
 
 
 def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
@@ -222,13 +242,13 @@ def trainer_info(scenario: Scenario) -> dict[str, Any]:
     return {"executor": train.executor, "workers": workers, "device": torch_device(train.device).type}
 
 
-def prepare(scenario: Scenario) -> Simulation:
+def prepare(scenario: Scenario, payloads_dir: str | Path | None = None) -> Simulation:
     """A run of ``scenario`` built and checked before round 1: its data, traces and devices are read, and
     :func:`edgefl.run.preflight.preflight` raises when no device can ever finish a job (its warnings are kept,
-    after those of the device table)."""
+    after those of the device table). ``payloads_dir``: where ``output.payloads`` writes (:func:`build_run`)."""
     from edgefl.run.preflight import preflight
 
-    sim = Simulation(scenario)
+    sim = Simulation(scenario, payloads_dir)
     sim.warnings = [*_table_warnings(scenario), *preflight(sim.run, availability=scenario.fleet.availability)]
     return sim
 
@@ -295,8 +315,8 @@ class Simulation:
     planned work of each job and moves the loss with the scenario's convergence bound (no torch import).
     """
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.run = run = build_run(scenario)
+    def __init__(self, scenario: Scenario, payloads_dir: str | Path | None = None) -> None:
+        self.run = run = build_run(scenario, payloads_dir)
         self.info = resolve_info(scenario)  # what the result names and reports
         self.state = RunState(rounds_done=0, sim_time_s=0.0, energy_cum_j=0.0, model=run.workload.initial_state())
         self.records = Records()
@@ -345,8 +365,10 @@ class Simulation:
         simulation cannot be stepped or checkpointed afterwards.
         """
         rounds, device_rounds = self.records.tables(release=final)
+        payloads = {} if self.run.payloads is None else dict(self.run.payloads.kept)
         return RunResult(scenario=self.run.scenario, info=self.info, rounds=rounds, device_rounds=device_rounds,
-                         availability=self.run.clock.availability, warnings=list(self.warnings))  # fmt: skip
+                         availability=self.run.clock.availability, warnings=list(self.warnings),
+                         payloads=payloads)  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: str | Path) -> None:

@@ -577,7 +577,9 @@ class OutputConfig(_Strict):
     """``[output]``: how a run's device table is written. ``format``: ``"csv"`` (``device_rounds.csv``) or
     ``"parquet"`` (``device_rounds.parquet``, for fleets of 10^5 devices and more). ``keep_checkpoint``: keep
     the run folder's ``checkpoint/`` once the run has finished (default: removed then; a run stopped early
-    always keeps it, for ``edgefl run --resume``)."""
+    always keeps it, for ``edgefl run --resume``). ``payloads``: write every arrived update's encoded payload as
+    ``payloads/round-R/device-D.bin`` in the run folder (docs/outputs.md)."""
 
     format: Literal["csv", "parquet"] = "csv"
     keep_checkpoint: bool = False
+    payloads: bool = False
