@@ -213,3 +213,26 @@ def test_the_resolved_scenario_gives_the_same_realistic_fleet_again(tmp_path):
     a, b = fleet_of(sc), fleet_of(again)
     for name in ("static_power_w", "tx_circuit_power_w", "pa_efficiency", "rx_power_w", "energy_coeff"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fedavg", "stc", "anycostfl"])
+def test_the_energy_budget_pays_for_the_download_too(method):
+    """Under the realistic physics a device's E_max covers its download as well: every device that trains plans
+    compute + upload within E_max less its download's energy, so what it is charged in all stays within E_max;
+    a device whose download and work do not fit sits out."""
+    from edgefl.run.runner import run_scenario
+
+    low, high = (0.06, 0.3) if method == "fedavg" else (0.045, 0.07)  # the compressors' payloads are smaller
+    sets = ["rounds=3", f"method.name={method}", "round.policy=deadline", "round.deadline_s=2",
+            "fleet.budget.kind=uniform", f"fleet.budget.low_j={low}", f"fleet.budget.high_j={high}"]  # fmt: skip
+    d = run_scenario(load_scenario("quickstart", sets)).device_rounds
+    jobs = d[d["feasible"]]
+    planned = jobs["e_cmp_planned_j"] + jobs["e_com_planned_j"] + jobs["e_down_j"]
+    assert len(jobs) > 0 and np.all(planned <= jobs["e_max_j"] * (1 + 1e-9))
+    if method == "fedavg":  # the budgets bind: FedAvg's devices that cannot afford the full model sit out
+        assert (~d["feasible"]).any()
+    else:  # the budgeted methods shrink their payload until download, compute and upload fill the budget
+        assert np.any(planned >= jobs["e_max_j"] * (1 - 1e-3))
+    charged = jobs["e_cmp_j"] + jobs["e_com_j"] + jobs["e_down_j"]
+    assert np.all(charged <= jobs["e_max_j"] * (1 + 1e-9))

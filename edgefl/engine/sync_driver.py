@@ -49,6 +49,11 @@ class SyncDriver:
         return None
 
 
+_NO_ENERGY_J = 1e-12
+"""What is left of a device's E_max [J] when its download alone spends all of it: so little that the method finds
+the device infeasible for energy (planners refuse a budget <= 0)."""
+
+
 def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     """Simulate round ``state.rounds_done + 1``; return the state after it and its record.
 
@@ -71,17 +76,21 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     e_max = draw_budgets_j(rules.budget, n, streams.numpy("budgets", r))
     sel_mask = np.zeros(n, dtype=bool)
     sel_mask[selected] = True
-    down_budget_s = rules.downlink_s
+    down_budget_s, e_plan = rules.downlink_s, e_max
     if rules.downlink_rx_power_w is not None and selected.size:  # plan for the slowest download of the full model
         dl_rate = radio.downlink_rates_bps(gain, sel_mask)[selected]
         bits = float(wl.update_bits_at(rules.width))
-        t_down = costs.download(selected, bits=bits, rate_bps=dl_rate, rx_power_w=rules.downlink_rx_power_w)[0]
+        t_down, e_down_plan = costs.download(selected, bits=bits, rate_bps=dl_rate,
+                                             rx_power_w=rules.downlink_rx_power_w)  # fmt: skip
         down_budget_s = float(np.max(t_down))
+        if np.any(e_down_plan > 0):  # the budget pays for the download first (0 J in the papers' model)
+            e_plan = e_max.copy()
+            e_plan[selected] = np.maximum(e_max[selected] - e_down_plan, _NO_ENERGY_J)
     ctx = RoundContext(
         round_index=r,
         selected=selected,
         rate_bps=radio.rates_bps(gain, fleet.tx_power_w, sel_mask, held=held),
-        e_max_j=e_max,
+        e_max_j=e_plan,
         t_budget_s=None if rules.t_max_s is None else rules.t_max_s - down_budget_s,
         costs=costs,
         rng=streams.lazy_numpy("method", r),

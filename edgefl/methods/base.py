@@ -78,7 +78,8 @@ class RoundContext:
     """What a method knows when it plans round ``round_index`` (1-based).
 
     ``selected``: device ids chosen by the server, shape (k,). ``rate_bps``, ``e_max_j``: this round's uplink
-    rate [bit/s] (assuming every selected device transmits) and energy budget [J] (inf = none), shape (n,).
+    rate [bit/s] (assuming every selected device transmits) and energy budget [J] for compute and upload (inf =
+    none; net of the planned download's energy, which the budget pays first), shape (n,).
     ``t_budget_s``: the time a device has for compute and upload, the round deadline net of the downlink [s],
     or None without a deadline. ``costs``: the cost model (``costs.fleet`` the devices); ``rng``: this round's
     stream for the method (built on its first use, :class:`edgefl.seeding.LazyGenerator`).
