@@ -257,7 +257,8 @@ def test_a_checkpoint_that_cannot_resume_exactly_is_refused_in_one_line(tmp_path
     assert "\n" not in str(refused.value) and "start the run again" in str(refused.value)
 
 
-_LONG = [o for o in SCENARIOS["markov-availability"] if not o.startswith(("rounds=", "checkpoint_every="))]
+_LONG = [*PAPER_QUICKSTART,
+         *(o for o in SCENARIOS["markov-availability"] if not o.startswith(("rounds=", "checkpoint_every=")))]
 _LONG += ["rounds=2000", "checkpoint_every=100"]  # about a millisecond a round
 _ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 _CLI = [sys.executable, "-m", "edgefl", "run", "quickstart", *(a for o in _LONG for a in ("--set", o)), "--quiet"]

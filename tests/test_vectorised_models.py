@@ -139,7 +139,7 @@ def test_dropout_and_clipping_are_excepted():
 
 
 def _sim(preset: str, sets: list[str], mode: str) -> Simulation:
-    return Simulation(load_scenario(preset, [*sets, f"train.vectorise={mode}"]))
+    return Simulation(load_scenario(preset, [*PAPER_QUICKSTART, *sets, f"train.vectorise={mode}"]))
 
 
 def _spy(sim: Simulation) -> list[list[float]]:
