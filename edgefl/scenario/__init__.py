@@ -7,7 +7,8 @@
 - :mod:`.luo_settings`: the ``[method.luo]`` table of ``edgefl design ke``;
 - :mod:`.limits`: the physically possible range of each field; :mod:`.did_you_mean`: the nearest valid key;
 - :mod:`.device_table`: the user's device table (CSV, Parquet or a DataFrame); :mod:`.data_sizes`: its data sizes;
-- :mod:`.catalogue`: the device catalogue (``edgefl/data/devices.toml``).
+- :mod:`.catalogue`: the device catalogue (``edgefl/data/devices.toml``);
+- :mod:`.physics`: ``physics = "paper"`` or ``"realistic"`` and the realistic physics' defaults.
 
 Nothing here imports the methods, the fleet, the engine or torch.
 """
