@@ -131,7 +131,7 @@ ON_S, OFF_S = 3.0, 2.0
 @pytest.mark.slow
 def test_markov_online_fraction_and_selection_never_exceeds_available():
     sc = load_scenario("quickstart", [
-        "learning=surrogate", "rounds=1500", "fleet.n_devices=20", "method.clients_per_round=8",
+        "physics=paper", "learning=surrogate", "rounds=1500", "fleet.n_devices=20", "method.clients_per_round=8",
         "fleet.availability.kind=markov", f"fleet.availability.online_mean_s={ON_S}",
         f"fleet.availability.offline_mean_s={OFF_S}", "surrogate.train_flops_per_sample=2e6",
         "round.policy=deadline", "round.deadline_s=0.3",

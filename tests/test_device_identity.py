@@ -96,7 +96,10 @@ def test_quickstart_profile_column_is_the_fleets_profile_row_by_row():
     fleet_profiles = draw_devices(sc).fleet.profiles
     assert dr["profile"].tolist() == [fleet_profiles[d] for d in dr["device"]]
     assert set(dr["profile"]) <= set(sc.fleet.profiles)  # the preset's mix
-    assert (dr["e_static_j"] == 0.0).all() and (dr["e_idle_j"] == 0.0).all()
+    # the quickstart's realistic physics: the static part of each trained job's compute energy, no idle wait (FDMA)
+    trained = dr["t_cmp_s"] > 0
+    assert (dr.loc[trained, "e_static_j"] > 0).all() and (dr["e_static_j"] <= dr["e_cmp_j"]).all()
+    assert (dr["e_idle_j"] == 0.0).all()
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +154,7 @@ def test_report_energy_split_is_the_columns_sums(table_runs, method):
     assert got.to_numpy().sum() == pytest.approx(float(result.rounds["energy_cum_j"].iloc[-1]), rel=1e-9)
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert 'id="edgefl-energy-by-type"' in page and energy_by_type_table(got) in page
-    assert html.escape(PAPER_WORDS) in page  # a scenario without a physics field is the papers' model
+    assert html.escape(physics_line("realistic")) in page  # the quickstart runs under the realistic physics
 
 
 # ------------------------------------------------------------------------------------------ fleet.csv

@@ -28,7 +28,7 @@ CASES = {
     "fedavg": ["method.name=fedavg"],
     # more devices selected than kept: the late ones are cancelled, so some rows do not arrive
     "fedavg-over_select": ["method.name=fedavg", "round.policy=over_select", "round.over_select_fraction=0.6"],
-    "anycostfl": ["method.name=anycostfl", *DEADLINE],
+    "anycostfl": ["physics=paper", "method.name=anycostfl", *DEADLINE],  # budgets set for the papers' physics
     "stc": ["method.name=stc"],
     "qsgd": ["method.name=qsgd"],
     "fedhq": ["method.name=fedhq"],
