@@ -179,7 +179,8 @@ def _closest_miss(run, plan, t_job, e_job, e_max, online_s) -> str:
 
 
 def _full_job(run: Run, e_max: np.ndarray, t_max: float | None) -> str:
-    """The full model's job at f_max (fastest) or f_min (cheapest) and the best rate, from the cost model: the
+    """The full model's job at f_max (fastest) or at the least-energy frequency (cheapest; f_min in the papers'
+    model) and the best rate, from the cost model: the
     figure to set against the limit when the method plans no device at all."""
     from edgefl.learning.config import steps_per_round
 
@@ -194,7 +195,8 @@ def _full_job(run: Run, e_max: np.ndarray, t_max: float | None) -> str:
         t = down_s + costs.compute(dev, cycles=cycles, steps=steps, f_hz=fleet.f_max_hz)[0] + t_com
         i = int(np.argmin(t))
         return f"with the full model and update the fastest (device {i}) needs {t[i]:.4g} s at f_max"
-    e = costs.compute(dev, cycles=cycles, steps=steps, f_hz=fleet.f_min_hz)[1] + e_com
+    e = costs.compute(dev, cycles=cycles, steps=steps, f_hz=costs.energy_optimal_hz(dev))[1] + e_com
     i = int(np.argmin(e - e_max))
-    return (f"with the full model and update the cheapest (device {i}) needs {e[i]:.4g} J at f_min "
+    at = "its least-energy frequency" if fleet.has_power_parts else "f_min"  # f_min without a static power
+    return (f"with the full model and update the cheapest (device {i}) needs {e[i]:.4g} J at {at} "
             f"(budget {e_max[i]:.4g} J)")  # fmt: skip
