@@ -236,3 +236,19 @@ def test_the_energy_budget_pays_for_the_download_too(method):
         assert np.any(planned >= jobs["e_max_j"] * (1 - 1e-3))
     charged = jobs["e_cmp_j"] + jobs["e_com_j"] + jobs["e_down_j"]
     assert np.all(charged <= jobs["e_max_j"] * (1 + 1e-9))
+
+
+def test_interference_raises_the_noise_both_links_see():
+    """channel.interference_db = 3: the noise PSD is N0 10^(3/10), so a Shannon rate at gain g, power p and band
+    b is b log2(1 + g p / (N0 10^0.3 b)), checked by hand against the radio's uplink and downlink rates."""
+    from edgefl.fleet.links import Radio
+
+    sc = load_scenario("quickstart", ["physics=paper", "channel.interference_db=3", "channel.downlink.tx_power_w=10"])
+    radio = Radio(sc.channel, 4, Streams(0))
+    _, gain = radio.round_state(1)
+    n0 = sc.channel.noise_psd_w_per_hz * 10 ** 0.3
+    b, p = sc.channel.bandwidth_hz, np.full(4, 0.1)
+    np.testing.assert_allclose(radio.rates_bps(gain, p), b * np.log2(1 + gain * p / (n0 * b)), rtol=1e-12)
+    b_dl = sc.channel.downlink.bandwidth_hz
+    np.testing.assert_allclose(radio.downlink_rates_bps(gain), b_dl * np.log2(1 + gain * 10.0 / (n0 * b_dl)),
+                               rtol=1e-12)  # fmt: skip

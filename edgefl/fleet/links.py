@@ -22,7 +22,8 @@ __all__ = ["Radio", "radio_model"]
 
 
 def radio_model(cfg: ChannelConfig) -> RadioModel:
-    """The channel package's RadioModel for a scenario's channel section."""
+    """The channel package's RadioModel for a scenario's channel section; its noise PSD includes the section's
+    interference over thermal (``interference_db``)."""
     return RadioModel(
         pathloss=cfg.pathloss,
         exponent=cfg.exponent,
@@ -31,7 +32,8 @@ def radio_model(cfg: ChannelConfig) -> RadioModel:
         carrier_hz=cfg.carrier_hz,
         shadowing_sigma_db=cfg.shadowing_db,
         rayleigh=cfg.rayleigh,
-        noise_psd_w_per_hz=cfg.noise_psd_w_per_hz,
+        # inter-cell interference as a rise over thermal noise: N0 10^(IoT/10) (x 1.0, the same N0, at 0 dB)
+        noise_psd_w_per_hz=cfg.noise_psd_w_per_hz * 10.0 ** (cfg.interference_db / 10.0),
         bandwidth_mode=cfg.bandwidth_mode,
         band_hz=cfg.bandwidth_hz,
         link_model=cfg.link_model,
