@@ -23,7 +23,7 @@ device-rounds did not train.
 Resumable: a finished run's directory (its ``summary.json`` written last) is read back instead of rerun; runs go to
 ``--jobs`` processes. A run directory is read back whatever its settings: give each setting its own ``--out``.
 Measured wall time on the shared 2-core machine (another test suite running beside it): the defaults' 12 runs
-(30 rounds each) with ``--jobs 2`` took 18 minutes 44 seconds (2026-11-28); reading them back (e.g. ``--target 0.72``) takes
+(30 rounds each) with ``--jobs 2`` took 8 minutes 14 seconds with nothing else running (2026-11-28); reading them back (e.g. ``--target 0.72``) takes
 seconds. The table and the verdict are in examples/README.md, "What survives realistic physics (issue #33)".
 """
 
