@@ -7,6 +7,8 @@
 - :mod:`optimizers.cost_effective` — Luo et al. (INFOCOM 2021): expected round time and energy (Lemmas 1-2),
   P3 (eq. 20), K and E by alternate convex search (Algorithm 2), its GP reference, A0/B0 estimation.
 - :mod:`optimizers.ccfedavg` — CC-FedAvg (Zhang et al.): training probabilities p_i and schedules.
+- :mod:`optimizers.alloc_min_time` — the FDMA bandwidth split at which every device finishes together, as early
+  as possible (Shi et al., TWC 2021, sub-problem (a); Yang et al., TWC 2021, completion time).
 
 Inputs and outputs are numpy arrays and small frozen dataclasses, so a notebook with a table of devices
 can call them directly. Submodules load on first use (cvxpy is slow to import).
@@ -17,14 +19,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from optimizers.errors import OptimizerInputError, SolverError
+from optimizers.errors import InfeasibleError, OptimizerInputError, SolverError
 
 if TYPE_CHECKING:
-    from optimizers import anycost, ccfedavg, cost_effective
+    from optimizers import alloc_min_time, anycost, ccfedavg, cost_effective
 
-__all__ = ["anycost", "cost_effective", "ccfedavg", "OptimizerInputError", "SolverError"]
+__all__ = [
+    "anycost",
+    "cost_effective",
+    "ccfedavg",
+    "alloc_min_time",
+    "InfeasibleError",
+    "OptimizerInputError",
+    "SolverError",
+]
 
-_SUBMODULES = {"anycost", "cost_effective", "ccfedavg"}
+_SUBMODULES = {"anycost", "cost_effective", "ccfedavg", "alloc_min_time"}
 
 
 def __getattr__(name: str):

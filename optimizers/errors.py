@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["OptimizerInputError", "SolverError"]
+__all__ = ["InfeasibleError", "OptimizerInputError", "SolverError"]
 
 
 class OptimizerInputError(ValueError):
@@ -15,3 +15,16 @@ class OptimizerInputError(ValueError):
 
 class SolverError(RuntimeError):
     """A numerical solver did not reach an optimal status."""
+
+
+class InfeasibleError(ValueError):
+    """The instance has no feasible point (for example a device that cannot finish by the deadline).
+
+    The message is one line and names the device by its index, e.g. ``"device 3 cannot make the deadline
+    deadline_s=2.0: its computation alone takes 2.5 s"``; ``device`` holds that index (``None`` when no single
+    device is to blame).
+    """
+
+    def __init__(self, message: str, device: int | None = None) -> None:
+        super().__init__(message)
+        self.device = device

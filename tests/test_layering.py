@@ -14,7 +14,7 @@ from imports import cycle, graph
 
 FORBIDDEN = {"optimizers": ["edgefl", "torch", "simpy", "channel"], "channel": ["edgefl", "torch", "simpy", "optimizers", "scipy", "cvxpy"]}
 MODULES = {
-    "optimizers": ["optimizers", "optimizers.anycost", "optimizers.cost_effective", "optimizers.ccfedavg"],
+    "optimizers": ["optimizers", "optimizers.anycost", "optimizers.cost_effective", "optimizers.ccfedavg", "optimizers.alloc_min_time"],
     "channel": ["channel"],
 }
 # The synchronous and the asynchronous driver: side by side, on the same floor of the module graph.
