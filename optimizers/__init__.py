@@ -9,6 +9,8 @@
 - :mod:`optimizers.ccfedavg` — CC-FedAvg (Zhang et al.): training probabilities p_i and schedules.
 - :mod:`optimizers.alloc_min_time` — the FDMA bandwidth split at which every device finishes together, as early
   as possible (Shi et al., TWC 2021, sub-problem (a); Yang et al., TWC 2021, completion time).
+- :mod:`optimizers.alloc_min_energy` — least energy of a round under a deadline over bandwidth, power and CPU
+  frequency (Yang et al., TWC 2021, problem (P-E) at a fixed local accuracy).
 
 Inputs and outputs are numpy arrays and small frozen dataclasses, so a notebook with a table of devices
 can call them directly. Submodules load on first use (cvxpy is slow to import).
@@ -22,19 +24,20 @@ from typing import TYPE_CHECKING
 from optimizers.errors import InfeasibleError, OptimizerInputError, SolverError
 
 if TYPE_CHECKING:
-    from optimizers import alloc_min_time, anycost, ccfedavg, cost_effective
+    from optimizers import alloc_min_energy, alloc_min_time, anycost, ccfedavg, cost_effective
 
 __all__ = [
     "anycost",
     "cost_effective",
     "ccfedavg",
     "alloc_min_time",
+    "alloc_min_energy",
     "InfeasibleError",
     "OptimizerInputError",
     "SolverError",
 ]
 
-_SUBMODULES = {"anycost", "cost_effective", "ccfedavg", "alloc_min_time"}
+_SUBMODULES = {"anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy"}
 
 
 def __getattr__(name: str):

@@ -14,7 +14,14 @@ from imports import cycle, graph
 
 FORBIDDEN = {"optimizers": ["edgefl", "torch", "simpy", "channel"], "channel": ["edgefl", "torch", "simpy", "optimizers", "scipy", "cvxpy"]}
 MODULES = {
-    "optimizers": ["optimizers", "optimizers.anycost", "optimizers.cost_effective", "optimizers.ccfedavg", "optimizers.alloc_min_time"],
+    "optimizers": [
+        "optimizers",
+        "optimizers.anycost",
+        "optimizers.cost_effective",
+        "optimizers.ccfedavg",
+        "optimizers.alloc_min_time",
+        "optimizers.alloc_min_energy",
+    ],
     "channel": ["channel"],
 }
 # The synchronous and the asynchronous driver: side by side, on the same floor of the module graph.
