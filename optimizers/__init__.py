@@ -11,6 +11,8 @@
   as possible (Shi et al., TWC 2021, sub-problem (a); Yang et al., TWC 2021, completion time).
 - :mod:`optimizers.alloc_min_energy` — least energy of a round under a deadline over bandwidth, power and CPU
   frequency (Yang et al., TWC 2021, problem (P-E) at a fixed local accuracy).
+- :mod:`optimizers.fedcs` — FedCS's greedy client selection under a round deadline with serial uploads
+  (Nishio and Yonetani, ICC 2019) and its exhaustive reference.
 
 Inputs and outputs are numpy arrays and small frozen dataclasses, so a notebook with a table of devices
 can call them directly. Submodules load on first use (cvxpy is slow to import).
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 from optimizers.errors import InfeasibleError, OptimizerInputError, SolverError
 
 if TYPE_CHECKING:
-    from optimizers import alloc_min_energy, alloc_min_time, anycost, ccfedavg, cost_effective
+    from optimizers import alloc_min_energy, alloc_min_time, anycost, ccfedavg, cost_effective, fedcs
 
 __all__ = [
     "anycost",
@@ -32,12 +34,13 @@ __all__ = [
     "ccfedavg",
     "alloc_min_time",
     "alloc_min_energy",
+    "fedcs",
     "InfeasibleError",
     "OptimizerInputError",
     "SolverError",
 ]
 
-_SUBMODULES = {"anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy"}
+_SUBMODULES = {"anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy", "fedcs"}
 
 
 def __getattr__(name: str):
