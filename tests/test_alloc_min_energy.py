@@ -92,6 +92,7 @@ def reference(inst: dict, rng: np.random.Generator) -> float:
     return best
 
 
+@pytest.mark.slow  # ~40 s of multi-start SLSQP references: the full tier, not make test-fast
 def test_against_multistart_slsqp_on_random_instances():
     rng = np.random.default_rng(2021)
     gaps = []
