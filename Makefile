@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
 # `make test` runs every test (CI: .ci/run); `make test-fast` leaves out those marked slow (whole runs,
-# processes, Ray, a browser), for a quick check while changing code.
+# processes, Ray, a browser, and a few reference checks of several seconds), for a quick check while changing code.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -127,6 +127,7 @@ def regimes(dev: AnycostDevices, sol, knobs: dict) -> list[str]:
     return out
 
 
+@pytest.mark.slow  # 250 geometric programs in cvxpy, ~3.5 s: the full tier
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_closed_form_matches_gp(problem):
@@ -143,6 +144,7 @@ def test_closed_form_matches_gp(problem):
     np.testing.assert_allclose(sol.gain[both], gp.gain[both], rtol=GAP_REL, atol=0)
 
 
+@pytest.mark.slow  # 150 batches of up to 200 devices, ~6 s: the full tier
 @settings(max_examples=150, deadline=None)
 @given(problems(max_devices=200))
 def test_closed_form_constraints_large_batches(problem):

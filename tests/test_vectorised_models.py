@@ -67,8 +67,8 @@ def test_the_registry_splits_into_vectorisable_models_and_batch_norm_ones():
     assert all(not MODELS[n].vectorise for n in BATCH_NORM)  # the "auto" flag never names an excepted model
 
 
-@pytest.mark.parametrize("name", VECTORISABLE)
-def test_vectorised_epochs_with_unequal_devices_equal_one_by_one(name):
+@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.slow) if m == "vgg9" else m for m in VECTORISABLE])
+def test_vectorised_epochs_with_unequal_devices_equal_one_by_one(name):  # VGG-9 (~5 s): the full tier
     _vectorised_equals_one_by_one(name, torch.device("cpu"))
 
 
