@@ -13,6 +13,8 @@
   frequency (Yang et al., TWC 2021, problem (P-E) at a fixed local accuracy).
 - :mod:`optimizers.fedcs` — FedCS's greedy client selection under a round deadline with serial uploads
   (Nishio and Yonetani, ICC 2019) and its exhaustive reference.
+- :mod:`optimizers.chen_assignment` — Chen et al. (TWC 2021): packet error rate (eq. (9)), the largest power
+  within the energy budget (Proposition 2) and the joint user selection / RB assignment (eqs. (23)-(24)).
 
 Inputs and outputs are numpy arrays and small frozen dataclasses, so a notebook with a table of devices
 can call them directly. Submodules load on first use (cvxpy is slow to import).
@@ -26,7 +28,15 @@ from typing import TYPE_CHECKING
 from optimizers.errors import InfeasibleError, OptimizerInputError, SolverError
 
 if TYPE_CHECKING:
-    from optimizers import alloc_min_energy, alloc_min_time, anycost, ccfedavg, cost_effective, fedcs
+    from optimizers import (
+        alloc_min_energy,
+        alloc_min_time,
+        anycost,
+        ccfedavg,
+        chen_assignment,
+        cost_effective,
+        fedcs,
+    )
 
 __all__ = [
     "anycost",
@@ -35,12 +45,21 @@ __all__ = [
     "alloc_min_time",
     "alloc_min_energy",
     "fedcs",
+    "chen_assignment",
     "InfeasibleError",
     "OptimizerInputError",
     "SolverError",
 ]
 
-_SUBMODULES = {"anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy", "fedcs"}
+_SUBMODULES = {
+    "anycost",
+    "cost_effective",
+    "ccfedavg",
+    "alloc_min_time",
+    "alloc_min_energy",
+    "fedcs",
+    "chen_assignment",
+}
 
 
 def __getattr__(name: str):

@@ -22,6 +22,7 @@ MODULES = {
         "optimizers.alloc_min_time",
         "optimizers.alloc_min_energy",
         "optimizers.fedcs",
+        "optimizers.chen_assignment",
     ],
     "channel": ["channel"],
 }
