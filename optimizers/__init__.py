@@ -38,28 +38,10 @@ if TYPE_CHECKING:
         fedcs,
     )
 
-__all__ = [
-    "anycost",
-    "cost_effective",
-    "ccfedavg",
-    "alloc_min_time",
-    "alloc_min_energy",
-    "fedcs",
-    "chen_assignment",
-    "InfeasibleError",
-    "OptimizerInputError",
-    "SolverError",
-]
-
-_SUBMODULES = {
-    "anycost",
-    "cost_effective",
-    "ccfedavg",
-    "alloc_min_time",
-    "alloc_min_energy",
-    "fedcs",
-    "chen_assignment",
-}
+_MODULES = ("anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy", "fedcs", "chen_assignment")
+"""The submodules, each loaded on first use."""
+__all__ = [*_MODULES, "InfeasibleError", "OptimizerInputError", "SolverError"]
+_SUBMODULES = frozenset(_MODULES)
 
 
 def __getattr__(name: str):

@@ -107,6 +107,18 @@ def packet_error_rate(
     return -np.expm1(-exponent)
 
 
+def _checked_link(gain, interference_w, rb_bandwidth_hz, noise_psd_w_per_hz, model_bits, compute_energy_j) -> tuple:
+    """One pair's link and workload, checked, in the order :func:`_energy` and :func:`_best_power` take them."""
+    return (
+        chk.positive(gain, "gain"),
+        chk.at_least(interference_w, "interference_w", 0.0),
+        chk.positive(rb_bandwidth_hz, "rb_bandwidth_hz"),
+        chk.at_least(noise_psd_w_per_hz, "noise_psd_w_per_hz", 0.0),
+        chk.positive(model_bits, "model_bits"),
+        chk.at_least(compute_energy_j, "compute_energy_j", 0.0),
+    )
+
+
 def _energy(p: float, h: float, i_w: float, b: float, n0: float, bits: float, e_cmp: float) -> float:
     """e(P) = E_cmp + P Z / (B log2(1 + P h / (I + B N0))), with its finite limit at P = 0."""
     denominator = i_w + b * n0
@@ -127,15 +139,8 @@ def uplink_energy_j(
 ) -> float:
     """e(P) [J] of one user on one RB, eq. (10) per the notes: ``compute_energy_j + P Z(w) / r(P)`` with the rate
     of eq. (5); at P = 0 its limit ``compute_energy_j + Z(w) (I + B N0) ln2 / (B h)``."""
-    return _energy(
-        chk.at_least(power_w, "power_w", 0.0),
-        chk.positive(gain, "gain"),
-        chk.at_least(interference_w, "interference_w", 0.0),
-        chk.positive(rb_bandwidth_hz, "rb_bandwidth_hz"),
-        chk.at_least(noise_psd_w_per_hz, "noise_psd_w_per_hz", 0.0),
-        chk.positive(model_bits, "model_bits"),
-        chk.at_least(compute_energy_j, "compute_energy_j", 0.0),
-    )
+    link = _checked_link(gain, interference_w, rb_bandwidth_hz, noise_psd_w_per_hz, model_bits, compute_energy_j)
+    return _energy(chk.at_least(power_w, "power_w", 0.0), *link)
 
 
 def _best_power(h, i_w, b, n0, bits, e_cmp, p_max, e_max) -> float:
@@ -163,16 +168,8 @@ def optimal_power_w(
 ) -> float:
     """The largest transmit power P* [W] in [0, p_max_w] with ``e(P) <= energy_budget_j`` (Proposition 2 per the
     notes, §6), or ``nan`` when no P > 0 meets the budget."""
-    return _best_power(
-        chk.positive(gain, "gain"),
-        chk.at_least(interference_w, "interference_w", 0.0),
-        chk.positive(rb_bandwidth_hz, "rb_bandwidth_hz"),
-        chk.at_least(noise_psd_w_per_hz, "noise_psd_w_per_hz", 0.0),
-        chk.positive(model_bits, "model_bits"),
-        chk.at_least(compute_energy_j, "compute_energy_j", 0.0),
-        chk.positive(p_max_w, "p_max_w"),
-        chk.positive(energy_budget_j, "energy_budget_j"),
-    )
+    link = _checked_link(gain, interference_w, rb_bandwidth_hz, noise_psd_w_per_hz, model_bits, compute_energy_j)
+    return _best_power(*link, chk.positive(p_max_w, "p_max_w"), chk.positive(energy_budget_j, "energy_budget_j"))
 
 
 def assign_users_to_rbs(samples: Any, error_rate: Any, feasible: Any) -> tuple[np.ndarray, float]:

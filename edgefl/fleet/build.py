@@ -51,7 +51,11 @@ class FleetBuild:
 
     fleet: Fleet
     columns: dict[str, np.ndarray]
-    profiles: list[str]
+
+    @property
+    def profiles(self) -> list[str]:
+        """Each device's catalogue profile ('' for none), as the fleet holds them."""
+        return [str(p) for p in self.fleet.profiles]
 
 
 def build_fleet(
@@ -104,8 +108,7 @@ def build_fleet(
     scaled = {**cols, "flops_per_cycle": cols["flops_per_cycle"] * cfg.flops_per_cycle_scale}
     fleet = Fleet(n_samples=np.asarray(n_samples, dtype=np.int64), profiles=np.array(names, dtype=object),
                   **scaled, **parts)
-    return FleetBuild(fleet=fleet, columns={**cols, **{k: v for k, v in parts.items() if v is not None}},
-                      profiles=names)  # fmt: skip
+    return FleetBuild(fleet=fleet, columns={**cols, **{k: v for k, v in parts.items() if v is not None}})
 
 
 def _power_parts(
