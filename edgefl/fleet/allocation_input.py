@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class AllocationPhysics:
     Yang et al.'s model) and ``where`` (how to name it in messages)."""
 
     n0_w_per_hz: float
-    pathloss_db: object
+    pathloss_db: Callable[[np.ndarray], np.ndarray]
     floor_m: float = 1.0
     random_gain: str | None = None
     scenario: Scenario | None = None
