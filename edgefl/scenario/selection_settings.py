@@ -44,13 +44,15 @@ class ChenSelectionConfig(Strict):
 
     ``resource_blocks`` R (1 to 275); ``rb_bandwidth_hz`` B^U of each RB [Hz] (or ``rb_bandwidth_mhz``; Chen et
     al. 1 MHz); ``interference_w`` I_n received on each RB from other cells [W]: one number for every RB or a list
-    of R numbers (or ``interference_dbm``; default: Chen et al.'s code for R = 6, 1e-8 to 1.1e-7 W); ``waterfall``
-    m of the packet error rate (linear; default 1.08, their code's).
+    of R numbers (or ``interference_dbm``; default 0: the cell's noise alone, ``channel.noise_psd`` with its
+    ``interference_db`` rise; Chen et al.'s code adds 1e-8 to 1.1e-7 W per RB, sized for its channel h = d^-2, far
+    stronger than a path-loss model's gains); ``waterfall`` m of the packet error rate (linear; default 1.08, their
+    code's).
     """
 
     resource_blocks: int = Field(6, ge=1, le=_MAX_RBS)
     rb_bandwidth_hz: Annotated[float, Field(gt=0, allow_inf_nan=False), _RB_HZ] = 1e6
-    interference_w: float | tuple[float, ...] = (1e-8, 3e-8, 5e-8, 7e-8, 9e-8, 1.1e-7)
+    interference_w: float | tuple[float, ...] = 0.0
     waterfall: Annotated[float, Field(gt=0, allow_inf_nan=False), _WATERFALL] = 1.08
 
     @model_validator(mode="before")
