@@ -12,8 +12,9 @@ which never calls this module); set K = N for a policy to choose among the whole
 - a method whose plan of a device depends on that device alone (:attr:`Method.plans_each_device_alone`: FedAvg;
   its compute time is ``c / f_max``, or under ``cpu_policy = "min_energy"`` the frequency that just meets the
   deadline after its upload at its FDMA rate): its own plan of the candidates, the call the round then makes for
-  the selected ones, so the times and bits selected on are the ones planned and charged. A candidate that plan
-  leaves out (over its energy budget) is not selected;
+  the selected ones, so the times and bits selected on are the ones planned and charged. Under FedCS a candidate
+  that plan leaves out (over its energy budget) is not selected; under Chen's policy that plan is made without the
+  budget, since Chen's power sets the upload's energy and Chen's step holds each device to its budget;
 - every other method (its plan depends on who else is selected, draws from its stream or counts its plans:
   AnycostFL, HeteroFL, CC-FedAvg, FedNova, the compressing baselines): the full model's local work of a round
   (FLOPs per sample x samples, the trainer's steps) at the device's f_max, and the full model's update bits. That
@@ -154,7 +155,9 @@ def choose(run: Run, ctx: RoundContext, *, gain: np.ndarray, down_s: np.ndarray,
     candidate's planned download time [s], shape of ``ctx.selected``; ``held``: sub-bands held by late devices;
     ``start_s``: the round's start on the run's clock [s]."""
     policy = run.rules.selection.policy
-    work = planned_work(run, ctx)
+    # Chen's power decides the upload energy: the method's plan must not leave a device out for an upload energy
+    # at its full power and FDMA rate, so its compute is planned without the budget (which Chen's step applies)
+    work = planned_work(run, ctx if policy != "chen" else replace(ctx, e_max_j=np.full(ctx.e_max_j.shape, np.inf)))
     down = down_s[np.searchsorted(ctx.selected, work.device)] if work.device.size else np.zeros(0)
     if policy == "fedcs":
         return _fedcs(run, ctx, work, down, gain=gain, held=held, start_s=start_s)
