@@ -47,7 +47,7 @@ power amplifier efficiency below 1 is refused (:func:`check_policy`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -59,12 +59,33 @@ from optimizers.chen_assignment import chen_assignment
 from optimizers.fedcs import fedcs_greedy, upload_finish_times
 
 if TYPE_CHECKING:
-    from edgefl.engine.driver import Run
+    from edgefl.engine.round_rules import RoundRules
     from edgefl.fleet.costs import CostModel
     from edgefl.fleet.devices import Fleet
+    from edgefl.fleet.links import Radio
+    from edgefl.learning.protocol import Learning
+    from edgefl.methods.base import Method
     from edgefl.scenario.selection_settings import SelectionConfig
 
-__all__ = ["PlannedWork", "Selection", "check_policy", "choose", "planned_work"]
+__all__ = ["PlannedWork", "PolicyParts", "Selection", "check_policy", "choose", "planned_work"]
+
+
+
+class PolicyParts(Protocol):
+    """The parts of a run a policy reads (:class:`edgefl.engine.driver.Run` has them): its rules (the policy's
+    settings, the deadline), method, workload (sizes), fleet and radio."""
+
+    @property
+    def rules(self) -> RoundRules: ...
+    @property
+    def method(self) -> Method: ...
+    @property
+    def workload(self) -> Learning: ...
+    @property
+    def fleet(self) -> Fleet: ...
+    @property
+    def radio(self) -> Radio: ...
+
 
 _NO_LIMIT = 1e300
 """What stands for "no limit" in the solvers, which take finite numbers only (a delay [s] or energy [J] no plan
@@ -134,7 +155,7 @@ def check_policy(cfg: SelectionConfig, fleet: Fleet) -> None:
         )
 
 
-def planned_work(run: Run, ctx: RoundContext) -> PlannedWork:
+def planned_work(run: PolicyParts, ctx: RoundContext) -> PlannedWork:
     """The planned work of ``ctx.selected`` (the candidates) as the module docstring says: the method's own plan
     when it plans each device alone, else the full model at f_max."""
     method, costs, wl = run.method, ctx.costs, run.workload
@@ -149,7 +170,7 @@ def planned_work(run: Run, ctx: RoundContext) -> PlannedWork:
     return PlannedWork(dev, t_cmp, e_cmp, np.full(dev.size, float(wl.update_bits_at(width))))
 
 
-def choose(run: Run, ctx: RoundContext, *, gain: np.ndarray, down_s: np.ndarray, held: int, start_s: float) -> Selection:
+def choose(run: PolicyParts, ctx: RoundContext, *, gain: np.ndarray, down_s: np.ndarray, held: int, start_s: float) -> Selection:
     """Round ``ctx.round_index``'s selection among the candidates ``ctx.selected`` (their context as the method
     would see them all selected); ``gain``: every device's channel gain this round, shape (n,); ``down_s``: each
     candidate's planned download time [s], shape of ``ctx.selected``; ``held``: sub-bands held by late devices;
@@ -166,7 +187,7 @@ def choose(run: Run, ctx: RoundContext, *, gain: np.ndarray, down_s: np.ndarray,
     raise ValueError(f"selection.policy={policy!r}: no such policy")
 
 
-def _fedcs(run: Run, ctx: RoundContext, work: PlannedWork, down: np.ndarray, *, gain: np.ndarray, held: int,
+def _fedcs(run: PolicyParts, ctx: RoundContext, work: PlannedWork, down: np.ndarray, *, gain: np.ndarray, held: int,
            start_s: float) -> Selection:  # fmt: skip
     """FedCS's greedy schedule of the candidates that can run (module docstring)."""
     dev = work.device
@@ -187,7 +208,7 @@ def _fedcs(run: Run, ctx: RoundContext, work: PlannedWork, down: np.ndarray, *, 
     return Selection(chosen, schedule, columns={"upload_slot": slot, "upload_end_planned_s": end})
 
 
-def _chen(run: Run, ctx: RoundContext, work: PlannedWork, down: np.ndarray, *, gain: np.ndarray) -> Selection:
+def _chen(run: PolicyParts, ctx: RoundContext, work: PlannedWork, down: np.ndarray, *, gain: np.ndarray) -> Selection:
     """Chen et al.'s joint selection, RB assignment and power of the candidates that can run (module docstring)."""
     dev, cfg, fleet = work.device, run.rules.selection.chen, run.fleet
     if dev.size == 0:
