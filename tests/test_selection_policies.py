@@ -155,9 +155,8 @@ def test_chen_rows_carry_the_assignment_and_the_round_charges_it():
         t = got.loc[chosen, "t_com_s"].to_numpy()
         assert t == pytest.approx(2000 * 32.0 / rate, rel=1e-12)
         assert got.loc[chosen, "e_com_j"].to_numpy() == pytest.approx(p * t, rel=EXACT)
-        for col in ("t_com", "e_com"):
-            unit = "s" if col == "t_com" else "j"
-            assert (got[f"{col}_planned_{unit}"] == got[f"{col}_{unit}"]).all()
+        for col in ("t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j"):  # planned = charged, to the bit
+            assert (got[col.replace("_s", "_planned_s").replace("_j", "_planned_j")] == got[col]).all()
         assert (got["e_cmp_j"] + got["e_com_j"] <= got["e_max_j"] * (1 + 1e-12)).all()  # gamma_E per device
         assert got["arrived"].all()
         below_cap += int(np.any(p < fleet.tx_power_w[chosen]))
