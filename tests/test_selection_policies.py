@@ -22,6 +22,7 @@ from edgefl.fleet.links import Radio
 from edgefl.seeding import Streams
 from optimizers.chen_assignment import chen_assignment
 from optimizers.fedcs import fedcs_greedy, fedcs_optimal, upload_finish_times
+from test_chen_assignment import best_by_permutations
 
 N_RANDOM_ROUNDS = 100
 EXACT = 1e-12  # relative: the same formula evaluated twice in floating point
@@ -108,8 +109,9 @@ def test_fedcs_against_the_exhaustive_optimum_on_random_rounds(tmp_path):
 
 # --- Chen et al. -------------------------------------------------------------------------------------------------
 
+CHEN_ROUNDS = 8
 CHEN_SETS = [
-    "rounds=2", "checkpoint_every=0", "learning=surrogate", "physics=paper", "method.name=fedavg",
+    f"rounds={CHEN_ROUNDS}", "checkpoint_every=0", "learning=surrogate", "physics=paper", "method.name=fedavg",
     "method.clients_per_round=5", "fleet.n_devices=8", "fleet.tx_power_dbm=[10, 23]", "channel.link_model=shannon",
     "channel.shadowing_db=0", "channel.rayleigh=false", "round.policy=deadline", "round.deadline_s=0.6",
     "fleet.budget.kind=uniform", "fleet.budget.low_j=0.001", "fleet.budget.high_j=0.004", "selection.policy=chen",
@@ -121,8 +123,9 @@ CHEN_SETS = [
 
 
 def test_chen_rows_carry_the_assignment_and_the_round_charges_it():
-    """The devices, RBs and powers of the rows are chen_assignment's on the round's candidates (its inputs
-    gathered here from the fleet, the radio and the planned work); each selected upload runs at eq. (5) on its RB,
+    """8 rounds of 5 candidates and 3 RBs: the devices, RBs and powers of the rows are chen_assignment's on the
+    round's candidates (its inputs gathered here from the fleet, the radio and FedAvg's costs at f_max by hand), and
+    their J is the exhaustive search's least; each selected upload runs at eq. (5) on its RB,
     ``B log2(1 + P h / (I_n + B N0))``, and is charged ``P t``, as planned; no RB serves two devices."""
     scenario = load_scenario("quickstart", CHEN_SETS)
     res = run_scenario(scenario)
@@ -132,7 +135,7 @@ def test_chen_rows_carry_the_assignment_and_the_round_charges_it():
     n0 = scenario.channel.noise_psd_w_per_hz
     streams = Streams(scenario.seed)
     below_cap = 0
-    for r in (1, 2):
+    for r in range(1, CHEN_ROUNDS + 1):
         _, gain = radio.round_state(r)
         cand = select_devices(streams.numpy("selection", r), 8, 5)
         got = rows[rows["round"] == r].set_index("device")
@@ -158,8 +161,13 @@ def test_chen_rows_carry_the_assignment_and_the_round_charges_it():
         for col in ("t_cmp_s", "t_com_s", "e_cmp_j", "e_com_j"):  # planned = charged, to the bit
             assert (got[col.replace("_s", "_planned_s").replace("_j", "_planned_j")] == got[col]).all()
         assert (got["e_cmp_j"] + got["e_com_j"] <= got["e_max_j"] * (1 + 1e-12)).all()  # gamma_E per device
-        assert got["arrived"].all()
+        assert got["feasible"].all() and got["arrived"].all()  # each chosen device ran, within its budgets
         below_cap += int(np.any(p < fleet.tx_power_w[chosen]))
+        # the rows' J = sum K_i (1 - a_i + a_i q_i) over the candidates is the least over every matching
+        k = fleet.n_samples.astype(float)
+        j_rows = k[cand].sum() - (k[chosen] * (1 - got.loc[chosen, "error_rate_planned"].to_numpy())).sum()
+        j_best = best_by_permutations(k[cand], ref.error_table, ref.feasible)
+        assert j_rows == pytest.approx(j_best, rel=EXACT)
     assert below_cap >= 1  # an energy budget lowered some device's power below its cap
 
 
@@ -198,7 +206,7 @@ def test_bad_selection_keys_are_one_line(sets, message):
 
 
 def test_chen_refuses_a_radio_circuit_power_in_one_line():
-    scenario = load_scenario("quickstart", ["rounds=1", "selection.policy=chen", "channel.link_model=shannon"])
+    scenario = load_scenario("quickstart", ["rounds=1", "learning=surrogate", "selection.policy=chen", "channel.link_model=shannon"])
     with pytest.raises(ScenarioError, match="Chen et al.'s energy budget is the radiated P t") as err:
         run_scenario(scenario)
     assert "\n" not in str(err.value)

@@ -87,6 +87,9 @@ class PolicyParts(Protocol):
     def radio(self) -> Radio: ...
 
 
+_ULP_STEPS = 64
+"""Most steps of one ulp a Chen power is lowered by when the cost model's arithmetic puts its energy a rounding
+error above the budget the solver met (a power at the root of e(P) = gamma_E)."""
 _NO_LIMIT = 1e300
 """What stands for "no limit" in the solvers, which take finite numbers only (a delay [s] or energy [J] no plan
 reaches)."""
@@ -225,12 +228,19 @@ def _chen(run: PolicyParts, ctx: RoundContext, work: PlannedWork, down: np.ndarr
         compute_energy_j=work.e_cmp_j,
     )  # fmt: skip
     picked = res.rb >= 0
-    chosen, rb, p = dev[picked], res.rb[picked], res.power_w[picked]  # dev ascending, so chosen is too
+    chosen, rb, p = dev[picked], res.rb[picked], res.power_w[picked].copy()  # dev ascending, so chosen is too
     b = cfg.rb_bandwidth_hz
-    # eq. (5): the RB's interference adds to its noise, N0 B + I_n = (N0 + I_n / B) B
-    rate = np.asarray(shannon_rate_bps(b, gain[chosen], p, n0 + i_w[rb] / b), dtype=float)
+    bits, e_cmp, budget = work.bits[picked], work.e_cmp_j[picked], e_max[picked]
     power = fleet.tx_power_w.copy()
-    power[chosen] = p
+    for _ in range(_ULP_STEPS):  # a budget met in the solver's arithmetic is met in the cost model's too
+        power[chosen] = p
+        # eq. (5): the RB's interference adds to its noise, N0 B + I_n = (N0 + I_n / B) B
+        rate = np.asarray(shannon_rate_bps(b, gain[chosen], p, n0 + i_w[rb] / b), dtype=float)
+        costs = replace(ctx.costs, fleet=replace(ctx.costs.fleet, tx_power_w=power))
+        over = e_cmp + costs.upload(chosen, bits=bits, rate_bps=rate)[1] > budget
+        if not over.any():
+            break
+        p[over] = np.nextafter(p[over], 0.0)
     columns = {"rb": rb.astype(np.int64), "bandwidth_hz": np.full(chosen.size, b), "tx_power_w": p,
                "interference_w": i_w[rb], "error_rate_planned": res.error_rate[picked]}  # fmt: skip
     return Selection(chosen, tx_power_w=power, rate_bps=rate, columns=columns)
