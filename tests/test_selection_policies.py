@@ -206,7 +206,8 @@ def test_bad_selection_keys_are_one_line(sets, message):
 
 
 def test_chen_refuses_a_radio_circuit_power_in_one_line():
-    scenario = load_scenario("quickstart", ["rounds=1", "learning=surrogate", "selection.policy=chen", "channel.link_model=shannon"])
+    sets = ["rounds=1", "learning=surrogate", "selection.policy=chen", "channel.link_model=shannon"]
+    scenario = load_scenario("quickstart", sets)
     with pytest.raises(ScenarioError, match="Chen et al.'s energy budget is the radiated P t") as err:
         run_scenario(scenario)
     assert "\n" not in str(err.value)
@@ -216,8 +217,9 @@ def test_random_is_the_default_and_reads_no_selection_table():
     default = load_scenario("quickstart", [])
     assert default.selection.policy == "random"
     a = run_scenario(load_scenario("quickstart", ["rounds=2", "checkpoint_every=0"]))
-    b = run_scenario(load_scenario("quickstart", ["rounds=2", "checkpoint_every=0", "selection.policy=random",
-                                                  "selection.chen.resource_blocks=2", "selection.chen.interference_w=0"]))  # fmt: skip
+    sets = ["rounds=2", "checkpoint_every=0", "selection.policy=random", "selection.chen.resource_blocks=2",
+            "selection.chen.interference_w=0"]
+    b = run_scenario(load_scenario("quickstart", sets))
     cols = [c for c in a.device_rounds.columns if c != "wall_time_s"]
     assert a.device_rounds[cols].equals(b.device_rounds[cols])
     assert math.isclose(a.rounds["energy_j"].sum(), b.rounds["energy_j"].sum(), rel_tol=0)

@@ -4,8 +4,8 @@ round's candidates run, and, for Chen et al.'s policy, on which resource block (
 **Candidates.** Every policy starts from the draw of every release: K = ``method.clients_per_round`` devices
 uniformly among the online, idle ones (:func:`edgefl.engine.round_steps.select_devices`, stream ``selection`` of
 round r), less those without a link this round. They are the devices the server asks for their state: FedCS's
-resource request to ⌈C N⌉ random clients (C = K / N), Chen et al.'s U users. ``"random"`` runs them all (the default,
-which never calls this module); set K = N for a policy to choose among the whole fleet.
+resource request to ⌈C N⌉ random clients (C = K / N), Chen et al.'s U users. ``"random"`` runs them all (the
+default, which never calls this module); set K = N for a policy to choose among the whole fleet.
 
 **Planned work of a candidate** (:func:`planned_work`), from the cost model the round charges with:
 
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from edgefl.scenario.selection_settings import SelectionConfig
 
 __all__ = ["PlannedWork", "PolicyParts", "Selection", "check_policy", "choose", "planned_work"]
-
 
 
 class PolicyParts(Protocol):
@@ -173,7 +172,9 @@ def planned_work(run: PolicyParts, ctx: RoundContext) -> PlannedWork:
     return PlannedWork(dev, t_cmp, e_cmp, np.full(dev.size, float(wl.update_bits_at(width))))
 
 
-def choose(run: PolicyParts, ctx: RoundContext, *, gain: np.ndarray, down_s: np.ndarray, held: int, start_s: float) -> Selection:
+def choose(
+    run: PolicyParts, ctx: RoundContext, *, gain: np.ndarray, down_s: np.ndarray, held: int, start_s: float
+) -> Selection:
     """Round ``ctx.round_index``'s selection among the candidates ``ctx.selected`` (their context as the method
     would see them all selected); ``gain``: every device's channel gain this round, shape (n,); ``down_s``: each
     candidate's planned download time [s], shape of ``ctx.selected``; ``held``: sub-bands held by late devices;

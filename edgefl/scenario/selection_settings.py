@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from channel.units import dbm_to_w
 from edgefl.scenario.limits import Limit, check_limits, user_range
 from edgefl.scenario.section_base import Strict
 
@@ -35,7 +36,7 @@ _MAX_RBS = 275
 
 
 def _dbm_to_w(dbm: float) -> float:
-    return 10.0 ** ((dbm - 30.0) / 10.0)  # dBm -> W: P[W] = 10^((P[dBm] - 30)/10)
+    return float(dbm_to_w(dbm))  # dBm -> W
 
 
 class ChenSelectionConfig(Strict):
@@ -70,7 +71,8 @@ class ChenSelectionConfig(Strict):
                 raise ValueError("give either interference_dbm or interference_w, not both")
             dbm = data.pop("interference_dbm")
             _check_interference("interference_dbm", dbm, _dbm_to_w)
-            data["interference_w"] = [_dbm_to_w(float(v)) for v in dbm] if isinstance(dbm, list) else _dbm_to_w(float(dbm))
+            as_w = [_dbm_to_w(float(v)) for v in dbm] if isinstance(dbm, list) else _dbm_to_w(float(dbm))
+            data["interference_w"] = as_w
         elif "interference_w" in data:
             _check_interference("interference_w", data["interference_w"], float)
         return data
