@@ -35,9 +35,10 @@ def _per_step_table(tmp_path, step_s, comm_s) -> str:
     return str(path)
 
 
-def _fedcs_run(tmp_path, step_s, comm_s, *, deadline_s, k=None, rounds=1, seed=0):
+def _fedcs_run(tmp_path, step_s, comm_s, *, deadline_s, k=None, rounds=1, seed=0, method="fedavg"):
     sets = [
-        f"rounds={rounds}", "checkpoint_every=0", "learning=surrogate", "physics=paper", "method.name=fedavg",
+        f"rounds={rounds}", "checkpoint_every=0", f"learning={'surrogate' if method == 'fedavg' else 'torch'}",
+        "physics=paper", f"method.name={method}",
         f"method.clients_per_round={k or len(step_s)}", "train.local_steps=1", "fleet.step_costs.kind=normal",
         f"fleet.devices='{_per_step_table(tmp_path, step_s, comm_s)}'", "round.policy=deadline",
         f"round.deadline_s={deadline_s}", "selection.policy=fedcs", f"seed={seed}",
@@ -51,11 +52,12 @@ STEP_S = [1.0, 2.0, 6.0, 0.5]  # ready times (one step each, no download)
 COMM_S = [3.0, 2.0, 1.0, 8.0]  # upload times
 
 
-def test_fedcs_hand_case_where_the_greedy_is_the_optimum(tmp_path):
+@pytest.mark.parametrize("method", ["fedavg", "fednova"])  # its own plan; the full model's work (per-step costs)
+def test_fedcs_hand_case_where_the_greedy_is_the_optimum(tmp_path, method):
     """Deadline 10.5 s. Theta = 0: added times 4, 4, 7, 8.5 -> device 1 (tie with 0, the shorter upload), Theta 4;
     then 0 adds 3, 2 adds max(0, 6 - 4) + 1 = 3 -> device 2 (shorter upload), Theta 7; then 0: Theta 10 < 10.5,
     kept; 3: Theta 18, dropped. Schedule [1, 2, 0], ends 4, 7, 10 s; three is also the most any order fits."""
-    res = _fedcs_run(tmp_path, STEP_S, COMM_S, deadline_s=10.5)
+    res = _fedcs_run(tmp_path, STEP_S, COMM_S, deadline_s=10.5, method=method)
     rows = res.device_rounds.set_index("device")
     assert sorted(rows.index) == [0, 1, 2]
     assert [int(rows.loc[d, "upload_slot"]) for d in (1, 2, 0)] == [1, 2, 3]
