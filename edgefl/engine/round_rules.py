@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from edgefl.fleet.devices import EnergyBudgets
+    from edgefl.scenario.selection_settings import SelectionConfig
 
 __all__ = ["RoundRules"]
 
@@ -26,7 +27,8 @@ class RoundRules:
     downloads cost no energy); ``width``: the global model's width; ``budget``: how each round draws the energy budgets;
     ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
     of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
-    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
+    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links); ``selection``: the
+    ``[selection]`` policy and its settings (None: ``"random"``, every candidate runs; :mod:`edgefl.engine.selection`).
     """
 
     rounds: int
@@ -43,6 +45,7 @@ class RoundRules:
     eval_every: int
     global_loss: bool
     fixed_bands: bool
+    selection: SelectionConfig | None = None
 
     def evaluates(self, r: int) -> bool:
         """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""

@@ -24,6 +24,7 @@ from edgefl.engine.driver import Run
 from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, select_devices, without_link
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.run_state import RunState
+from edgefl.engine.selection import Selection, choose
 from edgefl.fleet.devices import draw_budgets_j
 
 __all__ = ["SyncDriver", "play_round"]
@@ -65,36 +66,21 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     r = state.rounds_done + 1
     n, clock = fleet.n_devices, run.clock
     wall0 = time.perf_counter()
-    clock.begin_round()  # waits (in simulated time) while no device is online and idle
+    start_s = clock.begin_round()  # waits (in simulated time) while no device is online and idle
     held = clock.n_busy()  # late devices still on an earlier round's job keep their sub-bands
     distance_m, gain = radio.round_state(r)
     available = clock.available()
     selected = select_devices(streams.numpy("selection", r), n, rules.n_select, available)
     dead = without_link(run, selected, gain, held=held)
     no_link, selected = selected[dead], selected[~dead]
-    n_selected = int(selected.size + no_link.size)  # a device without a link was selected and sits out
     e_max = draw_budgets_j(rules.budget, n, streams.numpy("budgets", r))
-    sel_mask = np.zeros(n, dtype=bool)
-    sel_mask[selected] = True
-    down_budget_s, e_plan = rules.downlink_s, e_max
-    if rules.downlink_rx_power_w is not None and selected.size:  # plan for the slowest download of the full model
-        dl_rate = radio.downlink_rates_bps(gain, sel_mask)[selected]
-        bits = float(wl.update_bits_at(rules.width))
-        t_down, e_down_plan = costs.download(selected, bits=bits, rate_bps=dl_rate,
-                                             rx_power_w=rules.downlink_rx_power_w)  # fmt: skip
-        down_budget_s = float(np.max(t_down))
-        if np.any(e_down_plan > 0):  # the budget pays for the download first (0 J in the papers' model)
-            e_plan = e_max.copy()
-            e_plan[selected] = np.maximum(e_max[selected] - e_down_plan, _NO_ENERGY_J)
-    ctx = RoundContext(
-        round_index=r,
-        selected=selected,
-        rate_bps=radio.rates_bps(gain, fleet.tx_power_w, sel_mask, held=held),
-        e_max_j=e_plan,
-        t_budget_s=None if rules.t_max_s is None else rules.t_max_s - down_budget_s,
-        costs=costs,
-        rng=streams.lazy_numpy("method", r),
-    )
+    ctx, down_s = _context(run, r, selected, gain=gain, e_max=e_max, held=held)
+    choice = None
+    if rules.selection is not None:  # a policy chooses among the candidates (edgefl.engine.selection)
+        choice = choose(run, ctx, gain=gain, down_s=down_s, held=held, start_s=start_s)
+        costs = choice.costs(costs)
+        ctx, _ = _context(run, r, choice.devices, gain=gain, e_max=e_max, held=held, choice=choice)
+    n_selected = int(ctx.selected.size + no_link.size)  # a device without a link was selected and sits out
     plan = method.plan_round(ctx)
     if no_link.size:
         plan = plan.with_skipped(no_link, np.full(no_link.size, NO_LINK, dtype=object))
@@ -103,6 +89,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     tx_mask = np.zeros(n, dtype=bool)
     tx_mask[dev] = True
     rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
+    if choice is not None:
+        rate = choice.rates(rate)
     down_s, e_down = downloads(run, jobs, gain)
     done: dict[str, Any] = {}
 
@@ -128,7 +116,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         r=r, jobs=jobs.columns(), skipped_device=plan.skipped_device, skipped_reason=plan.skipped_reason,
         times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
-        e_down_j=charges.e_down_j, extra=method.device_values(jobs, updates=work.updates),
+        e_down_j=charges.e_down_j, extra=_extra(method.device_values(jobs, updates=work.updates), choice, dev),
         profiles=fleet.profiles, e_static_j=charges.e_static_j,
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
@@ -141,3 +129,44 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     )  # fmt: skip
     after = RunState(rounds_done=r, sim_time_s=outcome.end_s, energy_cum_j=row["energy_cum_j"], model=model)
     return after, RoundRecord(row, block)
+
+
+def _context(
+    run: Run, r: int, selected: np.ndarray, *, gain: np.ndarray, e_max: np.ndarray, held: int,
+    choice: Selection | None = None,
+) -> tuple[RoundContext, np.ndarray | float]:  # fmt: skip
+    """The method's context of round ``r`` with ``selected`` (ids, shape (k,)) selected, and each one's planned
+    download time [s] (shape (k,); ``round.downlink_s`` without a downlink model): their uplink rates as if all
+    transmit (a policy's ``choice``: its planned rates and its transmit powers), their budgets less their planned
+    download's energy, and T_max less the slowest planned download of the full model."""
+    fleet, costs, radio, rules, wl = run.fleet, run.costs, run.radio, run.rules, run.workload
+    sel_mask = np.zeros(fleet.n_devices, dtype=bool)
+    sel_mask[selected] = True
+    down_budget_s, e_plan, down_s = rules.downlink_s, e_max, np.full(selected.size, rules.downlink_s)
+    if rules.downlink_rx_power_w is not None and selected.size:  # plan for the slowest download of the full model
+        dl_rate = radio.downlink_rates_bps(gain, sel_mask)[selected]
+        bits = float(wl.update_bits_at(rules.width))
+        down_s, e_down_plan = costs.download(selected, bits=bits, rate_bps=dl_rate,
+                                             rx_power_w=rules.downlink_rx_power_w)  # fmt: skip
+        down_budget_s = float(np.max(down_s))
+        if np.any(e_down_plan > 0):  # the budget pays for the download first (0 J in the papers' model)
+            e_plan = e_max.copy()
+            e_plan[selected] = np.maximum(e_max[selected] - e_down_plan, _NO_ENERGY_J)
+    rate = radio.rates_bps(gain, fleet.tx_power_w, sel_mask, held=held)
+    if choice is not None:
+        rate, costs = choice.rates(rate), choice.costs(costs)
+    ctx = RoundContext(
+        round_index=r,
+        selected=selected,
+        rate_bps=rate,
+        e_max_j=e_plan,
+        t_budget_s=None if rules.t_max_s is None else rules.t_max_s - down_budget_s,
+        costs=costs,
+        rng=run.streams.lazy_numpy("method", r),
+    )
+    return ctx, down_s
+
+
+def _extra(values: dict[str, np.ndarray], choice: Selection | None, dev: np.ndarray) -> dict[str, np.ndarray]:
+    """The method's own ``device_rounds`` columns of the jobs ``dev``, then the selection policy's."""
+    return values if choice is None else {**values, **choice.values_of(dev)}

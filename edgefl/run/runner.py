@@ -35,6 +35,7 @@ from edgefl.training.learner import Executor, InlineExecutor, make_learner, trai
 from edgefl.engine.round_steps import select_devices
 from edgefl.fleet.links import Radio
 from edgefl.engine.records import Records
+from edgefl.engine.selection import check_policy
 from edgefl.output.results import RunResult
 from edgefl.output.run_info import RunInfo
 from edgefl.engine.sync_driver import SyncDriver
@@ -158,6 +159,7 @@ def build_run(scenario: Scenario, payloads_dir: str | Path | None = None) -> Run
     devices = draw_devices(scenario)
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     method, costs = build_method(scenario, devices)
+    check_policy(scenario.selection, fleet)
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
@@ -205,6 +207,7 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         eval_every=scenario.train.eval_every,
         global_loss=scenario.train.global_loss,
         fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
+        selection=None if scenario.selection.policy == "random" else scenario.selection,
     )
 
 

@@ -29,6 +29,7 @@ from edgefl.scenario.did_you_mean import nearest_key
 from edgefl.scenario.luo_settings import LuoSettings
 from edgefl.scenario.physics import Physics, with_physics_defaults
 from edgefl.scenario.section_base import Strict as _Strict
+from edgefl.scenario.selection_settings import SelectionConfig
 
 __all__ = [
     "Scenario",
@@ -43,6 +44,7 @@ __all__ = [
     "StepCostsConfig",
     "ChannelConfig",
     "SurrogateConfig",
+    "SelectionConfig",
     "load_scenario",
     "scenario_from_dict",
     "scenario_to_toml",
@@ -180,6 +182,7 @@ class Scenario(_Strict):
     channel: ChannelConfig = ChannelConfig()
     surrogate: SurrogateConfig = SurrogateConfig()
     output: OutputConfig = OutputConfig()
+    selection: SelectionConfig = SelectionConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -254,6 +257,7 @@ class Scenario(_Strict):
                 f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
                 "download time or the per-device downlink, not both; set round.downlink_s = 0"
             )
+        _check_selection(self, name, needs.asynchronous)
         mode = cost_mode(self.fleet)
         if mode not in needs.cost_modes:
             raise ValueError(
@@ -262,6 +266,40 @@ class Scenario(_Strict):
                 f"{'none' if mode == 'per_step' else 'normal'!r}"
             )
         return self
+
+
+def _check_selection(scenario: Scenario, name: str, asynchronous: bool) -> None:
+    """A ``[selection]`` policy other than ``"random"`` against the rest of the scenario: one ValueError line naming
+    the keys that clash and what to set."""
+    policy = scenario.selection.policy
+    if policy == "random":
+        return
+    if asynchronous:
+        raise ValueError(
+            f"selection.policy={policy!r} with the asynchronous method {name!r}: it dispatches one device at a time "
+            "into a free slot, so there is no round's set to choose; leave selection.policy = 'random'"
+        )
+    if scenario.round.policy == "over_select":
+        raise ValueError(
+            f"selection.policy={policy!r} with round.policy='over_select': over-selection starts more devices than "
+            f"it keeps, {policy} chooses the set itself; set round.policy to 'deadline' or 'wait_all'"
+        )
+    if policy == "fedcs" and scenario.round.policy != "deadline":
+        raise ValueError(
+            f"selection.policy='fedcs' with round.policy={scenario.round.policy!r}: FedCS selects the devices that "
+            "finish within the round's deadline; set round.policy='deadline' and round.deadline_s"
+        )
+    if policy == "chen":
+        if scenario.channel.link_model != "shannon":
+            raise ValueError(
+                f"selection.policy='chen' with channel.link_model={scenario.channel.link_model!r}: Chen et al.'s "
+                "powers and RBs are planned with Shannon's rate on each RB; set channel.link_model='shannon'"
+            )
+        if cost_mode(scenario.fleet) != "physical":
+            raise ValueError(
+                "selection.policy='chen' with fleet.step_costs: Chen et al.'s powers are planned from the upload's "
+                "rate and radiated energy, which per-step costs replace; set fleet.step_costs.kind='none'"
+            )
 
 
 # ---------------------------------------------------------------------------------------------- loading
