@@ -26,7 +26,10 @@ class RoundRules:
     downloads cost no energy); ``width``: the global model's width; ``budget``: how each round draws the energy budgets;
     ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
     of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
-    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
+    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links); ``charge_idle``: a
+    device waiting inside its job (for its TDMA slot) is charged its static power (``round.charge_idle``);
+    ``waterfall``: Chen et al.'s m of ``[channel.packet_errors]`` (None: no upload is lost to packet errors) and
+    ``retransmissions``: how many times a lost upload is sent again.
     """
 
     rounds: int
@@ -43,6 +46,9 @@ class RoundRules:
     eval_every: int
     global_loss: bool
     fixed_bands: bool
+    charge_idle: bool = False
+    waterfall: float | None = None
+    retransmissions: int = 0
 
     def evaluates(self, r: int) -> bool:
         """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""

@@ -205,6 +205,9 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         eval_every=scenario.train.eval_every,
         global_loss=scenario.train.global_loss,
         fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
+        charge_idle=rcfg.charge_idle,
+        waterfall=None if ch.packet_errors is None else ch.packet_errors.waterfall,
+        retransmissions=0 if ch.packet_errors is None else ch.packet_errors.retransmissions,
     )
 
 

@@ -249,6 +249,7 @@ class Scenario(_Strict):
                     f"method.name={name!r} with surrogate.bound={self.surrogate.bound!r}: asynchronous surrogate "
                     "steps follow the AnycostFL bound; set surrogate.bound = 'anycostfl'"
                 )
+        _check_access(self.channel, self.round, name, needs.asynchronous)
         if self.channel.downlink is not None and self.round.downlink_s > 0:
             raise ValueError(
                 f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
@@ -262,6 +263,33 @@ class Scenario(_Strict):
                 f"{'none' if mode == 'per_step' else 'normal'!r}"
             )
         return self
+
+
+def _check_access(channel: ChannelConfig, rnd: RoundConfig, method: str, asynchronous: bool) -> None:
+    """Refuse, in one line, what TDMA and packet errors cannot play exactly: TDMA under an asynchronous method
+    (its jobs end at times fixed when each is dispatched, on a sub-band of its own; on one shared channel a job's
+    end would depend on jobs dispatched after it), TDMA under ``round.policy = "deadline"`` (the methods plan
+    compute and upload within T_max as if each upload started when its compute ended, as under FDMA; under TDMA
+    it waits for the channel, so those plans would miss T_max), and packet errors under an asynchronous method
+    (its jobs are lost only offline)."""
+    if channel.access == "tdma" and asynchronous:
+        raise ValueError(
+            f"channel.access='tdma' with method.name={method!r}: an asynchronous method's jobs each end at a time "
+            "fixed at dispatch on a sub-band of their own, which one shared TDMA channel does not give; set "
+            "channel.access = 'fdma'"
+        )
+    if channel.access == "tdma" and rnd.policy == "deadline":
+        raise ValueError(
+            "channel.access='tdma' with round.policy='deadline': the methods plan each device's compute and upload "
+            "within T_max as if its upload started when it finished computing (FDMA), but under TDMA it waits for "
+            "the channel; use round.policy = 'wait_all' or 'over_select', or channel.access = 'fdma'"
+        )
+    if channel.packet_errors is not None and asynchronous:
+        raise ValueError(
+            f"[channel.packet_errors] with method.name={method!r}: the asynchronous driver loses jobs only to "
+            "devices going offline, not to packet errors; remove [channel.packet_errors] or choose a synchronous "
+            "method"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- loading
