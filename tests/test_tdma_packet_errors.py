@@ -233,3 +233,19 @@ def test_refusals_are_one_line(sets, fragment):
     with pytest.raises(ScenarioError, match=fragment) as info:
         load_scenario("quickstart", sets)
     assert "\n" not in str(info.value)
+
+
+def test_report_timeline_shows_the_waits_and_the_packet_error_losses():
+    from edgefl.output.report import build_figures
+
+    res = _run("channel.access=tdma", "channel.packet_errors.waterfall=30", "channel.packet_errors.retransmissions=1")
+    d = res.device_rounds
+    r = int(d.loc[d["reason"] == "packet error", "round"].iloc[0])
+    rnd = d[(d["round"] == r) & d["feasible"]].sort_values("device")
+    t0 = rnd["t_down_s"].min()
+    traces = {t.name: t for t in build_figures(res.rounds, d, timeline_round=r)["timeline"].data}
+    waited = [t for name, t in traces.items() if name.startswith("waiting for the channel")]
+    widths = sorted(w for t in waited for w in t.x)
+    np.testing.assert_allclose(widths, sorted(rnd["t_wait_s"]), rtol=1e-12, atol=1e-12)
+    lost = rnd[rnd["reason"] == "packet error"]
+    np.testing.assert_allclose(sorted(traces["packet error"].x), sorted(lost["t_arrive_s"] - t0), rtol=1e-12)
