@@ -18,6 +18,9 @@ are online and idle (:meth:`Clock.begin_round`: when none is, it waits for the n
     job j: download [t0, t_start_j = t0 + t_dl_j), compute [t_start_j, t_start_j + t_cmp_j),
            upload until its arrival  t_arrive_j = t_start_j + (t_cmp_j + t_com_j)  (its own FDMA sub-band: no
            contention, so every arrival is known at dispatch);
+    under TDMA (``channel.access = "tdma"``) the uploads take turns on one channel instead: job j uploads from
+           max(its compute end, the previous upload's end), first come first served or in a planned order
+           (:func:`tdma_uploads`), so its arrivals are still known at dispatch; it waits idle in between;
     server: ``wait_all`` until every job has ended; ``deadline`` until every job has ended or
            t0 + deadline_s, whichever is first; ``over_select`` until the ``keep``-th arrival (or every job ended).
 
