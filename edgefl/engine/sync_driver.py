@@ -124,7 +124,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     attempts = failed = None
     if rules.waterfall is not None:  # [channel.packet_errors]: each upload's attempts, from its device's stream
         q = radio.packet_error_rate(gain[dev], fleet.tx_power_w[dev], dev.size, held=held, waterfall=rules.waterfall)
-        attempts, failed = upload_attempts(q, dev, round_index=r, retransmissions=rules.retransmissions,
+        attempts, failed = upload_attempts(q, dev, key=r, retransmissions=rules.retransmissions,
                                            streams=streams)  # fmt: skip
     done: dict[str, Any] = {}
 

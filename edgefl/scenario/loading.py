@@ -266,12 +266,11 @@ class Scenario(_Strict):
 
 
 def _check_access(channel: ChannelConfig, rnd: RoundConfig, method: str, asynchronous: bool) -> None:
-    """Refuse, in one line, what TDMA and packet errors cannot play exactly: TDMA under an asynchronous method
+    """Refuse, in one line, what TDMA cannot play exactly: TDMA under an asynchronous method
     (its jobs end at times fixed when each is dispatched, on a sub-band of its own; on one shared channel a job's
     end would depend on jobs dispatched after it), TDMA under ``round.policy = "deadline"`` (the methods plan
     compute and upload within T_max as if each upload started when its compute ended, as under FDMA; under TDMA
-    it waits for the channel, so those plans would miss T_max), and packet errors under an asynchronous method
-    (its jobs are lost only offline)."""
+    it waits for the channel, so those plans would miss T_max)."""
     if channel.access == "tdma" and asynchronous:
         raise ValueError(
             f"channel.access='tdma' with method.name={method!r}: an asynchronous method's jobs each end at a time "
@@ -283,12 +282,6 @@ def _check_access(channel: ChannelConfig, rnd: RoundConfig, method: str, asynchr
             "channel.access='tdma' with round.policy='deadline': the methods plan each device's compute and upload "
             "within T_max as if its upload started when it finished computing (FDMA), but under TDMA it waits for "
             "the channel; use round.policy = 'wait_all' or 'over_select', or channel.access = 'fdma'"
-        )
-    if channel.packet_errors is not None and asynchronous:
-        raise ValueError(
-            f"[channel.packet_errors] with method.name={method!r}: the asynchronous driver loses jobs only to "
-            "devices going offline, not to packet errors; remove [channel.packet_errors] or choose a synchronous "
-            "method"
         )
 
 
