@@ -297,3 +297,47 @@ def test_async_every_upload_lost_stops_with_one_line():
     with pytest.raises(SimulationError, match="lost, to devices going offline or to packet errors") as info:
         _run_async("channel.packet_errors.waterfall=1e9")
     assert "\n" not in str(info.value)
+
+
+def test_a_plans_upload_order_is_the_tdma_order(monkeypatch):
+    """A planner that sets ``RoundPlan.upload_order`` (here: FedAvg's plan, devices in decreasing id) has the
+    channel served in that order, each upload starting when the one before it ended or its device has computed."""
+    from dataclasses import replace
+
+    from edgefl.methods import METHODS
+    from edgefl.methods.fedavg import FedAvg
+
+    class Reversed(FedAvg):
+        name = "fedavg_reversed_uploads"
+
+        def plan_round(self, ctx):
+            plan = super().plan_round(ctx)
+            return replace(plan, upload_order=np.sort(plan.jobs.device)[::-1])
+
+    monkeypatch.setitem(METHODS, Reversed.name, Reversed)
+    d = _run("channel.access=tdma", f"method.name={Reversed.name}").device_rounds
+    not_fcfs = 0
+    for _, rnd in d[d["feasible"]].groupby("round"):
+        rnd = rnd.sort_values("device", ascending=False)
+        up_end = rnd["t_arrive_s"].to_numpy()
+        up_start = up_end - rnd["t_com_s"].to_numpy()
+        cmp_end = (rnd["t_start_s"] + rnd["t_cmp_s"]).to_numpy()
+        assert np.all(np.diff(up_end) > 0)  # in decreasing device id
+        np.testing.assert_allclose(up_start[1:], np.maximum(cmp_end[1:], up_end[:-1]), rtol=1e-12)
+        not_fcfs += bool(np.any(np.diff(cmp_end) < 0))  # a device that computed first uploads later
+    assert not_fcfs, "the order is first come, first served anyway: the case checks nothing"
+
+
+def test_an_upload_order_must_name_each_job_once():
+    from edgefl.engine.sync_driver import upload_order
+    from edgefl.errors import SimulationError
+    from edgefl.methods.base import JobTable, RoundPlan
+
+    jobs = JobTable.build(np.array([4, 2, 9]), cpu_hz=1e9, width=1.0, local_steps=np.ones(3, dtype=np.int64),
+                          bits_planned=1.0, t_cmp_planned_s=np.ones(3), t_com_planned_s=np.ones(3),
+                          e_cmp_planned_j=np.ones(3), e_com_planned_j=np.ones(3))  # fmt: skip
+    assert upload_order(RoundPlan(jobs, upload_order=np.array([9, 4, 2]))).tolist() == [2, 0, 1]
+    assert upload_order(RoundPlan(jobs)) is None
+    for bad in ([9, 4], [9, 4, 4], [9, 4, 7]):
+        with pytest.raises(SimulationError, match="upload_order"):
+            upload_order(RoundPlan(jobs, upload_order=np.array(bad)))
