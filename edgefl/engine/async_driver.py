@@ -15,6 +15,10 @@ model (:mod:`edgefl.methods.asynchronous`) and the update is recorded:
 - ``device_rounds.csv``: one row per job that ended in between, with its ``staleness`` (server updates
   between its download and its aggregation; empty for a lost job).
 
+With ``[channel.packet_errors]`` each dispatch draws how many times its jobs' uploads are sent (each device's
+stream keyed by the dispatch's tag, :func:`_send`): a job whose every attempt is lost ends on the clock, charged,
+and never joins the buffer (``reason = "packet error"``; it counts in ``dropped`` and ``packet_errors``).
+
 Energy is charged when a job ends (pro rata up to a loss); jobs still in flight when the run ends are not
 charged. Radio gains and mobility advance per server update; a job keeps the rates of its dispatch.
 
@@ -77,8 +81,8 @@ _DISPATCH_COLUMNS = [_COL[c] for c in ("t_down_s", "t_end_s", "lost", "version",
 """A job as a row of floats (ids, steps and flags are exact in float64): the columns of its JobTable and of its
 work, its distance [m], rate [bit/s], budget and costs [J], durations [s] and its upload's packet error rate
 (0 without ``[channel.packet_errors]``); then, set at dispatch, its download start and end [s], whether it is lost
-offline, the model version it downloaded, how many times its upload is sent and whether every attempt is lost
-to packet errors (its ``t_com_s`` and ``e_com_j`` then count every attempt)."""
+offline, the model version it downloaded and, with ``[channel.packet_errors]`` (else NaN), how many times its
+upload is sent and whether every attempt is lost (its ``t_com_s`` and ``e_com_j`` then count every attempt)."""
 
 
 @dataclass(eq=False)
@@ -141,7 +145,8 @@ class AsyncServer:
     batches: dict[int, _Batch] = field(default_factory=dict)  # dispatches with a job in flight or in the buffer
     next_tag: int = 0
     selection: Any = None  # the current update's _Selection
-    lost_in_a_row: int = 0  # jobs lost offline since the last arrival
+    lost_in_a_row: int = 0  # jobs lost (offline or to packet errors) since the last arrival
+    packet_errors: bool = False  # the run has [channel.packet_errors] (set by each update, read at each job end)
 
     def state_dict(self, clock: Any, learning: Learning) -> tuple[dict, dict | None]:
         """The server between updates, for a checkpoint: (JSON-able part, tensors or None). The JSON part holds
@@ -222,7 +227,7 @@ def _on_end(server: AsyncServer, batch: _Batch):
     def on_end(j: int, lost: bool) -> None:
         server.in_flight -= 1
         server.ended.append((batch, j))
-        if lost or batch.rows[j, _FAILED] == 1.0:  # offline, or every attempt lost to packet errors
+        if lost or (server.packet_errors and batch.rows[j, _FAILED] == 1.0):  # offline, or lost to packet errors
             server.lost_in_a_row += 1
         else:
             server.lost_in_a_row = 0
@@ -508,8 +513,7 @@ def _send(run: Run, rows: np.ndarray, tag: int) -> None:
     until an attempt gets through (:func:`edgefl.fleet.packet_errors.upload_attempts`, each device's stream keyed
     by the dispatch's ``tag``), every attempt charged its time and energy."""
     rules = run.rules
-    if rules.waterfall is None:
-        rows[:, _UPLOADS], rows[:, _FAILED] = 1.0, 0.0
+    if rules.waterfall is None:  # the columns stay NaN: nothing reads them
         return
     dev = rows[:, _COL["device"]].astype(np.int64)
     attempts, failed = upload_attempts(rows[:, _COL["q"]], dev, key=tag, retransmissions=rules.retransmissions,
@@ -600,6 +604,7 @@ def play_update(run: Run, state: RunState, server: AsyncServer) -> tuple[RunStat
     env, m_needed = clock.env, method.buffer_size
     k = 0
     server.dispatched = 0
+    server.packet_errors = run.rules.waterfall is not None
     server.selection = _Selection(run.streams.numpy("selection", u), run.fleet.n_devices)
     lost_limit = max(_LOST_MIN, _LOST_PER_SLOT * run.n_select)
     while len(server.buffer) < m_needed:
