@@ -518,7 +518,8 @@ def _send(run: Run, rows: np.ndarray, tag: int) -> None:
     dev = rows[:, _COL["device"]].astype(np.int64)
     attempts, failed = upload_attempts(rows[:, _COL["q"]], dev, key=tag, retransmissions=rules.retransmissions,
                                        streams=run.streams)  # fmt: skip
-    failed &= rows[:, _COL["bits"]] > 0  # nothing sent, nothing lost
+    empty = rows[:, _COL["bits"]] <= 0  # nothing sent, nothing lost
+    failed[empty], attempts[empty] = False, 1
     rows[:, _UPLOADS], rows[:, _FAILED] = attempts, failed
     rows[:, _T_COM] *= attempts
     rows[:, _COL["e_com_j"]] *= attempts

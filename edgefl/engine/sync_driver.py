@@ -135,7 +135,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         t_cmp, done["e_cmp"] = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
         t_com, done["e_com"] = costs.upload(dev, bits=work.bits, rate_bps=rate[dev])
         if attempts is not None:
-            failed[work.bits <= 0] = False  # nothing sent, nothing lost
+            empty = work.bits <= 0  # nothing sent, nothing lost
+            failed[empty], attempts[empty] = False, 1
             t_com, done["e_com"] = t_com * attempts, done["e_com"] * attempts
         return t_cmp, t_com
 
