@@ -7,7 +7,8 @@ then the method's own columns (``Method.device_columns``).
 The timeline columns are absolute simulated times [s] on the run's clock: ``t_start_s`` (compute start) and
 ``t_arrive_s`` (upload end, empty for a job that never arrived), then ``t_down_s`` (download start: the job's
 dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
-(less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so).
+(less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so; more than planned
+for an upload sent again after packet errors, ``reason = "packet error"`` when every attempt was lost).
 
 After ``e_down_j`` and before the method's own columns come the device's identity and the parts of its energy:
 ``profile`` (its catalogue profile key, '' for a device drawn from ranges without one), ``e_static_j`` (the
@@ -149,7 +150,7 @@ def device_block(
     nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
     dev = np.concatenate([jobs["device"], skip])
     status = times.status
-    reason = np.where(status == "cancelled", "cancelled", np.where(status == "offline", "offline", ""))
+    reason = np.where(np.isin(status, ("cancelled", "offline", "packet error")), status, "")
     cols: dict[str, np.ndarray] = {
         "round": np.full(m + s, r, dtype=np.int64),
         "device": dev,

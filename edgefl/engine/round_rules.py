@@ -28,7 +28,11 @@ class RoundRules:
     ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
     of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
     depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links); ``selection``: the
-    ``[selection]`` policy and its settings (None: ``"random"``, every candidate runs; :mod:`edgefl.engine.selection`).
+    ``[selection]`` policy and its settings (None: ``"random"``, every candidate runs; :mod:`edgefl.engine.selection`);
+    ``charge_idle``: a
+    device waiting inside its job (for its TDMA slot) is charged its static power (``round.charge_idle``);
+    ``waterfall``: Chen et al.'s m of ``[channel.packet_errors]`` (None: no upload is lost to packet errors) and
+    ``retransmissions``: how many times a lost upload is sent again.
     """
 
     rounds: int
@@ -46,6 +50,9 @@ class RoundRules:
     global_loss: bool
     fixed_bands: bool
     selection: SelectionConfig | None = None
+    charge_idle: bool = False
+    waterfall: float | None = None
+    retransmissions: int = 0
 
     def evaluates(self, r: int) -> bool:
         """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""

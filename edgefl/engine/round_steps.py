@@ -86,14 +86,16 @@ def without_link(run: Parts, devices: np.ndarray, gain: np.ndarray, *, held: int
 @dataclass(frozen=True, eq=False)
 class Charges:
     """What each job is charged [J], shape (m,) each: computing, uploading, downloading; ``total_j`` the sum over
-    the jobs (downloads only under the downlink model). ``e_static_j``: the static part of ``e_cmp_j`` (the
-    device's static power over the compute time done; 0 in the papers' model)."""
+    the jobs (downloads only under the downlink model; idle waits when charged). ``e_static_j``: the static part
+    of ``e_cmp_j`` (the device's static power over the compute time done; 0 in the papers' model); ``e_idle_j``:
+    waiting for a TDMA slot at the static power under ``round.charge_idle`` (None: nothing charged)."""
 
     e_cmp_j: np.ndarray
     e_com_j: np.ndarray
     e_down_j: np.ndarray
     total_j: float
     e_static_j: np.ndarray
+    e_idle_j: np.ndarray | None = None
 
 
 def charge(
@@ -101,14 +103,20 @@ def charge(
 ) -> Charges:
     """The planned energies [J] of the jobs of ``times`` (a round's :class:`~edgefl.engine.clock.RoundOutcome`) charged up
     to where each stopped: a job cancelled at the cut-off or lost offline pays each phase pro rata of the time it
-    spent in it (:func:`edgefl.fleet.costs.prorated_energy_j`); every job, kept or not, counts in the total."""
+    spent in it (:func:`edgefl.fleet.costs.prorated_energy_j`); every job, kept or not, counts in the total.
+    Under TDMA with ``round.charge_idle`` the time each job waited for the channel is charged at its static
+    power (:meth:`edgefl.fleet.costs.CostModel.idle_energy_j`; 0 in the papers' model)."""
     e_cmp = prorated_energy_j(e_cmp_j, times.t_cmp_s, times.cmp_done_s)
     e_com = prorated_energy_j(e_com_j, times.t_com_s, times.com_done_s)
     e_down = prorated_energy_j(e_down_j, times.t_dl_s, times.dl_done_s)
     total = float(np.sum(e_cmp) + np.sum(e_com))
     if run.rules.downlink_rx_power_w is not None:
         total += float(np.sum(e_down))
-    return Charges(e_cmp, e_com, e_down, total, run.costs.static_energy_j(dev, times.cmp_done_s))
+    e_idle = None
+    if run.rules.charge_idle and times.wait_done_s is not None:
+        e_idle = run.costs.idle_energy_j(dev, times.wait_done_s)
+        total += float(np.sum(e_idle))
+    return Charges(e_cmp, e_com, e_down, total, run.costs.static_energy_j(dev, times.cmp_done_s), e_idle)
 
 
 def rounds_row(

@@ -19,13 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from edgefl.methods.base import RoundContext
+from edgefl.methods.base import RoundContext, RoundPlan
 from edgefl.engine.driver import Run
 from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, select_devices, without_link
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.run_state import RunState
 from edgefl.engine.selection import Selection, choose
+from edgefl.engine.clock import PACKET_ERROR
+from edgefl.errors import SimulationError
 from edgefl.fleet.devices import draw_budgets_j
+from edgefl.fleet.packet_errors import upload_attempts
 
 __all__ = ["SyncDriver", "play_round"]
 
@@ -48,6 +51,20 @@ class SyncDriver:
 
     def job_ends(self) -> None:
         return None
+
+
+def upload_order(plan: RoundPlan) -> np.ndarray | None:
+    """The plan's TDMA upload order (:attr:`RoundPlan.upload_order`, device ids) as job indices, or None (first
+    come, first served); raises :class:`SimulationError` unless it names each of the plan's jobs once."""
+    if plan.upload_order is None:
+        return None
+    dev = plan.jobs.device
+    order = np.asarray(plan.upload_order, dtype=np.int64).reshape(-1)
+    pos = np.argsort(dev, kind="stable")
+    idx = pos[np.clip(np.searchsorted(dev[pos], order), 0, max(dev.size - 1, 0))] if dev.size else order[:0]
+    if order.size != dev.size or not np.array_equal(dev[idx], order) or np.unique(idx).size != idx.size:
+        raise SimulationError(f"upload_order={order.tolist()}: must name each job's device once, {sorted(dev.tolist())}")
+    return idx
 
 
 _NO_ENERGY_J = 1e-12
@@ -92,18 +109,29 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     if choice is not None:
         rate = choice.rates(rate)
     down_s, e_down = downloads(run, jobs, gain)
+    attempts = failed = None
+    if rules.waterfall is not None:  # [channel.packet_errors]: each upload's attempts, from its device's stream
+        q = radio.packet_error_rate(gain[dev], fleet.tx_power_w[dev], dev.size, held=held, waterfall=rules.waterfall)
+        attempts, failed = upload_attempts(q, dev, key=r, retransmissions=rules.retransmissions,
+                                           streams=streams)  # fmt: skip
     done: dict[str, Any] = {}
 
     def start() -> tuple[np.ndarray, np.ndarray]:
-        """At dispatch: the jobs' work, charged by the cost model from what was really done."""
+        """At dispatch: the jobs' work, charged by the cost model from what was really done (every attempt of
+        an upload that packet errors make send again)."""
         work = done["work"] = learner.work(jobs, state=state.model, round_index=r)
         t_cmp, done["e_cmp"] = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
         t_com, done["e_com"] = costs.upload(dev, bits=work.bits, rate_bps=rate[dev])
+        if attempts is not None:
+            empty = work.bits <= 0  # nothing sent, nothing lost
+            failed[empty], attempts[empty] = False, 1
+            t_com, done["e_com"] = t_com * attempts, done["e_com"] * attempts
         return t_cmp, t_com
 
     outcome = clock.play(
         devices=dev, durations=start, policy=rules.policy, deadline_s=rules.deadline_s,
-        keep=rules.keep, down_s=down_s, late=rules.late,
+        keep=rules.keep, down_s=down_s, late=rules.late, tdma=radio.tdma, upload_order=upload_order(plan),
+        failed=failed,
     )  # fmt: skip
     work = done["work"]
     charges = charge(run, outcome, dev=dev, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
@@ -112,12 +140,19 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         run.payloads.arrived(r, method, [work.updates[i] for i in kept])
     model = learner.advance(state.model, jobs=jobs, work=work, kept=kept, n_selected=n_selected)
     rows = np.concatenate([dev, plan.skipped_device])  # the block's rows: jobs, then the devices that sat out
+    extra = _extra(method.device_values(jobs, updates=work.updates), choice, dev)
+    more: dict[str, float] = {}
+    if outcome.wait_done_s is not None:
+        extra = {**extra, "t_wait_s": outcome.wait_done_s}
+    if attempts is not None:
+        extra = {**extra, "uploads": attempts.astype(float)}
+        more["packet_errors"] = int(np.count_nonzero(outcome.status == PACKET_ERROR))
     block = device_block(
         r=r, jobs=jobs.columns(), skipped_device=plan.skipped_device, skipped_reason=plan.skipped_reason,
         times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
-        e_down_j=charges.e_down_j, extra=_extra(method.device_values(jobs, updates=work.updates), choice, dev),
-        profiles=fleet.profiles, e_static_j=charges.e_static_j,
+        e_down_j=charges.e_down_j, extra=extra, profiles=fleet.profiles, e_static_j=charges.e_static_j,
+        e_idle_j=charges.e_idle_j,
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(
@@ -125,7 +160,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         charges=charges, selected=n_selected, arrived=int(kept.size), dropped=len(jobs) - int(kept.size),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=int(plan.skipped_device.size),
         learning_gain=method.learning_gain(jobs.take(kept), n_selected=n_selected),
-        available=int(np.count_nonzero(available)), wall0=wall0,
+        available=int(np.count_nonzero(available)), wall0=wall0, **more,
     )  # fmt: skip
     after = RunState(rounds_done=r, sim_time_s=outcome.end_s, energy_cum_j=row["energy_cum_j"], model=model)
     return after, RoundRecord(row, block)

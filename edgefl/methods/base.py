@@ -195,12 +195,16 @@ class JobTable:
 class RoundPlan:
     """The jobs to run this round and the selected devices that sit it out.
 
-    ``skipped_device``: ids, shape (s,); ``skipped_reason``: why, shape (s,) of str.
+    ``skipped_device``: ids, shape (s,); ``skipped_reason``: why, shape (s,) of str. ``upload_order``: under
+    ``channel.access = "tdma"``, the jobs' device ids in the order they take the channel (shape (m,)); None, the
+    default, serves them first come, first served, in the order they finish computing. A planner that schedules
+    the uploads itself (an allocator, FedCS) sets it; under FDMA it plays no part.
     """
 
     jobs: JobTable
     skipped_device: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     skipped_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    upload_order: np.ndarray | None = None
 
     def with_skipped(self, devices: np.ndarray, reasons: Sequence[str] | np.ndarray) -> RoundPlan:
         """This plan with ``devices`` (ids, shape (s,)) also sitting out, for ``reasons`` (shape (s,)), after

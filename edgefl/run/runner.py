@@ -208,6 +208,9 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         global_loss=scenario.train.global_loss,
         fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
         selection=None if scenario.selection.policy == "random" else scenario.selection,
+        charge_idle=rcfg.charge_idle,
+        waterfall=None if ch.packet_errors is None else ch.packet_errors.waterfall,
+        retransmissions=0 if ch.packet_errors is None else ch.packet_errors.retransmissions,
     )
 
 

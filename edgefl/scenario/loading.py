@@ -252,6 +252,7 @@ class Scenario(_Strict):
                     f"method.name={name!r} with surrogate.bound={self.surrogate.bound!r}: asynchronous surrogate "
                     "steps follow the AnycostFL bound; set surrogate.bound = 'anycostfl'"
                 )
+        _check_access(self.channel, self.round, name, needs.asynchronous)
         if self.channel.downlink is not None and self.round.downlink_s > 0:
             raise ValueError(
                 f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
@@ -300,6 +301,26 @@ def _check_selection(scenario: Scenario, name: str, asynchronous: bool) -> None:
                 "selection.policy='chen' with fleet.step_costs: Chen et al.'s powers are planned from the upload's "
                 "rate and radiated energy, which per-step costs replace; set fleet.step_costs.kind='none'"
             )
+
+
+def _check_access(channel: ChannelConfig, rnd: RoundConfig, method: str, asynchronous: bool) -> None:
+    """Refuse, in one line, what TDMA cannot play exactly: TDMA under an asynchronous method
+    (its jobs end at times fixed when each is dispatched, on a sub-band of its own; on one shared channel a job's
+    end would depend on jobs dispatched after it), TDMA under ``round.policy = "deadline"`` (the methods plan
+    compute and upload within T_max as if each upload started when its compute ended, as under FDMA; under TDMA
+    it waits for the channel, so those plans would miss T_max)."""
+    if channel.access == "tdma" and asynchronous:
+        raise ValueError(
+            f"channel.access='tdma' with method.name={method!r}: an asynchronous method's jobs each end at a time "
+            "fixed at dispatch on a sub-band of their own, which one shared TDMA channel does not give; set "
+            "channel.access = 'fdma'"
+        )
+    if channel.access == "tdma" and rnd.policy == "deadline":
+        raise ValueError(
+            "channel.access='tdma' with round.policy='deadline': the methods plan each device's compute and upload "
+            "within T_max as if its upload started when it finished computing (FDMA), but under TDMA it waits for "
+            "the channel; use round.policy = 'wait_all' or 'over_select', or channel.access = 'fdma'"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- loading
