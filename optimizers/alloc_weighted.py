@@ -30,7 +30,7 @@ from optimizers.errors import OptimizerInputError
 __all__ = ["WeightedAllocation", "min_weighted_allocation"]
 
 _MAX_DOUBLINGS = 60
-_XATOL_REL = 1e-6  # Brent's absolute tolerance on T, relative to T_min
+_XATOL_REL = 1e-4  # Brent's absolute tolerance on T, relative to T_min
 
 
 @dataclass(frozen=True)

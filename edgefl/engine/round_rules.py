@@ -26,7 +26,9 @@ class RoundRules:
     downloads cost no energy); ``width``: the global model's width; ``budget``: how each round draws the energy budgets;
     ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
     of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
-    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
+    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links); ``allocation``: how
+    each round shares the uplink (``channel.allocation``, :mod:`edgefl.fleet.allocation`) and
+    ``allocation_weight`` the weight of time in min_energy's weighted form (rounds without a deadline).
     """
 
     rounds: int
@@ -43,6 +45,8 @@ class RoundRules:
     eval_every: int
     global_loss: bool
     fixed_bands: bool
+    allocation: str = "equal"
+    allocation_weight: float = 0.5
 
     def evaluates(self, r: int) -> bool:
         """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""

@@ -1,8 +1,10 @@
 """The synchronous driver: ``SyncDriver.play(run, state) -> (state, record)``, one round each.
 
 Data flow (docs/architecture.md, "One synchronous round"): the run's clock reaches the round start (:meth:`edgefl.engine.clock.Clock.begin_round`) ->
-mobility -> channel gains -> the server selects among the online, idle devices -> energy budgets -> the method
-plans (with the cost model) -> SimPy round on the run's clock: at dispatch the workload does the jobs' work
+mobility -> channel gains -> the server selects among the online, idle devices -> energy budgets -> the allocation
+step (``channel.allocation`` other than ``"equal"``: each selected device's sub-band, power and CPU frequency,
+:func:`edgefl.engine.round_steps.allocation_step`) -> the method plans (with the cost model, at the allocated
+powers) -> SimPy round on the run's clock: at dispatch the workload does the jobs' work
 (real training, or the surrogate's planned work) and the cost model turns it into durations and energies ->
 the workload aggregates the kept updates and assesses the new model -> the round's row and device block.
 
@@ -21,7 +23,10 @@ import numpy as np
 
 from edgefl.methods.base import RoundContext
 from edgefl.engine.driver import Run
-from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, select_devices, without_link
+from edgefl.engine.round_steps import (
+    NO_LINK, allocation_step, charge, downloads, equal_bandwidth_hz, rounds_row, select_devices, without_link,
+)  # fmt: skip
+from edgefl.errors import SimulationError
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.run_state import RunState
 from edgefl.fleet.devices import draw_budgets_j
@@ -86,23 +91,41 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         if np.any(e_down_plan > 0):  # the budget pays for the download first (0 J in the papers' model)
             e_plan = e_max.copy()
             e_plan[selected] = np.maximum(e_max[selected] - e_down_plan, _NO_ENERGY_J)
+    t_budget_s = None if rules.t_max_s is None else rules.t_max_s - down_budget_s
+    alloc = None
+    if rules.allocation != "equal" and selected.size:  # the allocation step (channel.allocation)
+        if held:
+            raise SimulationError(f"round {r}: {held} late job(s) hold sub-bands the allocation cannot share")
+        t_before = t_down if rules.downlink_rx_power_w is not None else rules.downlink_s  # each device's download
+        alloc = allocation_step(run, selected, gain, t_budget_s=t_budget_s, t_before_s=t_before)
+        costs = alloc.costs  # the allocated powers: what the round plans and charges with
+        alloc_rate, alloc_cpu = np.zeros(n), np.full(n, np.nan)
+        alloc_rate[selected], alloc_cpu[selected] = alloc.rate_bps, alloc.cpu_hz
     ctx = RoundContext(
         round_index=r,
         selected=selected,
-        rate_bps=radio.rates_bps(gain, fleet.tx_power_w, sel_mask, held=held),
+        rate_bps=radio.rates_bps(gain, fleet.tx_power_w, sel_mask, held=held) if alloc is None else alloc_rate,
         e_max_j=e_plan,
-        t_budget_s=None if rules.t_max_s is None else rules.t_max_s - down_budget_s,
+        t_budget_s=t_budget_s,
         costs=costs,
         rng=streams.lazy_numpy("method", r),
+        cpu_hz=None if alloc is None or method.takes_allocation != "all" else alloc_cpu,
     )
     plan = method.plan_round(ctx)
     if no_link.size:
         plan = plan.with_skipped(no_link, np.full(no_link.size, NO_LINK, dtype=object))
     jobs = plan.jobs
     dev = jobs.device
-    tx_mask = np.zeros(n, dtype=bool)
-    tx_mask[dev] = True
-    rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
+    if alloc is None:
+        tx_mask = np.zeros(n, dtype=bool)
+        tx_mask[dev] = True
+        rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
+        bandwidth_hz = np.full(dev.size, equal_bandwidth_hz(run, dev.size + held))
+        tx_power_w = fleet.tx_power_w[dev]
+    else:  # each device keeps its allocated sub-band, whoever sits out
+        rate = alloc_rate
+        at = np.searchsorted(selected, dev)
+        bandwidth_hz, tx_power_w = alloc.bandwidth_hz[at], alloc.tx_power_w[at]
     down_s, e_down = downloads(run, jobs, gain)
     done: dict[str, Any] = {}
 
@@ -129,7 +152,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
         e_down_j=charges.e_down_j, extra=method.device_values(jobs, updates=work.updates),
-        profiles=fleet.profiles, e_static_j=charges.e_static_j,
+        profiles=fleet.profiles, e_static_j=charges.e_static_j, bandwidth_hz=bandwidth_hz,
+        tx_power_w=tx_power_w,
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(

@@ -158,6 +158,10 @@ def build_run(scenario: Scenario, payloads_dir: str | Path | None = None) -> Run
     devices = draw_devices(scenario)
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     method, costs = build_method(scenario, devices)
+    if scenario.channel.allocation == "min_energy" and fleet.has_power_parts:
+        raise ScenarioError("channel.allocation='min_energy' with the device table's power columns (static or circuit "
+                            "power): Yang et al.'s least energy knows only eps c f^2 + p t; drop those columns or "
+                            "use channel.allocation = 'min_time'")  # fmt: skip
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
@@ -205,6 +209,8 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         eval_every=scenario.train.eval_every,
         global_loss=scenario.train.global_loss,
         fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
+        allocation=ch.allocation,
+        allocation_weight=ch.allocation_weight,
     )
 
 
