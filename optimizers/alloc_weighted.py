@@ -79,6 +79,9 @@ def min_weighted_allocation(
     def objective(t: float) -> float:
         return w * t + (1.0 - w) * min_energy_allocation(**devices, deadline_s=t).energy_j
 
+    if w == 1.0:  # the objective is T itself: the least round time (with the least energy at that length)
+        alloc = min_energy_allocation(**devices, deadline_s=t_min)
+        return WeightedAllocation(length_s=t_min, objective=t_min, allocation=alloc)
     lo, hi = t_min, 2.0 * t_min
     f_lo, f_hi = objective(lo), objective(hi)
     for _ in range(_MAX_DOUBLINGS):  # convex: once it rises from lo to hi, the minimum lies in [t_min, hi]
