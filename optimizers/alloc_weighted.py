@@ -30,7 +30,7 @@ from optimizers.errors import OptimizerInputError
 __all__ = ["WeightedAllocation", "min_weighted_allocation"]
 
 _MAX_DOUBLINGS = 60
-_XATOL_REL = 1e-4  # Brent's absolute tolerance on T, relative to T_min
+_XATOL_REL = 1e-3  # Brent's absolute tolerance on T, relative to T_min
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,12 @@ def min_weighted_allocation(
     )  # fmt: skip
     t_min = fastest.t_round_s * (1.0 + 1e-9)  # just above the least round time: min_energy needs T > T_min
 
+    solved: dict[float, MinEnergyAllocation] = {}  # each length's allocation, solved once
+
     def objective(t: float) -> float:
-        return w * t + (1.0 - w) * min_energy_allocation(**devices, deadline_s=t).energy_j
+        if t not in solved:
+            solved[t] = min_energy_allocation(**devices, deadline_s=t)
+        return w * t + (1.0 - w) * solved[t].energy_j
 
     if w == 1.0:  # the objective is T itself: the least round time (with the least energy at that length)
         alloc = min_energy_allocation(**devices, deadline_s=t_min)
@@ -95,7 +99,7 @@ def min_weighted_allocation(
     for t, f in ((t_min, objective(t_min)), (lo, f_lo)):  # the ends of the bracket are candidates too
         if f < best_f:
             best_t, best_f = t, f
-    alloc = min_energy_allocation(**devices, deadline_s=best_t)
+    alloc = solved[best_t] if best_t in solved else min_energy_allocation(**devices, deadline_s=best_t)
     if not math.isfinite(best_f):
         raise OptimizerInputError(f"weight={weight!r}: the weighted objective is not finite")
     return WeightedAllocation(length_s=best_t, objective=best_f, allocation=alloc)
