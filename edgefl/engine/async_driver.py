@@ -58,7 +58,7 @@ from edgefl.methods.base import ClientUpdate, DenseUpdate, JobTable, RoundContex
 from edgefl.engine.driver import Run
 from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
-from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, without_link
+from edgefl.engine.round_steps import NO_LINK, charge, downloads, equal_bandwidth_hz, rounds_row, without_link
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.clock import PACKET_ERROR, job_times
 from edgefl.engine.run_state import RunState
@@ -74,15 +74,17 @@ __all__ = ["AsyncDriver", "AsyncServer", "fewer_collections", "play_update"]
 _JOB_COLUMNS = tuple(f.name for f in fields(JobTable))
 _COLUMNS = (
     *_JOB_COLUMNS, "flops", "bits", "steps", "losses", "distance_m", "rate_bps", "e_max_j", "e_cmp_j", "e_com_j",
-    "e_down_j", "t_dl_s", "t_cmp_s", "t_com_s", "q", "t_down_s", "t_end_s", "lost", "version", "uploads", "failed",
+    "e_down_j", "t_dl_s", "t_cmp_s", "t_com_s", "bandwidth_hz", "q", "t_down_s", "t_end_s", "lost", "version", "uploads",
+    "failed",
 )  # fmt: skip
 _COL = {name: i for i, name in enumerate(_COLUMNS)}
 _DISPATCH_COLUMNS = [_COL[c] for c in ("t_down_s", "t_end_s", "lost", "version", "uploads", "failed")]  # at dispatch
 """A job as a row of floats (ids, steps and flags are exact in float64): the columns of its JobTable and of its
-work, its distance [m], rate [bit/s], budget and costs [J], durations [s] and its upload's packet error rate
-(0 without ``[channel.packet_errors]``); then, set at dispatch, its download start and end [s], whether it is lost
-offline, the model version it downloaded and, with ``[channel.packet_errors]`` (else NaN), how many times its
-upload is sent and whether every attempt is lost (its ``t_com_s`` and ``e_com_j`` then count every attempt)."""
+work, its distance [m], rate [bit/s], budget and costs [J], durations [s], uplink sub-band [Hz] and its upload's
+packet error rate (0 without ``[channel.packet_errors]``); then, set at dispatch, its download start and end [s],
+whether it is lost offline, the model version it downloaded and, with ``[channel.packet_errors]`` (else NaN), how
+many times its upload is sent and whether every attempt is lost (its ``t_com_s`` and ``e_com_j`` then count every
+attempt)."""
 
 
 @dataclass(eq=False)
@@ -265,10 +267,11 @@ def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) ->
 
 
 def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max, *,
-           held: int = 0) -> tuple:  # fmt: skip
+           held: int = 0, bandwidth_hz: float) -> tuple:  # fmt: skip
     """The work of ``plan``'s jobs and what it costs (uplink at ``rate_dev`` [bit/s], shape (m,), the rate of
-    m devices sharing the band with ``held`` more): their rows and updates; with ``[channel.packet_errors]`` each
-    upload's packet error rate on that band (:meth:`edgefl.fleet.links.Radio.packet_error_rate`)."""
+    m devices sharing the band with ``held`` more, on sub-bands of ``bandwidth_hz`` [Hz]): their rows and updates;
+    with ``[channel.packet_errors]`` each upload's packet error rate on that band
+    (:meth:`edgefl.fleet.links.Radio.packet_error_rate`)."""
     costs, jobs = run.costs, plan.jobs
     dev = jobs.device
     waterfall = run.rules.waterfall
@@ -281,7 +284,7 @@ def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, d
     t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate_dev)
     rows = _job_rows(
         jobs, work, distance_m=distance_m[dev], rate_bps=rate_dev, e_max_j=e_max[dev], e_cmp_j=e_cmp, e_com_j=e_com,
-        e_down_j=e_down, t_dl_s=down_s, t_cmp_s=t_cmp, t_com_s=t_com, q=q,
+        e_down_j=e_down, t_dl_s=down_s, t_cmp_s=t_cmp, t_com_s=t_com, q=q, bandwidth_hz=bandwidth_hz,
     )  # fmt: skip
     return rows, work.updates
 
@@ -327,7 +330,8 @@ def _plan_devices(run: Run, state: RunState, server: AsyncServer, devices: np.nd
         server.per_update, server.fleet_plan = False, None
         return False
     dev = plan.jobs.device
-    rows, updates = _price(run, state, fp.u, plan, gain, fp.rate_bps[dev], distance_m, fp.e_max_j)
+    rows, updates = _price(run, state, fp.u, plan, gain, fp.rate_bps[dev], distance_m, fp.e_max_j,
+                           bandwidth_hz=equal_bandwidth_hz(run, 1))  # fixed sub-bands
     fp.rows[dev] = rows
     fp.feasible[dev] = True
     fp.known[todo] = True
@@ -365,7 +369,8 @@ def _plan_dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: in
         rate_dev = rate_sel[np.searchsorted(selected, dev)]
     else:
         rate_dev = radio.rates_bps(gain[dev], fleet.tx_power_w[dev], held=held)
-    rows, updates = _price(run, state, u, plan, gain, rate_dev, distance_m, e_max, held=held)
+    rows, updates = _price(run, state, u, plan, gain, rate_dev, distance_m, e_max, held=held,
+                           bandwidth_hz=equal_bandwidth_hz(run, dev.size + held))  # fmt: skip
     skip = plan.skipped_device
     return rows, updates, skip, plan.skipped_reason, e_max[skip]
 
@@ -689,7 +694,8 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
         distance_m=np.concatenate([col("distance_m"), skip_distance]),
         rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
         e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra=extra,
-        profiles=run.fleet.profiles, e_static_j=charges.e_static_j,
+        profiles=run.fleet.profiles, e_static_j=charges.e_static_j, bandwidth_hz=col("bandwidth_hz"),
+        tx_power_w=run.fleet.tx_power_w[jobs["device"]],
     )  # fmt: skip
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],

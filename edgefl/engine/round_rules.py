@@ -32,7 +32,9 @@ class RoundRules:
     ``charge_idle``: a
     device waiting inside its job (for its TDMA slot) is charged its static power (``round.charge_idle``);
     ``waterfall``: Chen et al.'s m of ``[channel.packet_errors]`` (None: no upload is lost to packet errors) and
-    ``retransmissions``: how many times a lost upload is sent again.
+    ``retransmissions``: how many times a lost upload is sent again;
+    ``allocation``: how each round shares the uplink (``channel.allocation``, :mod:`edgefl.fleet.allocation`) and
+    ``allocation_weight`` the weight of time in min_energy's weighted form (rounds without a deadline).
     """
 
     rounds: int
@@ -53,6 +55,8 @@ class RoundRules:
     charge_idle: bool = False
     waterfall: float | None = None
     retransmissions: int = 0
+    allocation: str = "equal"
+    allocation_weight: float = 0.5
 
     def evaluates(self, r: int) -> bool:
         """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""

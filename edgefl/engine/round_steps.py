@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from channel import fdma_bandwidth_hz
+from edgefl.fleet.allocation import Allocation, allocate
 from edgefl.fleet.costs import prorated_energy_j
 
 if TYPE_CHECKING:
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
     from edgefl.engine.round_rules import RoundRules
     from edgefl.engine.clock import JobTimes
 
-__all__ = ["Charges", "Parts", "charge", "downloads", "rounds_row", "select_devices"]
+__all__ = [
+    "Charges", "Parts", "allocation_step", "charge", "downloads", "equal_bandwidth_hz", "rounds_row", "select_devices",
+]  # fmt: skip
 
 
 class Parts(Protocol):
@@ -81,6 +85,30 @@ def without_link(run: Parts, devices: np.ndarray, gain: np.ndarray, *, held: int
     if run.rules.downlink_rx_power_w is not None and devices.size:
         dead |= radio.downlink_rates_bps(gain[devices]) <= 0
     return dead
+
+
+def allocation_step(
+    run: Parts, selected: np.ndarray, gain: np.ndarray, *, t_budget_s: float | None, t_before_s: np.ndarray | float
+) -> Allocation:
+    """The round's allocation (``channel.allocation`` other than ``"equal"``, :func:`edgefl.fleet.allocation.allocate`)
+    of the ``selected`` devices (ids, shape (m,)) on the whole uplink band, for the work of a full-width job of
+    FedAvg's (its cycles and its uncompressed update): ``gain``, every device's channel gain, shape (n,);
+    ``t_budget_s`` [s] the time a device has for compute and upload (None: no deadline, min_energy's weighted form
+    with ``channel.allocation_weight``); ``t_before_s`` [s] each device's download (part of min_time's finish)."""
+    rules, wl, costs = run.rules, run.workload, run.costs
+    cycles = costs.cycles(selected, wl.flops_per_sample(rules.width) * wl.samples_per_round(selected))
+    return allocate(
+        rules.allocation, costs=costs, radio=run.radio.model, devices=selected, gain=gain[selected], cycles=cycles,
+        bits=float(wl.update_bits), deadline_s=t_budget_s, weight=rules.allocation_weight,
+        t_before_s=t_before_s,
+    )  # fmt: skip
+
+
+def equal_bandwidth_hz(run: Parts, n_sharing: int) -> float:
+    """The uplink sub-band [Hz] of a device under ``"equal"``: the band as ``channel.bandwidth_mode`` says, shared by
+    ``n_sharing`` devices (>= 1) under ``"split"``."""
+    model = run.radio.model
+    return fdma_bandwidth_hz(model.bandwidth_mode, max(int(n_sharing), 1), model.band_hz)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,8 +1,10 @@
 """The synchronous driver: ``SyncDriver.play(run, state) -> (state, record)``, one round each.
 
 Data flow (docs/architecture.md, "One synchronous round"): the run's clock reaches the round start (:meth:`edgefl.engine.clock.Clock.begin_round`) ->
-mobility -> channel gains -> the server selects among the online, idle devices -> energy budgets -> the method
-plans (with the cost model) -> SimPy round on the run's clock: at dispatch the workload does the jobs' work
+mobility -> channel gains -> the server selects among the online, idle devices -> energy budgets -> the allocation
+step (``channel.allocation`` other than ``"equal"``: each selected device's sub-band, power and CPU frequency,
+:func:`edgefl.engine.round_steps.allocation_step`) -> the method plans (with the cost model, at the allocated
+powers) -> SimPy round on the run's clock: at dispatch the workload does the jobs' work
 (real training, or the surrogate's planned work) and the cost model turns it into durations and energies ->
 the workload aggregates the kept updates and assesses the new model -> the round's row and device block.
 
@@ -15,18 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from edgefl.methods.base import RoundContext, RoundPlan
 from edgefl.engine.driver import Run
-from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, select_devices, without_link
+from edgefl.engine.round_steps import (
+    NO_LINK, allocation_step, charge, downloads, equal_bandwidth_hz, rounds_row, select_devices, without_link,
+)  # fmt: skip
+from edgefl.errors import SimulationError
 from edgefl.engine.records import RoundRecord, device_block
 from edgefl.engine.run_state import RunState
 from edgefl.engine.selection import Selection, choose
 from edgefl.engine.clock import PACKET_ERROR
-from edgefl.errors import SimulationError
 from edgefl.fleet.devices import draw_budgets_j
 from edgefl.fleet.packet_errors import upload_attempts
 
@@ -98,20 +103,42 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         costs = choice.costs(costs)
         ctx, _ = _context(run, r, choice.devices, gain=gain, e_max=e_max, held=held, choice=choice)
     n_selected = int(ctx.selected.size + no_link.size)  # a device without a link was selected and sits out
+    alloc = None
+    if rules.allocation != "equal" and ctx.selected.size:  # the allocation step (channel.allocation)
+        if held:
+            raise SimulationError(f"round {r}: {held} late job(s) hold sub-bands the allocation cannot share")
+        alloc = allocation_step(run, ctx.selected, gain, t_budget_s=ctx.t_budget_s, t_before_s=down_s)
+        costs = alloc.costs  # the allocated powers: what the round plans and charges with
+        alloc_rate, alloc_cpu = np.zeros(n), np.full(n, np.nan)
+        alloc_rate[ctx.selected], alloc_cpu[ctx.selected] = alloc.rate_bps, alloc.cpu_hz
+        ctx = replace(ctx, rate_bps=alloc_rate, costs=costs,
+                      cpu_hz=alloc_cpu if method.takes_allocation == "all" else None)  # fmt: skip
     plan = method.plan_round(ctx)
     if no_link.size:
         plan = plan.with_skipped(no_link, np.full(no_link.size, NO_LINK, dtype=object))
     jobs = plan.jobs
     dev = jobs.device
-    tx_mask = np.zeros(n, dtype=bool)
-    tx_mask[dev] = True
-    rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
-    if choice is not None:
-        rate = choice.rates(rate)
+    if alloc is not None:  # each device keeps its allocated sub-band, whoever sits out
+        rate = alloc_rate
+        at = np.searchsorted(ctx.selected, dev)
+        bandwidth_hz, tx_power_w = alloc.bandwidth_hz[at], alloc.tx_power_w[at]
+    else:
+        tx_mask = np.zeros(n, dtype=bool)
+        tx_mask[dev] = True
+        rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
+        bandwidth_hz = np.full(dev.size, equal_bandwidth_hz(run, dev.size + held))
+        tx_power_w = fleet.tx_power_w[dev]
+        if choice is not None:  # Chen et al.'s RB rates and powers
+            rate = choice.rates(rate)
+            own = choice.values_of(dev)
+            bandwidth_hz = own.get("bandwidth_hz", bandwidth_hz)
+            tx_power_w = own.get("tx_power_w", tx_power_w)
     down_s, e_down = downloads(run, jobs, gain)
     attempts = failed = None
     if rules.waterfall is not None:  # [channel.packet_errors]: each upload's attempts, from its device's stream
-        q = radio.packet_error_rate(gain[dev], fleet.tx_power_w[dev], dev.size, held=held, waterfall=rules.waterfall)
+        own_band = None if alloc is None and choice is None else bandwidth_hz  # an allocation's or Chen's RB
+        q = radio.packet_error_rate(gain[dev], tx_power_w, dev.size, held=held, waterfall=rules.waterfall,
+                                    band_hz=own_band)  # fmt: skip
         attempts, failed = upload_attempts(q, dev, key=r, retransmissions=rules.retransmissions,
                                            streams=streams)  # fmt: skip
     done: dict[str, Any] = {}
@@ -152,7 +179,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         times=outcome, work=work, distance_m=distance_m[rows], rate_bps=rate[dev],
         e_max_j=e_max[rows], t_max_s=rules.t_max_s, e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j,
         e_down_j=charges.e_down_j, extra=extra, profiles=fleet.profiles, e_static_j=charges.e_static_j,
-        e_idle_j=charges.e_idle_j,
+        e_idle_j=charges.e_idle_j, bandwidth_hz=bandwidth_hz, tx_power_w=tx_power_w,
     )  # fmt: skip
     seen = learner.assess(model, work, evaluate=rules.evaluates(r), global_loss=rules.global_loss)
     row = rounds_row(

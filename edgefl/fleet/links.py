@@ -110,18 +110,22 @@ class Radio:
         return self.model.access == "tdma"
 
     def packet_error_rate(
-        self, gain: np.ndarray, tx_power_w: np.ndarray, n_transmitting: int, *, held: int = 0, waterfall: float
+        self, gain: np.ndarray, tx_power_w: np.ndarray, n_transmitting: int, *, held: int = 0, waterfall: float,
+        band_hz: np.ndarray | None = None,
     ) -> np.ndarray:
         """Chen et al.'s packet error rate of each upload (2021, eq. (9) on this round's channel, reused from
         :func:`optimizers.chen_assignment.packet_error_rate`): ``q = 1 - exp(-m B N0 / (P h))`` on the band
         ``B`` each of ``n_transmitting`` devices uploads on (:meth:`channel.RadioModel.upload_band_hz`), with the
         noise PSD N0 that already holds the interference rise, so ``q = 1 - exp(-m / SINR)`` at the SINR of its
-        rate. ``gain``, ``tx_power_w``: the uploading devices', shape (m,); ``waterfall``: m [linear]."""
+        rate. ``gain``, ``tx_power_w``: the uploading devices', shape (m,); ``waterfall``: m [linear]; ``band_hz``:
+        each upload's own band [Hz], shape (m,), where an allocation or Chen et al.'s RBs set it (None: the share
+        above)."""
         from optimizers.chen_assignment import packet_error_rate  # scipy loads only for runs with packet errors
 
         if gain.size == 0:
             return np.zeros(0)
-        band_hz = self.model.upload_band_hz(n_transmitting, held=held)
+        if band_hz is None:
+            band_hz = self.model.upload_band_hz(n_transmitting, held=held)
         return packet_error_rate(tx_power_w, gain, 0.0, rb_bandwidth_hz=band_hz,
                                  noise_psd_w_per_hz=self.model.noise_psd_w_per_hz, waterfall=waterfall)  # fmt: skip
 

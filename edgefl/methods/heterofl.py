@@ -102,6 +102,7 @@ class HeteroFL(Method):
     """Width levels a..e (1, 1/2, 1/4, 1/8, 1/16) assigned fixed, dynamically or by capability."""
 
     name = "heterofl"
+    takes_allocation = "radio"  # plans with ctx.rate_bps and ctx.costs at its own frequencies
     Settings = HeteroFLSettings
 
     def __init__(self, *, settings=None, setup) -> None:

@@ -627,12 +627,20 @@ def _mark_straggler(fig: go.Figure, rows: pd.DataFrame, straggler: int, words: W
     return f" ({words.straggler}: {label})"
 
 
+_DETAILS = (
+    ("width", "width {:.3g}", 1.0), ("cpu_hz", "CPU {:.3g} GHz", 1e9), ("rate_bps", "rate {:.3g} Mbit/s", 1e6),
+    ("bandwidth_hz", "band {:.3g} MHz", 1e6), ("tx_power_w", "power {:.3g} mW", 1e-3),
+)  # fmt: skip
+"""The job's knobs a timeline bar's hover shows: (column, text, unit [SI per shown unit]); the allocated CPU
+frequency, sub-band and transmit power among them (``channel.allocation``)."""
+
+
 def _device_details(row: pd.Series) -> str:
     parts = []
-    for col, text in (("width", "width {:.3g}"), ("cpu_hz", "CPU {:.3g} GHz"), ("rate_bps", "rate {:.3g} Mbit/s")):
+    for col, text, unit in _DETAILS:
         value = _float_or_none(row[col]) if col in row.index else None
         if value is not None:
-            parts.append(text.format(value / 1e9 if col == "cpu_hz" else value / 1e6 if col == "rate_bps" else value))
+            parts.append(text.format(value / unit))
     return "<br>" + ", ".join(parts) if parts else ""
 
 

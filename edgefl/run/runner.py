@@ -160,6 +160,10 @@ def build_run(scenario: Scenario, payloads_dir: str | Path | None = None) -> Run
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     method, costs = build_method(scenario, devices)
     check_policy(scenario.selection, fleet)
+    if scenario.channel.allocation == "min_energy" and fleet.has_power_parts:
+        raise ScenarioError("channel.allocation='min_energy' with the device table's power columns (static or circuit "
+                            "power): Yang et al.'s least energy knows only eps c f^2 + p t; drop those columns or "
+                            "use channel.allocation = 'min_time'")  # fmt: skip
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
@@ -211,6 +215,8 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         charge_idle=rcfg.charge_idle,
         waterfall=None if ch.packet_errors is None else ch.packet_errors.waterfall,
         retransmissions=0 if ch.packet_errors is None else ch.packet_errors.retransmissions,
+        allocation=ch.allocation,
+        allocation_weight=ch.allocation_weight,
     )
 
 

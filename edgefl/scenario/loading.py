@@ -266,7 +266,49 @@ class Scenario(_Strict):
                 f"under the {' or '.join(needs.cost_modes)} cost model, not {mode!r}; set fleet.step_costs.kind="
                 f"{'none' if mode == 'per_step' else 'normal'!r}"
             )
+        why = self._allocation_refusal(methods, mode)
+        if why:
+            raise ValueError(f"channel.allocation={self.channel.allocation!r} {why}")
         return self
+
+    def _allocation_refusal(self, methods: Mapping[str, Any], mode: str) -> str:
+        """Why the scenario's ``channel.allocation`` cannot run (edgefl.fleet.allocation), or '' when it can."""
+        ch, name = self.channel, self.method.name
+        kind, cls = ch.allocation, methods[name]
+        if kind == "equal":
+            return ""
+        takes = {m: c.takes_allocation for m, c in sorted(methods.items()) if not c.needs.asynchronous}
+        if cls.needs.asynchronous:
+            return (f"with method.name={name!r}: an asynchronous method dispatches jobs one at a time while others "
+                    "hold their sub-bands, which a round's allocation does not share; use channel.allocation = 'equal'")
+        if takes[name] == "none":
+            all_ = ", ".join(m for m, t in takes.items() if t == "all")
+            radio = ", ".join(m for m, t in takes.items() if t == "radio")
+            return (f"with method.name={name!r}: {name} plans its devices without the allocation; it combines with "
+                    f"{all_} (bandwidth, power and CPU frequency) and {radio} (bandwidth and power)")
+        if ch.access == "tdma":
+            return ("with channel.access='tdma': TDMA gives each upload the whole band in turn, the allocators "
+                    "share it out at once (FDMA); use channel.access = 'fdma'")
+        if self.selection.policy == "chen":
+            return ("with selection.policy='chen': Chen et al.'s assignment sets each device's resource block and "
+                    "power itself; use channel.allocation = 'equal'")
+        if mode == "per_step":
+            return (f"with fleet.step_costs.kind={self.fleet.step_costs.kind!r}: per-step costs do not depend on "
+                    "bandwidth, power or frequency; set fleet.step_costs.kind = 'none'")
+        if ch.bandwidth_mode != "split":
+            return ("with channel.bandwidth_mode='fixed': the allocation shares one band among the round's devices; "
+                    "set channel.bandwidth_mode = 'split'")
+        if ch.link_model != "shannon":
+            return (f"with channel.link_model={ch.link_model!r}: the allocators plan with Shannon's rate (no cap, "
+                    "no SINR floor); set channel.link_model = 'shannon'")
+        if kind == "min_energy" and (self.physics == "realistic" or self.fleet.explicit_power_fields()):
+            return ("with static or circuit power (physics = 'realistic' or fleet power parts): Yang et al.'s "
+                    "least energy knows only eps c f^2 + p t; use physics = 'paper' or channel.allocation = 'min_time'")
+        if self.round.policy != "wait_all" and self.round.late == "finish":
+            return (f"with round.policy={self.round.policy!r} and round.late='finish': a late job keeps its "
+                    "sub-band into the next round, which that round's allocation cannot share; set round.late = "
+                    "'cancel'")
+        return ""
 
 
 def _check_selection(scenario: Scenario, name: str, asynchronous: bool) -> None:

@@ -493,6 +493,8 @@ _CARRIER_HZ = Limit(1e6, 300e9, "Hz", "from 1 MHz (below any cellular or WLAN ba
                     "radio spectrum, ITU)")  # fmt: skip
 _IOT_DB = Limit(0.0, 30.0, "dB", "uplink interference over thermal: 0 dB in an isolated cell, a few dB in loaded "
                 "macro networks' link budgets, rarely above 10 dB")  # fmt: skip
+_ALLOC_WEIGHT = Limit(0.0, 1.0, "", "the weight of time in Yang et al.'s weighted objective w T + (1 - w) E: w = 1 "
+                      "is the least round time, w -> 0 lets the round grow without bound", low_open=True)  # fmt: skip
 _SHADOWING_DB = Limit(0.0, 20.0, "dB", "measured log-normal shadowing has a std of 4-12 dB")
 _NOISE_PSD = Limit(_dbm_per_mhz_to_w_per_hz(-124.0), _dbm_per_mhz_to_w_per_hz(-54.0), "W/Hz", "thermal noise at "
                    "290 K is -114 dBm/MHz; from 10 dB below it (a cooled receiver) to 60 dB above (noise figure and "
@@ -549,6 +551,12 @@ class ChannelConfig(_Strict):
     # time on the whole bandwidth_hz, in the order devices finish computing)
     access: Literal["fdma", "tdma"] = "fdma"
     packet_errors: PacketErrorsConfig | None = None
+    # how each round shares the uplink among the devices it starts (edgefl.fleet.allocation): "equal" (the
+    # band as bandwidth_mode says, every device at its own tx power), "min_time" (Shi et al.'s common finish),
+    # "min_energy" (Yang et al.'s least energy under the round's deadline; without one, least
+    # allocation_weight * T [s] + (1 - allocation_weight) * E [J], their weighted form)
+    allocation: Literal["equal", "min_time", "min_energy"] = "equal"
+    allocation_weight: Annotated[float, Field(gt=0, le=1), _ALLOC_WEIGHT] = 0.5
 
     @model_validator(mode="before")
     @classmethod
