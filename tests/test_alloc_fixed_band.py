@@ -40,7 +40,8 @@ def random_instance(rng: np.random.Generator) -> dict:
     inst = dict(
         cycles=10 ** rng.uniform(7, 9, n), kappa=10 ** rng.uniform(-28.5, -27, n),
         f_min_hz=f_max * rng.uniform(0.05, 0.5, n), f_max_hz=f_max, p_max_w=10 ** (rng.uniform(0, 23, n) / 10) * 1e-3,
-        update_bits=float(10 ** rng.uniform(5, 6.5)), gain=10 ** (-(128.1 + 37.6 * np.log10(d_km) + rng.normal(0, 8, n)) / 10),
+        update_bits=float(10 ** rng.uniform(5, 6.5)),
+        gain=10 ** (-(128.1 + 37.6 * np.log10(d_km) + rng.normal(0, 8, n)) / 10),
         n0_w_per_hz=N0, bandwidth_hz=10 ** rng.uniform(5, 6.3, n),
     )  # fmt: skip
     rate = inst["bandwidth_hz"] * np.log2(1 + inst["gain"] * inst["p_max_w"] / (N0 * inst["bandwidth_hz"]))
@@ -77,7 +78,8 @@ def reference_power_search(inst: dict) -> float:
 def reference_alone(inst: dict) -> float:
     total = 0.0
     for i in range(inst["cycles"].size):
-        one = {k: (v[i : i + 1] if k == "cycles" else v[i]) if isinstance(v, np.ndarray) else v for k, v in inst.items()}
+        one = {k: (v[i : i + 1] if k == "cycles" else v[i]) if isinstance(v, np.ndarray) else v
+               for k, v in inst.items()}  # fmt: skip
         total += min_energy_allocation(**one).energy_j
     return total
 
@@ -110,16 +112,19 @@ def test_loose_deadline_by_hand():
     # 100 - 1 = 99 s: 1 Mbit over 1 MHz at ~10.1 kbit/s, p t = (N0 b / g) t (2^{S/(t b)} - 1).
     n0, b, s = 1e-20, 1e6, 1e6
     sol = min_energy_fixed_bandwidth(cycles=[1e8], kappa=1e-28, f_min_hz=1e8, f_max_hz=1e9, p_max_w=1.0,
-                                     update_bits=s, gain=1e-10, n0_w_per_hz=n0, bandwidth_hz=b, deadline_s=100.0)  # fmt: skip
+                                     update_bits=s, gain=1e-10, n0_w_per_hz=n0, bandwidth_hz=b,
+                                     deadline_s=100.0)  # fmt: skip
     assert sol.cpu_hz[0] == pytest.approx(1e8, rel=1e-12)
     assert sol.t_up_s[0] == pytest.approx(99.0, rel=1e-9)
-    assert sol.energy_j == pytest.approx(1e-4 + (n0 * b / 1e-10) * 99.0 * math.expm1(s * math.log(2) / (99.0 * b)), rel=1e-9)
+    upload_j = (n0 * b / 1e-10) * 99.0 * math.expm1(s * math.log(2) / (99.0 * b))
+    assert sol.energy_j == pytest.approx(1e-4 + upload_j, rel=1e-9)
 
 
 def test_infeasible_device_is_named():
     with pytest.raises(InfeasibleError, match=re.escape("device 1 cannot make the deadline deadline_s=0.5")) as err:
         min_energy_fixed_bandwidth(cycles=[1e8, 1e9], kappa=1e-28, f_min_hz=1e8, f_max_hz=1e9, p_max_w=1.0,
-                                   update_bits=1e5, gain=1e-10, n0_w_per_hz=1e-20, bandwidth_hz=1e6, deadline_s=0.5)  # fmt: skip
+                                   update_bits=1e5, gain=1e-10, n0_w_per_hz=1e-20, bandwidth_hz=1e6,
+                                   deadline_s=0.5)  # fmt: skip
     assert err.value.device == 1
 
 
