@@ -10,7 +10,7 @@ hence cycles per round, and round 1's gains with its 8 dB shadowing: :func:`edge
 one round is planned under:
 
 - ``EB-FDMA``: the band split equally (B/K each) at f_max and p_max: edgefl's ``bandwidth_mode = "split"``, what a
-  run of the preset charges (the script checks this against a simulated round of the preset, to 1e-9);
+  run of the preset charges (the script checks it against round 1 of a simulated run, to 1e-9, and stops if not);
 - ``min_time``: the least round time T* (Shi et al.; Yang et al.'s completion-time problem at fixed local work),
   f_max and p_max, the band split so that every device finishes together
   (:func:`optimizers.alloc_min_time.min_time_allocation`);
@@ -26,9 +26,11 @@ one round is planned under:
   computation end (the least TDMA round time: :func:`optimizers.tdma_schedule.tdma_max_allocation`). Its least
   energy under T is not computed (K! upload orders); it is listed at each T where its least round time meets T.
 
-Writes ``OUT/seed<k>.json`` per seed (resumable: a seed's file is read back, not recomputed) and
-``OUT/table.csv``: per scheme and deadline, the mean and standard deviation over seeds of the round time [s] and
-the energy per round [J], and how many seeds are feasible; prints it and the claims' figures.
+Writes ``OUT/seed<k>.json`` per seed (resumable: a seed's file is read back, not recomputed), ``OUT/rows.csv``
+(every seed, scheme and deadline), ``OUT/table.csv`` (per scheme and deadline: the mean, standard deviation, least
+and largest over seeds of the round time [s] and the energy per round [J], and how many seeds meet the deadline)
+and ``OUT/reductions.csv`` (min_energy's energy reduction against each baseline); prints them and the claims'
+figures.
 
 Part B (real training, ``--part B``): FedAvg on ``operator_cell`` under ``channel.allocation`` = equal, min_time,
 min_energy: simulated time and energy to ``--target`` test accuracy, per seed. It needs the key
@@ -111,6 +113,9 @@ def plan_seed(job: tuple[int, list[float], list[float]]) -> dict:
     t_eb = float(np.max(c / f_max + d["bits"] / rate))
     e_eb = float(np.sum(kap * c * f_max**2 + p_max * d["bits"] / rate))
     sim_t, sim_e = simulated_round(seed)
+    if abs(sim_t / t_eb - 1) > 1e-9 or abs(sim_e / e_eb - 1) > 1e-9:
+        raise SystemExit(f"seed {seed}: the planned equal split ({t_eb!r} s, {e_eb!r} J) is not what a run of "
+                         f"{PRESET} charges ({sim_t!r} s, {sim_e!r} J)")  # fmt: skip
     row("EB-FDMA", "none", t_eb, e_eb, sim_round_time_s=sim_t, sim_energy_j=sim_e)
     fast = min_time_allocation(cycles=c, cpu_hz=f_max, p_tx_w=p_max, bandwidth_hz=d["band"], **common)
     t_star = fast.t_round_s
@@ -123,11 +128,15 @@ def plan_seed(job: tuple[int, list[float], list[float]]) -> dict:
     for label, t in deadlines:
         args_eb = dict(cycles=c, kappa=kap, f_max_hz=f_max, p_max_w=p_max, deadline_s=t, **common)
         args = dict(bandwidth_hz=d["band"], **args_eb)
-        best = min_energy_allocation(f_min_hz=d["f_min"], **args)
-        row("min_energy", label, float(np.max(best.t_cmp_s + best.t_up_s)), best.energy_j, deadline_s=t,
-            compute_share=float(best.compute_energy_j.sum() / best.energy_j))  # fmt: skip
-        fixed = min_energy_allocation(f_min_hz=f_max, **args)
-        row("fixed-f", label, float(np.max(fixed.t_cmp_s + fixed.t_up_s)), fixed.energy_j, deadline_s=t)
+        if t <= t_star:  # a paper's limit below this fleet's least round time: no FDMA allocation meets it
+            for scheme in ("min_energy", "fixed-f"):
+                row(scheme, label, math.nan, math.nan, feasible=False, deadline_s=t)
+        else:
+            best = min_energy_allocation(f_min_hz=d["f_min"], **args)
+            row("min_energy", label, float(np.max(best.t_cmp_s + best.t_up_s)), best.energy_j, deadline_s=t,
+                compute_share=float(best.compute_energy_j.sum() / best.energy_j))  # fmt: skip
+            fixed = min_energy_allocation(f_min_hz=f_max, **args)
+            row("fixed-f", label, float(np.max(fixed.t_cmp_s + fixed.t_up_s)), fixed.energy_j, deadline_s=t)
         try:  # b = B/K each: power and frequency at each device's least energy by t
             eb = min_energy_fixed_bandwidth(bandwidth_hz=d["band"] / k, f_min_hz=d["f_min"], **args_eb)
             row("EB-FDMA opt", label, float(np.max(eb.t_cmp_s + eb.t_up_s)), eb.energy_j, deadline_s=t)
