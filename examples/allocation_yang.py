@@ -37,7 +37,8 @@ min_energy: simulated time and energy to ``--target`` test accuracy, per seed. I
 ``channel.allocation`` (issue #36, point 1); until the scenario loader accepts it, Part B prints that and exits.
 
 Measured wall time: Part A with the defaults (20 seeds, 7 deadlines) and ``--jobs 2`` took 2 minutes 57 seconds
-on the shared 2-core machine with other helpers' work running (2026-11-28); reading the seeds back takes seconds.
+and, rerun from scratch, 4 minutes 24 seconds on the shared 2-core machine with other helpers' work running
+(2026-11-28; the same table both times); reading the seeds back takes seconds.
 The table and the verdicts are in examples/README.md, "Yang et al.: energy-efficient allocation (issue #36)".
 """
 
