@@ -217,8 +217,8 @@ def test_packet_error_runs_reproduce_from_the_seed():
 @pytest.mark.parametrize(
     ("sets", "fragment"),
     [
-        (["channel.access=tdma", "round.policy=deadline", "round.deadline_s=2"],
-         "channel.access='tdma' with round.policy='deadline'"),
+        (["channel.access=tdma", "round.policy=deadline", "round.deadline_s=2", "method.name=stc"],
+         "channel.access='tdma' with round.policy='deadline' and method.name='stc'"),
         (["channel.access=tdma", "method.name=fedasync", "learning=torch"],
          "channel.access='tdma' with method.name='fedasync'"),
         (["channel.packet_errors.waterfall=0"], "waterfall=0: outside"),

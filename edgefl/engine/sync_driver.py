@@ -58,13 +58,18 @@ class SyncDriver:
         return None
 
 
-def upload_order(plan: RoundPlan) -> np.ndarray | None:
-    """The plan's TDMA upload order (:attr:`RoundPlan.upload_order`, device ids) as job indices, or None (first
-    come, first served); raises :class:`SimulationError` unless it names each of the plan's jobs once."""
-    if plan.upload_order is None:
-        return None
+def upload_order(plan: RoundPlan, schedule: np.ndarray | None = None) -> np.ndarray | None:
+    """The plan's TDMA upload order (:attr:`RoundPlan.upload_order`, device ids) as job indices; without one, the
+    selection policy's ``schedule`` (FedCS's :attr:`Selection.upload_order`, device ids) less the devices the plan
+    left out; else None (first come, first served). Raises :class:`SimulationError` unless the order names each
+    of the plan's jobs once."""
     dev = plan.jobs.device
-    order = np.asarray(plan.upload_order, dtype=np.int64).reshape(-1)
+    if plan.upload_order is not None:
+        order = np.asarray(plan.upload_order, dtype=np.int64).reshape(-1)
+    elif schedule is not None:
+        order = schedule[np.isin(schedule, dev)]
+    else:
+        return None
     pos = np.argsort(dev, kind="stable")
     idx = pos[np.clip(np.searchsorted(dev[pos], order), 0, max(dev.size - 1, 0))] if dev.size else order[:0]
     if order.size != dev.size or not np.array_equal(dev[idx], order) or np.unique(idx).size != idx.size:
@@ -157,7 +162,8 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
 
     outcome = clock.play(
         devices=dev, durations=start, policy=rules.policy, deadline_s=rules.deadline_s,
-        keep=rules.keep, down_s=down_s, late=rules.late, tdma=radio.tdma, upload_order=upload_order(plan),
+        keep=rules.keep, down_s=down_s, late=rules.late, tdma=radio.tdma,
+        upload_order=upload_order(plan, None if choice is None or not radio.tdma else choice.upload_order),
         failed=failed,
     )  # fmt: skip
     work = done["work"]

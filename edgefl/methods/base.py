@@ -344,7 +344,11 @@ class Method(ABC):
       ``"equal"``, :mod:`edgefl.fleet.allocation`): ``"all"`` (bandwidth, power and CPU frequency,
       :attr:`RoundContext.cpu_hz`), ``"radio"`` (bandwidth and power through ``ctx.rate_bps`` and ``ctx.costs``; it
       sets its own frequency) or ``"none"`` (refused at load). A subclass that overrides :meth:`plan_round` is taken
-      to take none, unless it declares it again.
+      to take none, unless it declares it again;
+    - :meth:`plans_to_t_max`: whether, with given settings, its plan stretches a device's compute or upload to
+      fill the round's T_max (:attr:`RoundContext.t_budget_s`'s value). Such a plan holds only when each upload
+      starts as its compute ends (FDMA), so TDMA under a deadline refuses it at load. A subclass that overrides
+      :meth:`plan_round` is taken to plan to T_max, unless it declares the method again.
 
     It is constructed with keyword arguments only: its settings and a :class:`MethodSetup`.
     """
@@ -362,6 +366,14 @@ class Method(ABC):
             cls.plans_each_device_alone = False
         if ("plan_round" in cls.__dict__ or "local_work" in cls.__dict__) and "takes_allocation" not in cls.__dict__:
             cls.takes_allocation = "none"
+        if "plan_round" in cls.__dict__ and "plans_to_t_max" not in cls.__dict__:
+            cls.plans_to_t_max = Method.__dict__["plans_to_t_max"]
+
+    @classmethod
+    def plans_to_t_max(cls, settings: BaseModel) -> bool:
+        """Whether the plan under ``settings`` (its ``[method.<name>]`` table) depends on the value of T_max, not
+        only on whether there is one (the class docstring); True unless a method says otherwise."""
+        return True
 
     def __init__(self, *, settings: BaseModel | None = None, setup: MethodSetup) -> None:
         self.settings = type(self).Settings() if settings is None else settings

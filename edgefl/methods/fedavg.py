@@ -55,6 +55,12 @@ class FedAvg(Method):
     plans_each_device_alone = True  # every step of plan_round is per device (local_work must stay so too)
     takes_allocation = "all"  # under channel.allocation it runs at the allocated frequency, not cpu_policy's
 
+    @classmethod
+    def plans_to_t_max(cls, settings: FedAvgSettings) -> bool:
+        """Only ``cpu_policy = "min_energy"`` stretches the compute to T_max less the upload; at ``"max"`` the
+        plan is the same whatever the deadline."""
+        return settings.cpu_policy == "min_energy"
+
     def local_work(self, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(SGD steps, samples processed) of each device's local training in a round, by the trainer's rule
         (the scenario's epochs or steps); shapes of ``dev``. A method that changes the local work overrides it."""

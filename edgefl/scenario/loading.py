@@ -252,7 +252,7 @@ class Scenario(_Strict):
                     f"method.name={name!r} with surrogate.bound={self.surrogate.bound!r}: asynchronous surrogate "
                     "steps follow the AnycostFL bound; set surrogate.bound = 'anycostfl'"
                 )
-        _check_access(self.channel, self.round, name, needs.asynchronous)
+        _check_access(self, methods[name])
         if self.channel.downlink is not None and self.round.downlink_s > 0:
             raise ValueError(
                 f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
@@ -345,24 +345,34 @@ def _check_selection(scenario: Scenario, name: str, asynchronous: bool) -> None:
             )
 
 
-def _check_access(channel: ChannelConfig, rnd: RoundConfig, method: str, asynchronous: bool) -> None:
-    """Refuse, in one line, what TDMA cannot play exactly: TDMA under an asynchronous method
-    (its jobs end at times fixed when each is dispatched, on a sub-band of its own; on one shared channel a job's
-    end would depend on jobs dispatched after it), TDMA under ``round.policy = "deadline"`` (the methods plan
-    compute and upload within T_max as if each upload started when its compute ended, as under FDMA; under TDMA
-    it waits for the channel, so those plans would miss T_max)."""
-    if channel.access == "tdma" and asynchronous:
+def _check_access(scenario: Scenario, cls: Any) -> None:
+    """Refuse, in one line, what TDMA cannot play exactly (``cls``: the chosen method's class): TDMA under an
+    asynchronous method (its jobs end at times fixed when each is dispatched, on a sub-band of its own; on one
+    shared channel a job's end would depend on jobs dispatched after it), and TDMA under ``round.policy =
+    "deadline"`` with a method whose plan fills T_max (:meth:`edgefl.methods.base.Method.plans_to_t_max`: it plans
+    compute and upload within T_max as if each upload started when its compute ended, as under FDMA; under TDMA it
+    waits for the channel, so those plans would miss T_max). Under FedCS a method that plans each device alone is
+    let through whatever it plans: FedCS schedules the uploads from that very plan, so the schedule is exact."""
+    channel, name = scenario.channel, scenario.method.name
+    if channel.access != "tdma":
+        return
+    if cls.needs.asynchronous:
         raise ValueError(
-            f"channel.access='tdma' with method.name={method!r}: an asynchronous method's jobs each end at a time "
+            f"channel.access='tdma' with method.name={name!r}: an asynchronous method's jobs each end at a time "
             "fixed at dispatch on a sub-band of their own, which one shared TDMA channel does not give; set "
             "channel.access = 'fdma'"
         )
-    if channel.access == "tdma" and rnd.policy == "deadline":
-        raise ValueError(
-            "channel.access='tdma' with round.policy='deadline': the methods plan each device's compute and upload "
-            "within T_max as if its upload started when it finished computing (FDMA), but under TDMA it waits for "
-            "the channel; use round.policy = 'wait_all' or 'over_select', or channel.access = 'fdma'"
-        )
+    if scenario.round.policy != "deadline" or not cls.plans_to_t_max(scenario.method.settings_of(name)):
+        return
+    if scenario.selection.policy == "fedcs" and cls.plans_each_device_alone:
+        return
+    raise ValueError(
+        f"channel.access='tdma' with round.policy='deadline' and method.name={name!r}: {name} plans each device's "
+        "compute and upload to fill T_max as if its upload started when it finished computing (FDMA), but under "
+        "TDMA it waits for the channel; use round.policy = 'wait_all' or 'over_select', channel.access = 'fdma', "
+        "or a plan that does not fill T_max (fedavg, fednova, fedavg_dropout, ccfedavg with cpu_policy = 'max'; "
+        "heterofl with assignment = 'fix' or 'dynamic')"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- loading

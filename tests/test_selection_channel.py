@@ -1,0 +1,120 @@
+"""Selection policies on the channel they plan for (issue #36, points 2-4): FedCS's upload schedule played by
+TDMA under a deadline, and Chen et al.'s RBs in the packet-error draw.
+
+FedCS's hand case runs under Luo et al.'s per-step costs with a device table, so each candidate's compute time
+(one SGD step of ``step_time_s``) and upload time (``comm_time_s``, the same on any band) are the table's numbers
+and the schedule and its TDMA timeline are worked out by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from edgefl.errors import ScenarioError
+from edgefl.run.load import load_scenario
+from edgefl.run.runner import run_scenario
+
+STEP_S = [1.0, 2.0, 6.0, 0.5]  # ready times (one step each, no download) [s]
+COMM_S = [3.0, 2.0, 1.0, 8.0]  # upload times [s]
+
+
+def _per_step_table(tmp_path, step_s, comm_s) -> str:
+    path = tmp_path / "devices.csv"
+    pd.DataFrame({"step_time_s": step_s, "comm_time_s": comm_s, "step_energy_j": 0.01,
+                  "comm_energy_j": 0.02}).to_csv(path, index=False)  # fmt: skip
+    return str(path)
+
+
+def _fedcs_tdma(tmp_path, *more, deadline_s=10.5, method="fedavg"):
+    sets = [
+        "rounds=1", "checkpoint_every=0", f"learning={'surrogate' if method == 'fedavg' else 'torch'}",
+        "physics=paper", f"method.name={method}", f"method.clients_per_round={len(STEP_S)}", "train.local_steps=1",
+        "fleet.step_costs.kind=normal", f"fleet.devices='{_per_step_table(tmp_path, STEP_S, COMM_S)}'",
+        "round.policy=deadline", f"round.deadline_s={deadline_s}", "selection.policy=fedcs", *more,
+    ]  # fmt: skip
+    return run_scenario(load_scenario("quickstart", sets))
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fednova"])
+def test_tdma_plays_fedcs_schedule_on_a_hand_case(tmp_path, method):
+    """Deadline 10.5 s: FedCS schedules devices [1, 2, 0] with uploads ending at 4, 7 and 10 s
+    (test_selection_policies works the greedy out). TDMA in that order: device 1 computes to 2 s and uploads
+    2-4 s; device 2 computes to 6 s and uploads 6-7 s; device 0 computes to 1 s, waits 6 s while the channel is
+    busy or kept for the others, and uploads 7-10 s. Each arrives exactly at its planned end. First come, first
+    served would have sent device 0 first (1-4 s), then 1 (4-6 s) and 2 (6-7 s): the order is FedCS's."""
+    rows = _fedcs_tdma(tmp_path, "channel.access=tdma", method=method).device_rounds.set_index("device")
+    order = [1, 2, 0]
+    assert sorted(rows.index) == [0, 1, 2]
+    assert rows.loc[order, "t_arrive_s"].tolist() == [4.0, 7.0, 10.0]
+    assert rows.loc[order, "t_wait_s"].tolist() == [0.0, 0.0, 6.0]
+    assert (rows["t_arrive_s"] == rows["upload_end_planned_s"]).all() and rows["arrived"].all()
+
+
+def test_tdma_fedcs_under_fdma_the_same_schedule_arrives_earlier(tmp_path):
+    """The same case under FDMA: every upload starts when its compute ends, so devices 0, 1 and 2 arrive at 4,
+    4 and 7 s, device 0 before its slot's planned end (10 s)."""
+    rows = _fedcs_tdma(tmp_path).device_rounds.set_index("device")
+    assert rows.loc[[0, 1, 2], "t_arrive_s"].tolist() == [4.0, 4.0, 7.0]
+
+
+FEDCS_PHYSICAL = [
+    "rounds=12", "checkpoint_every=0", "learning=surrogate", "physics=paper", "method.name=fedavg",
+    "method.clients_per_round=6", "fleet.n_devices=10", "round.policy=deadline", "round.deadline_s=6",
+    "selection.policy=fedcs", "channel.access=tdma", "channel.bandwidth_mhz=10",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("cpu_policy", ["max", "min_energy"])
+def test_tdma_fedcs_every_chosen_device_ends_by_its_planned_end(cpu_policy):
+    """12 rounds on the quickstart's fleet under the papers' physics (Shannon rate on the whole band, Rayleigh
+    fading): each device FedCS chose uploads in its slot and arrives by its planned end (to rounding: the planned
+    end is the round start plus FedCS's sum of durations, the arrival the clock's chain of the same durations),
+    planned = charged for compute and upload, and at least two devices share a round, so the order matters.
+    Under ``cpu_policy = "min_energy"`` FedAvg stretches each compute to T_max less its upload, so FedCS schedules
+    that plan (fewer devices fit) and it is still played exactly."""
+    res = run_scenario(load_scenario("quickstart", [*FEDCS_PHYSICAL, f"method.fedavg.cpu_policy={cpu_policy}"]))
+    rows = res.device_rounds
+    assert len(rows) > 0 and rows["arrived"].all()
+    assert (rows["t_arrive_s"] <= rows["upload_end_planned_s"] * (1 + 1e-12)).all()
+    assert (rows["t_cmp_s"] == rows["t_cmp_planned_s"]).all() and (rows["t_com_s"] == rows["t_com_planned_s"]).all()
+    for _, got in rows.groupby("round"):
+        slots = got.sort_values("upload_slot")
+        upload_start = (slots["t_arrive_s"] - slots["t_com_s"]).to_numpy()
+        assert np.all(np.diff(upload_start) > 0)  # one at a time, in FedCS's order
+        assert np.all(upload_start[1:] >= slots["t_arrive_s"].to_numpy()[:-1] * (1 - 1e-12))
+    if cpu_policy == "max":
+        assert rows.groupby("round").size().max() >= 2
+
+
+@pytest.mark.parametrize(
+    ("sets", "fragment"),
+    [
+        (["method.fedavg.cpu_policy=min_energy"], "and method.name='fedavg': fedavg plans each device's compute"),
+        (["method.name=stc"], "and method.name='stc'"),
+        (["method.name=heterofl"], "and method.name='heterofl'"),
+        (["method.name=stc", "selection.policy=fedcs"], "and method.name='stc'"),
+        (["method.name=heterofl", "method.heterofl.assignment=capability", "selection.policy=fedcs"],
+         "and method.name='heterofl'"),
+    ],
+)
+def test_tdma_deadline_refuses_a_plan_that_fills_t_max_naming_the_method(sets, fragment):
+    base = ["channel.access=tdma", "round.policy=deadline", "round.deadline_s=2"]
+    with pytest.raises(ScenarioError, match=fragment) as info:
+        load_scenario("quickstart", [*base, *sets])
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        [],  # fedavg at cpu_policy = "max"
+        ["method.name=fednova"],
+        ["method.name=heterofl", "method.heterofl.assignment=fix"],
+        ["selection.policy=fedcs", "method.fedavg.cpu_policy=min_energy"],  # FedCS schedules that very plan
+    ],
+)
+def test_tdma_deadline_loads_where_the_plan_is_exact(sets):
+    s = load_scenario("quickstart", ["channel.access=tdma", "round.policy=deadline", "round.deadline_s=2", *sets])
+    assert s.channel.access == "tdma" and s.round.policy == "deadline"
