@@ -118,3 +118,54 @@ def test_tdma_deadline_refuses_a_plan_that_fills_t_max_naming_the_method(sets, f
 def test_tdma_deadline_loads_where_the_plan_is_exact(sets):
     s = load_scenario("quickstart", ["channel.access=tdma", "round.policy=deadline", "round.deadline_s=2", *sets])
     assert s.channel.access == "tdma" and s.round.policy == "deadline"
+
+
+# --- Chen et al.'s RBs in the packet-error draw ------------------------------------------------------------------
+
+CHEN_LOSS_ROUNDS = 100
+CHEN_M = 3.0  # a waterfall m that loses about one upload in six on these RBs
+SIGMAS = 5.0  # binomial tolerance of a loss count: |count - mean| <= 5 standard deviations (fails w.p. < 6e-7)
+RB_HZ, RB_I_W = 0.5e6, 10 ** ((np.array([-110.0, -100.0, -95.0]) - 30) / 10)  # CHEN_SETS's RBs; dBm -> W
+
+
+def test_chen_packet_errors_draw_each_rb_interference():
+    """100 rounds of Chen et al.'s selection with ``[channel.packet_errors]`` (m = 3, no retransmission): each row's
+    ``error_rate_planned`` is eq. (9) at the SINR of its RB rate, ``q = 1 - exp(-m / (2^(r/B) - 1))`` (worked back
+    from the row's ``rate_bps`` here), and the count of rows lost to packet errors is the sum of those q within
+    5 binomial standard deviations. The RBs' interference (-110 to -95 dBm) is 50 to 1,600 times the noise of an RB,
+    so a draw on the noise alone (``q0 = 1 - exp(-m B N0 / (P h))``) would lose far fewer: that sum is more than 5
+    standard deviations away."""
+    from test_selection_policies import CHEN_SETS
+
+    sets = [s for s in CHEN_SETS if not s.startswith("rounds=")]
+    scenario = load_scenario("quickstart", [*sets, f"rounds={CHEN_LOSS_ROUNDS}", f"selection.chen.waterfall={CHEN_M}",
+                                            "channel.packet_errors.retransmissions=0"])  # fmt: skip
+    rows = run_scenario(scenario).device_rounds
+    q = rows["error_rate_planned"].to_numpy()
+    sinr = 2.0 ** (rows["rate_bps"].to_numpy() / RB_HZ) - 1.0
+    assert q == pytest.approx(1.0 - np.exp(-CHEN_M / sinr), rel=1e-9)
+    assert rows["interference_w"].to_numpy() == pytest.approx(RB_I_W[rows["rb"].to_numpy(int)], rel=1e-12)
+    lost = int(np.count_nonzero(rows["reason"] == "packet error"))
+    assert lost == int(np.count_nonzero(~rows["arrived"]))  # nothing else is lost here
+    mean, sd = float(q.sum()), float(np.sqrt(np.sum(q * (1 - q))))
+    assert abs(lost - mean) <= SIGMAS * sd, (lost, mean, sd)
+    noise_w = RB_HZ * scenario.channel.noise_psd_w_per_hz
+    q0 = 1.0 - np.exp(-CHEN_M * noise_w / (sinr * (rows["interference_w"].to_numpy() + noise_w)))
+    assert abs(lost - q0.sum()) > SIGMAS * sd, "the interference changes nothing: the case checks nothing"
+    assert lost >= 10
+
+
+def test_one_waterfall_under_chen_with_packet_errors():
+    """The m given in either key fills the other; both given must agree; without Chen's policy they are apart."""
+    chen = ["selection.policy=chen", "channel.link_model=shannon"]
+    s = load_scenario("quickstart", [*chen, "channel.packet_errors.waterfall=30"])
+    assert s.selection.chen.waterfall == 30.0 and s.channel.packet_errors.waterfall == 30.0
+    s = load_scenario("quickstart", [*chen, "selection.chen.waterfall=2", "channel.packet_errors.retransmissions=1"])
+    assert s.channel.packet_errors.waterfall == 2.0
+    s = load_scenario("quickstart", [*chen, "selection.chen.waterfall=2", "channel.packet_errors.waterfall=2"])
+    assert s.selection.chen.waterfall == s.channel.packet_errors.waterfall == 2.0
+    with pytest.raises(ScenarioError, match=r"selection.chen.waterfall=2 with channel.packet_errors.waterfall=30") as e:
+        load_scenario("quickstart", [*chen, "selection.chen.waterfall=2", "channel.packet_errors.waterfall=30"])
+    assert "\n" not in str(e.value)
+    s = load_scenario("quickstart", ["selection.chen.waterfall=2", "channel.packet_errors.waterfall=30"])
+    assert s.selection.chen.waterfall == 2.0 and s.channel.packet_errors.waterfall == 30.0

@@ -123,6 +123,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         plan = plan.with_skipped(no_link, np.full(no_link.size, NO_LINK, dtype=object))
     jobs = plan.jobs
     dev = jobs.device
+    interference_w: np.ndarray | float = 0.0  # received on each upload's band beyond the noise (Chen's I_n)
     if alloc is not None:  # each device keeps its allocated sub-band, whoever sits out
         rate = alloc_rate
         at = np.searchsorted(ctx.selected, dev)
@@ -138,12 +139,13 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
             own = choice.values_of(dev)
             bandwidth_hz = own.get("bandwidth_hz", bandwidth_hz)
             tx_power_w = own.get("tx_power_w", tx_power_w)
+            interference_w = own.get("interference_w", interference_w)
     down_s, e_down = downloads(run, jobs, gain)
     attempts = failed = None
     if rules.waterfall is not None:  # [channel.packet_errors]: each upload's attempts, from its device's stream
         own_band = None if alloc is None and choice is None else bandwidth_hz  # an allocation's or Chen's RB
         q = radio.packet_error_rate(gain[dev], tx_power_w, dev.size, held=held, waterfall=rules.waterfall,
-                                    band_hz=own_band)  # fmt: skip
+                                    band_hz=own_band, interference_w=interference_w)  # fmt: skip
         attempts, failed = upload_attempts(q, dev, key=r, retransmissions=rules.retransmissions,
                                            streams=streams)  # fmt: skip
     done: dict[str, Any] = {}

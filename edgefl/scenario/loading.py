@@ -192,6 +192,33 @@ class Scenario(_Strict):
 
     @model_validator(mode="before")
     @classmethod
+    def _one_waterfall(cls, data: Any) -> Any:
+        """Under ``selection.policy = "chen"`` with ``[channel.packet_errors]``, one waterfall m for Chen et al.'s
+        planning and the loss draw: the one given of ``selection.chen.waterfall`` and
+        ``channel.packet_errors.waterfall`` fills the other; both given must be equal (one line otherwise)."""
+        if not isinstance(data, dict):
+            return data
+        sel, ch = data.get("selection"), data.get("channel")
+        if not (isinstance(sel, dict) and sel.get("policy") == "chen" and isinstance(ch, dict)):
+            return data
+        chen, lost = sel.get("chen", {}), ch.get("packet_errors")
+        if not (isinstance(chen, dict) and isinstance(lost, dict)):
+            return data
+        mine, theirs = chen.get("waterfall"), lost.get("waterfall")
+        if mine is not None and theirs is not None and mine != theirs:
+            raise ValueError(
+                f"selection.chen.waterfall={mine!r} with channel.packet_errors.waterfall={theirs!r}: Chen et al.'s "
+                "selection plans with the packet error rate the uploads are then lost with, so one m; give it in "
+                "one of the two keys (the other takes it) or the same number in both"
+            )
+        m = theirs if mine is None else mine
+        if m is None:
+            return data
+        return {**data, "selection": {**sel, "chen": {**chen, "waterfall": m}},
+                "channel": {**ch, "packet_errors": {**lost, "waterfall": m}}}  # fmt: skip
+
+    @model_validator(mode="before")
+    @classmethod
     def _device_table(cls, data: Any) -> Any:
         """The ``[fleet]`` section with its device table read and checked (its rows set ``n_devices``)."""
         if isinstance(data, dict) and isinstance(data.get("fleet"), dict):
