@@ -232,7 +232,20 @@ def resolve_info(scenario: Scenario) -> RunInfo:
         model=scenario.model.name, dataset=data.dataset, partition=data.partition,
         target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
         output_format=scenario.output.format, physics=physics_of(scenario), **trainer_info(scenario),
+        **uplink_info(scenario),
     )  # fmt: skip
+
+
+def uplink_info(scenario: Scenario) -> dict[str, Any]:
+    """How the scenario shares and schedules the uplink, for :class:`RunInfo`: access, selection policy (Chen et
+    al.'s RBs), allocation and packet errors."""
+    ch, chen, lost = scenario.channel, scenario.selection.chen, scenario.channel.packet_errors
+    return {
+        "access": ch.access, "selection": scenario.selection.policy, "chen_rbs": chen.resource_blocks,
+        "chen_rb_hz": chen.rb_bandwidth_hz, "chen_waterfall": chen.waterfall, "allocation": ch.allocation,
+        "allocation_weight": ch.allocation_weight, "waterfall": None if lost is None else lost.waterfall,
+        "retransmissions": 0 if lost is None else lost.retransmissions,
+    }  # fmt: skip
 
 
 def physics_of(scenario: Scenario) -> str:
