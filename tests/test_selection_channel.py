@@ -169,3 +169,27 @@ def test_one_waterfall_under_chen_with_packet_errors():
     assert "\n" not in str(e.value)
     s = load_scenario("quickstart", ["selection.chen.waterfall=2", "channel.packet_errors.waterfall=30"])
     assert s.selection.chen.waterfall == 2.0 and s.channel.packet_errors.waterfall == 30.0
+
+
+def test_packet_error_rate_with_a_band_per_upload():
+    """An allocation's or Chen's band per upload: the radio's q equals eq. (9) evaluated upload by upload with
+    each one's own scalar B and I (optimizers.chen_assignment.packet_error_rate), and an allocation run with
+    packet errors plays (each upload sent once at least)."""
+    from edgefl.fleet.links import Radio
+    from edgefl.seeding import Streams
+    from optimizers.chen_assignment import packet_error_rate
+
+    scenario = load_scenario("quickstart", ["channel.link_model=shannon", "physics=paper"])
+    radio = Radio(scenario.channel, 4, Streams(0))
+    n0 = scenario.channel.noise_psd_w_per_hz
+    gain, power = np.array([1e-10, 3e-11, 2e-12, 5e-13]), np.array([0.2, 0.1, 0.05, 0.2])
+    band, i_w = np.array([1e6, 2.5e5, 1.8e5, 4e5]), np.array([0.0, 1e-13, 3e-14, 0.0])
+    got = radio.packet_error_rate(gain, power, 4, waterfall=1.08, band_hz=band, interference_w=i_w)
+    ref = [packet_error_rate(p, h, i, rb_bandwidth_hz=b, noise_psd_w_per_hz=n0, waterfall=1.08)
+           for p, h, i, b in zip(power, gain, i_w, band)]  # fmt: skip
+    assert got == pytest.approx(np.array(ref, dtype=float).ravel(), rel=1e-12)
+    alloc = ["channel.allocation=min_time", "channel.bandwidth_mode=split", "channel.link_model=shannon",
+             "physics=paper", "rounds=2", "checkpoint_every=0", "learning=surrogate",
+             "channel.packet_errors.waterfall=1.08"]  # fmt: skip
+    rows = run_scenario(load_scenario("quickstart", alloc)).device_rounds
+    assert len(rows) > 0 and (rows["uploads"] >= 1).all()
