@@ -79,6 +79,7 @@ def test_tdma_fedcs_every_chosen_device_ends_by_its_planned_end(cpu_policy):
     assert len(rows) > 0 and rows["arrived"].all()
     assert (rows["t_arrive_s"] <= rows["upload_end_planned_s"] * (1 + 1e-12)).all()
     assert (rows["t_cmp_s"] == rows["t_cmp_planned_s"]).all() and (rows["t_com_s"] == rows["t_com_planned_s"]).all()
+    assert (rows["bandwidth_hz"] == 10e6).all()  # each upload has the whole band, in turn
     for _, got in rows.groupby("round"):
         slots = got.sort_values("upload_slot")
         upload_start = (slots["t_arrive_s"] - slots["t_com_s"]).to_numpy()
@@ -193,3 +194,17 @@ def test_packet_error_rate_with_a_band_per_upload():
              "channel.packet_errors.waterfall=1.08"]  # fmt: skip
     rows = run_scenario(load_scenario("quickstart", alloc)).device_rounds
     assert len(rows) > 0 and (rows["uploads"] >= 1).all()
+
+
+def test_tdma_fedcs_with_packet_errors_loses_uploads_at_the_whole_band_rate():
+    """FedCS under TDMA with packet errors (m = 10, no retransmission): each upload's q is eq. (9) at the SINR of
+    its whole-band rate, ``1 - exp(-m / (2^(r/B) - 1))`` with B = 10 MHz (worked back from its ``rate_bps``), and
+    the uploads lost number that sum of q within 5 binomial standard deviations. Under ``bandwidth_mode = "split"``
+TDMA still gives each upload the whole band (not a K-th of it), in its rows and in its q."""
+    sets = [*FEDCS_PHYSICAL, "rounds=40", "channel.packet_errors.waterfall=10", "channel.bandwidth_mode=split"]
+    rows = run_scenario(load_scenario("quickstart", [s for s in sets if s != "rounds=12"])).device_rounds
+    q = 1.0 - np.exp(-10.0 / (2.0 ** (rows["rate_bps"].to_numpy() / 10e6) - 1.0))
+    lost = int(np.count_nonzero(rows["reason"] == "packet error"))
+    mean, sd = float(q.sum()), float(np.sqrt(np.sum(q * (1 - q))))
+    assert abs(lost - mean) <= SIGMAS * sd, (lost, mean, sd)
+    assert lost >= 5 and (rows["bandwidth_hz"] == 10e6).all()

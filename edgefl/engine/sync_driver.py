@@ -124,26 +124,29 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
     jobs = plan.jobs
     dev = jobs.device
     interference_w: np.ndarray | float = 0.0  # received on each upload's band beyond the noise (Chen's I_n)
+    own_band = None  # each upload's own band [Hz], where an allocation or Chen's RBs set it
     if alloc is not None:  # each device keeps its allocated sub-band, whoever sits out
         rate = alloc_rate
         at = np.searchsorted(ctx.selected, dev)
         bandwidth_hz, tx_power_w = alloc.bandwidth_hz[at], alloc.tx_power_w[at]
+        own_band = bandwidth_hz
     else:
         tx_mask = np.zeros(n, dtype=bool)
         tx_mask[dev] = True
         rate = radio.rates_bps(gain, fleet.tx_power_w, tx_mask, held=held)  # sub-bands of the devices that transmit
-        bandwidth_hz = np.full(dev.size, equal_bandwidth_hz(run, dev.size + held))
+        band = radio.model.band_hz if radio.tdma else equal_bandwidth_hz(run, dev.size + held)  # TDMA: all, in turn
+        bandwidth_hz = np.full(dev.size, band)
         tx_power_w = fleet.tx_power_w[dev]
         if choice is not None:  # Chen et al.'s RB rates and powers
             rate = choice.rates(rate)
             own = choice.values_of(dev)
-            bandwidth_hz = own.get("bandwidth_hz", bandwidth_hz)
+            own_band = own.get("bandwidth_hz")
+            bandwidth_hz = bandwidth_hz if own_band is None else own_band
             tx_power_w = own.get("tx_power_w", tx_power_w)
             interference_w = own.get("interference_w", interference_w)
     down_s, e_down = downloads(run, jobs, gain)
     attempts = failed = None
     if rules.waterfall is not None:  # [channel.packet_errors]: each upload's attempts, from its device's stream
-        own_band = None if alloc is None and choice is None else bandwidth_hz  # an allocation's or Chen's RB
         q = radio.packet_error_rate(gain[dev], tx_power_w, dev.size, held=held, waterfall=rules.waterfall,
                                     band_hz=own_band, interference_w=interference_w)  # fmt: skip
         attempts, failed = upload_attempts(q, dev, key=r, retransmissions=rules.retransmissions,
