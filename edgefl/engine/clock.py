@@ -416,6 +416,7 @@ class Clock:
         tdma: bool = False,
         upload_order: np.ndarray | None = None,
         failed: np.ndarray | None = None,
+        cancel_lost: bool = False,
     ) -> RoundOutcome:
         """Play one round from now: dispatch a job to each of ``devices`` (ids, shape (m,), online and idle) and
         wait under ``policy``; return when the server stops waiting (late jobs may still be running then).
@@ -428,7 +429,9 @@ class Clock:
         ``durations()`` is called once at dispatch and returns ``(t_cmp_s, t_com_s)``, shape (m,) [s];
         ``down_s`` is the download time [s], one number or shape (m,). ``deadline_s`` [s] is measured from the
         round start (download included); ``keep`` is K for ``over_select``; ``late`` what a job the server no
-        longer waits for does (module docstring).
+        longer waits for does (module docstring). ``cancel_lost``: under ``late = "cancel"`` a job whose device will
+        go offline after the cut-off is cancelled at the cut-off too (status cancelled) instead of running on until
+        it is lost, so that no job outlives its round (an allocation shares the whole band every round).
         """
         _check_policy(policy, deadline_s, keep, late)
         env = self.env
@@ -477,7 +480,7 @@ class Clock:
         # server is concerned: its device is free at the round end (its recorded arrival stays as computed)
         running = ~np.array(jobs_on.ended, dtype=bool)
         free_now = kept & running & (t_end > end)
-        cut = ~kept & ~lost & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
+        cut = ~kept & (cancel_lost | ~lost) & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
         jobs_on.chain_limit = order.size - int(np.count_nonzero(cut))  # cancelled jobs end the chain
         for j in np.flatnonzero(free_now | cut).tolist():
             jobs_on.end_job(j)

@@ -169,7 +169,7 @@ def play_round(run: Run, state: RunState) -> tuple[RunState, RoundRecord]:
         devices=dev, durations=start, policy=rules.policy, deadline_s=rules.deadline_s,
         keep=rules.keep, down_s=down_s, late=rules.late, tdma=radio.tdma,
         upload_order=upload_order(plan, None if choice is None or not radio.tdma else choice.upload_order),
-        failed=failed,
+        failed=failed, cancel_lost=alloc is not None,
     )  # fmt: skip
     work = done["work"]
     charges = charge(run, outcome, dev=dev, e_cmp_j=done["e_cmp"], e_com_j=done["e_com"], e_down_j=e_down)
