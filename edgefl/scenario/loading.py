@@ -298,9 +298,9 @@ class Scenario(_Strict):
         if ch.bandwidth_mode != "split":
             return ("with channel.bandwidth_mode='fixed': the allocation shares one band among the round's devices; "
                     "set channel.bandwidth_mode = 'split'")
-        if ch.link_model != "shannon":
-            return (f"with channel.link_model={ch.link_model!r}: the allocators plan with Shannon's rate (no cap, "
-                    "no SINR floor); set channel.link_model = 'shannon'")
+        if kind == "min_energy" and ch.link_model != "shannon":
+            return (f"with channel.link_model={ch.link_model!r}: Yang et al.'s least energy plans with Shannon's rate "
+                    "(no cap, no SINR floor); set channel.link_model = 'shannon' or channel.allocation = 'min_time'")
         if kind == "min_energy" and (self.physics == "realistic" or self.fleet.explicit_power_fields()):
             return ("with static or circuit power (physics = 'realistic' or fleet power parts): Yang et al.'s "
                     "least energy knows only eps c f^2 + p t; use physics = 'paper' or channel.allocation = 'min_time'")
