@@ -230,7 +230,7 @@ def test_bad_table_is_one_line(app, tmp_path, header, rows, fragment):
         (["--deadline-s", "0"], "--deadline-s=0.0: outside the allowed range [1e-09, 3.15576e+07] s"),
         (["--noise-dbm-per-mhz", "-200"], "--noise-dbm-per-mhz=-200.0: outside the allowed range [-124, -54] dBm/MHz"),
         (["--objective", "min_energy"], "--deadline-s: --objective min_energy needs a round deadline"),
-        (["--scenario", "quickstart"], "channel.link_model='truncated_shannon'"),
+        (["--scenario", "quickstart"], "the scenario's rounds download the model first"),
         (["--scenario", "yang_fdma", "--noise-dbm-per-mhz", "-110"], "give --scenario or --noise-dbm-per-mhz"),
     ],
 )
@@ -280,6 +280,29 @@ def test_scenario_power_parts_are_charged_by_hand(app, tmp_path):
         assert d["e_com_j"] == pytest.approx((0.2 + 0.1 / 0.4) * t_com, rel=REL)
     refused = invoke(app, *args, "--objective", "min_energy", "--deadline-s", "1")
     assert refused.exit_code == 2 and "cannot plan them exactly" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_scenario_truncated_link_is_planned_by_hand(app, tmp_path):
+    """yang_fdma with channel.link_model = "truncated_shannon": two equal devices at g p / (N0 b) = 1e-11 /
+    (3.98e-21 * 5e5) = 37 dB, above the uplink's SINR_max (15 dB), so each gets b = 0.5 MHz at the cap
+    Thr_max = 2 bit/s/Hz (3GPP TR 36.942 A.2): r = 1e6 bit/s, t_com = 1 s, T = 1e9 / 2e9 + 1 = 1.5 s;
+    min_energy is refused in one line."""
+    from scenarios import preset_path
+
+    text = preset_path("yang_fdma").read_text(encoding="utf-8")
+    text = text.replace("[channel]\n", '[channel]\nlink_model = "truncated_shannon"\n')
+    sc = tmp_path / "trunc.toml"
+    sc.write_text(text, encoding="utf-8")
+    args = ["--devices", _two_equal(tmp_path), "--bandwidth-hz", "1e6", "--update-bits", "1e6", "--scenario", str(sc)]
+    out = run_json(app, *args, "--objective", "min_time")
+    assert out["round_time_s"] == pytest.approx(1.5, rel=REL)
+    for d in out["devices"]:
+        assert d["bandwidth_hz"] == pytest.approx(0.5e6, rel=REL)
+        assert d["t_com_s"] == pytest.approx(1.0, rel=REL)
+        assert d["e_com_j"] == pytest.approx(0.1 * 1.0, rel=REL)
+    refused = invoke(app, *args, "--objective", "min_energy", "--deadline-s", "2")
+    assert refused.exit_code == 2 and "plans only Shannon's rate" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
