@@ -112,10 +112,10 @@ def allocate(
         raise ValueError(f"channel.allocation={kind!r}: must be one of {', '.join(map(repr, ALLOCATIONS))}")
     if kind != "equal" and costs.mode != "physical":
         raise ValueError(f"channel.allocation={kind!r}: plans only with the physical cost model")
-    if kind == "min_energy" and radio.link_model != "shannon":
-        raise ValueError("channel.allocation='min_energy': plans only with Shannon's rate")
-    if kind == "min_energy" and fl.has_power_parts:
-        raise ValueError("channel.allocation='min_energy': plans only without static or circuit power")
+    realistic = radio.link_model != "shannon" or fl.has_power_parts
+    if kind == "min_energy" and realistic and deadline_s is None:
+        raise ValueError("channel.allocation='min_energy' without a deadline: the weighted form plans only with "
+                         "Shannon's rate and without static or circuit power")
     if not dev.size:
         b = p = f = np.zeros(0)
     elif kind == "equal":
@@ -127,7 +127,12 @@ def allocate(
         solver = dict(cycles=c, kappa=fl.energy_coeff[dev], f_min_hz=f_min, f_max_hz=f_max, p_max_w=p_max,
                       update_bits=s, gain=g, n0_w_per_hz=n0, bandwidth_hz=band)  # fmt: skip
         try:
-            if deadline_s is None:
+            if realistic:
+                from optimizers.alloc_min_energy_realistic import min_energy_realistic_allocation
+
+                sol = min_energy_realistic_allocation(deadline_s=deadline_s, **solver, **_power_parts(fl, dev),
+                                                      **_link(radio.link_model))  # fmt: skip
+            elif deadline_s is None:
                 from optimizers.alloc_weighted import min_weighted_allocation
 
                 sol = min_weighted_allocation(weight=weight, **solver).allocation
@@ -146,6 +151,28 @@ def allocate(
     t_com, e_com = round_costs.upload(dev, bits=s, rate_bps=rate)
     return Allocation(device=dev, bandwidth_hz=b, tx_power_w=p, cpu_hz=f, rate_bps=rate, t_cmp_s=t_cmp,
                       t_com_s=t_com, e_cmp_j=e_cmp, e_com_j=e_com, costs=round_costs, note=note)  # fmt: skip
+
+
+def _link(link_model: str) -> dict:
+    """The uplink's link parameters as the solvers take them: Shannon's rate (alpha 1, no floor, no cap) or the
+    truncated Shannon link's (3GPP TR 36.942 A.2, :data:`channel.TRUNCATED_SHANNON`)."""
+    if link_model == "shannon":
+        return {}
+    from channel import TRUNCATED_SHANNON
+
+    up = TRUNCATED_SHANNON["uplink"]
+    return dict(alpha=up.alpha, snr_min=10.0 ** (up.snr_min_db / 10.0), max_bps_per_hz=up.max_bps_per_hz)
+
+
+def _power_parts(fl, dev: np.ndarray) -> dict:
+    """The devices' static power, circuit power and PA efficiency (the papers' 0, 0, 1 without power parts)."""
+    if not fl.has_power_parts:
+        return {}
+    m = dev.size
+    static = np.zeros(m) if fl.static_power_w is None else fl.static_power_w[dev]
+    circuit = np.zeros(m) if fl.tx_circuit_power_w is None else fl.tx_circuit_power_w[dev]
+    eta = np.ones(m) if fl.pa_efficiency is None else fl.pa_efficiency[dev]
+    return dict(static_power_w=static, circuit_power_w=circuit, pa_efficiency=eta)
 
 
 def _fastest(c, s, g, p_max, f_max, n0, band, t_before_s, link_model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -13,11 +13,10 @@ Two physics (:class:`AllocationPhysics`):
   km)`` with no shadowing for a device given by its position (notes on Yang et al., §4 and §9 [CODE]);
 - a scenario's (:func:`scenario_physics`): its noise (with its interference over thermal), its path-loss model and
   the power parts of its fleet (static power, the radio's circuit power, PA efficiency), charged by the cost model
-  (:mod:`edgefl.fleet.costs`), and its link model (``min_time`` plans the truncated Shannon link exactly,
+  (:mod:`edgefl.fleet.costs`), and its link model (the truncated Shannon link is planned exactly:
   :mod:`optimizers.alloc_min_time_truncated`). What the allocators cannot plan exactly is refused in one line:
-  downloads, per-step costs, a position under random shadowing or fading (give ``gain_db``), and ``min_energy``
-  with power parts or the truncated Shannon link (the allocator's model is the papers' Shannon rate and
-  ``eps c f^2 + p t``).
+  downloads, per-step costs and a position under random shadowing or fading (give ``gain_db``). ``min_energy``
+  plans the power parts and the truncated link too (:mod:`optimizers.alloc_min_energy_realistic`).
 """
 
 from __future__ import annotations
