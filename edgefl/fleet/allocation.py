@@ -8,7 +8,8 @@
   f_max and its maximum power, the band split so that all finish together, as early as possible; a time spent
   before computing (the download, ``t_before_s``) is part of each device's finish;
 - ``"min_energy"``: Yang et al.'s least energy of the round under its deadline
-  (:func:`optimizers.alloc_min_energy.min_energy_allocation`: bandwidth, power and frequency); without a deadline
+  (:func:`optimizers.alloc_min_energy.min_energy_allocation`: bandwidth, power and frequency; under the realistic
+  physics :func:`optimizers.alloc_min_energy_realistic.min_energy_realistic_allocation`); without a deadline
   the least ``w T + (1 - w) E`` (:func:`optimizers.alloc_weighted.min_weighted_allocation`, ``w`` =
   ``channel.allocation_weight``). A deadline no allocation meets falls back to the min_time allocation (every
   device at its fastest; the round policy then cuts the late ones) and says so in :attr:`Allocation.note`.
@@ -17,9 +18,11 @@ The closed-form solvers assume the papers' model: Shannon's rate ``b log2(1 + g 
 energy ``p t`` and compute energy ``eps c f^2``. This is exactly the cost model's physical mode without power parts
 (:class:`edgefl.fleet.costs.CostModel`). min_time needs the times alone, which power parts do not change, and
 plans the truncated Shannon link of ``physics = "realistic"`` exactly too
-(:mod:`optimizers.alloc_min_time_truncated`: the SINR floor and the cap of TR 36.942 A.2), so min_time plans
-the realistic physics' round exactly. What is refused when the scenario loads (:mod:`edgefl.scenario.loading`):
-Luo's per-step costs, and min_energy with the truncated Shannon link or with static or circuit power. The planned times and energies of :func:`allocate` come from
+(:mod:`optimizers.alloc_min_time_truncated`: the SINR floor and the cap of TR 36.942 A.2); min_energy under a
+deadline plans that link and the power parts (static power, circuit power, PA efficiency) exactly with
+:mod:`optimizers.alloc_min_energy_realistic`. What is refused when the scenario loads
+(:mod:`edgefl.scenario.loading`): Luo's per-step costs, and min_energy without a deadline (the weighted form)
+under the truncated Shannon link or with power parts. The planned times and energies of :func:`allocate` come from
 the cost model itself (:meth:`~edgefl.fleet.costs.CostModel.compute`, :meth:`~edgefl.fleet.costs.CostModel.upload`)
 with the allocated powers (:func:`with_tx_power`), so a round that runs as allocated is charged exactly its plan.
 """
