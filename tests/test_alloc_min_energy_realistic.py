@@ -149,6 +149,7 @@ def test_random_instances_are_no_worse_than_the_reference(link):
     assert worst <= ABOVE_REL, f"worst {worst:.3g} above the reference"
 
 
+@pytest.mark.slow
 def test_without_power_parts_under_shannon_it_is_yang_et_al():
     """P_s = P_c = 0, eta = 1, Shannon's rate: the problem is Yang et al.'s, solved by alloc_min_energy."""
     rng = np.random.default_rng(7)
