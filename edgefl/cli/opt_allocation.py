@@ -10,8 +10,9 @@ together (Shi et al.; Yang et al.'s completion-time problem at a fixed local acc
 the deadline. ``min_energy``: the least energy of a round that ends by ``--deadline-s`` (Yang et al.'s (P-E) at a
 fixed local accuracy, :func:`optimizers.alloc_min_energy.min_energy_allocation`). The table is the format of
 ``fleet.devices`` (:mod:`edgefl.fleet.allocation_input` says which columns it needs). By default the physics is
-Yang et al.'s own; ``--scenario FILE`` plans with that scenario's instead, or refuses in one line what the
-allocators cannot plan exactly under it.
+Yang et al.'s own; ``--scenario FILE`` plans with that scenario's instead (min_time also under its truncated
+Shannon link and power parts, and min_energy too), or refuses in one line what the allocators cannot plan
+exactly under it.
 
 ``--json`` prints ``{"devices": [{"device", "bandwidth_hz", "tx_power_w", "cpu_hz", "t_cmp_s", "t_com_s",
 "e_cmp_j", "e_com_j"}], "round_time_s", "energy_j"}``; otherwise a table. Bad input, and an instance no allocation
@@ -84,28 +85,54 @@ def _records(dev, alloc: dict) -> dict:
 
 
 def plan(dev, *, objective: str, bandwidth_hz: float, update_bits: float, deadline_s: float | None,
-         n0_w_per_hz: float) -> dict:  # fmt: skip
+         n0_w_per_hz: float, link_model: str = "shannon") -> dict:  # fmt: skip
     """Per-device arrays of the allocation (``bandwidth_hz, tx_power_w, cpu_hz, t_cmp_s, t_com_s, e_cmp_j,
     e_com_j``). ``min_time`` is costed by the cost model the rounds charge (:class:`edgefl.fleet.costs.CostModel`:
-    with a scenario's power parts, static and circuit power and the PA efficiency included); ``min_energy`` (only
-    without power parts) by the allocator, whose energy ``eps c f^2 + p t`` is that cost model's there."""
+    with a scenario's power parts, static and circuit power and the PA efficiency included) at the rate of
+    ``link_model`` (``"truncated_shannon"``: :mod:`optimizers.alloc_min_time_truncated` plans its SINR floor and
+    cap); ``min_energy`` by Yang et al.'s allocator under their model, and under a scenario's truncated link or
+    power parts by :mod:`optimizers.alloc_min_energy_realistic`, costed by the cost model at its allocation."""
     import numpy as np
 
+    from channel import TRUNCATED_SHANNON, link_rate_bps
+    from edgefl.fleet.allocation import with_tx_power
     from edgefl.fleet.costs import CostModel
     from optimizers.alloc_min_energy import min_energy_allocation
+    from optimizers.alloc_min_energy_realistic import min_energy_realistic_allocation
     from optimizers.alloc_min_time import min_time_allocation
+    from optimizers.alloc_min_time_truncated import min_time_truncated_allocation
 
     fl = dev.fleet
     ids = np.arange(dev.gain.size)
     if objective == "min_time":
-        sol = min_time_allocation(
-            cycles=dev.cycles, cpu_hz=fl.f_max_hz, update_bits=update_bits, gain=dev.gain, p_tx_w=fl.tx_power_w,
-            n0_w_per_hz=n0_w_per_hz, bandwidth_hz=bandwidth_hz, deadline_s=deadline_s,
-        )  # fmt: skip
+        common = dict(cycles=dev.cycles, cpu_hz=fl.f_max_hz, update_bits=update_bits, gain=dev.gain,
+                      p_tx_w=fl.tx_power_w, n0_w_per_hz=n0_w_per_hz, bandwidth_hz=bandwidth_hz, deadline_s=deadline_s)
+        if link_model == "truncated_shannon":
+            up = TRUNCATED_SHANNON["uplink"]
+            sol = min_time_truncated_allocation(alpha=up.alpha, snr_min=10.0 ** (up.snr_min_db / 10.0),
+                                                max_bps_per_hz=up.max_bps_per_hz, **common)  # fmt: skip
+        else:
+            sol = min_time_allocation(**common)
+        rate = sol.rate_bps if link_model == "shannon" else link_rate_bps(
+            link_model, sol.bandwidth_hz, dev.gain, fl.tx_power_w, n0_w_per_hz, direction="uplink")  # fmt: skip
         costs = CostModel(fl)
         t_cmp, e_cmp = costs.compute(ids, cycles=dev.cycles, steps=1, f_hz=fl.f_max_hz)
-        t_com, e_com = costs.upload(ids, bits=update_bits, rate_bps=sol.rate_bps)
+        t_com, e_com = costs.upload(ids, bits=update_bits, rate_bps=rate)
         return {"bandwidth_hz": sol.bandwidth_hz, "tx_power_w": fl.tx_power_w, "cpu_hz": fl.f_max_hz,
+                "t_cmp_s": t_cmp, "t_com_s": t_com, "e_cmp_j": e_cmp, "e_com_j": e_com}  # fmt: skip
+    if link_model != "shannon" or fl.has_power_parts:
+        from edgefl.fleet.allocation import _link, _power_parts
+
+        sol = min_energy_realistic_allocation(
+            cycles=dev.cycles, kappa=fl.energy_coeff, f_min_hz=fl.f_min_hz, f_max_hz=fl.f_max_hz,
+            p_max_w=fl.tx_power_w, update_bits=update_bits, gain=dev.gain, n0_w_per_hz=n0_w_per_hz,
+            bandwidth_hz=bandwidth_hz, deadline_s=deadline_s, **_power_parts(fl, ids), **_link(link_model),
+        )  # fmt: skip
+        with_p = with_tx_power(CostModel(fl), ids, sol.p_tx_w)
+        rate = link_rate_bps(link_model, sol.bandwidth_hz, dev.gain, sol.p_tx_w, n0_w_per_hz, direction="uplink")
+        t_cmp, e_cmp = with_p.compute(ids, cycles=dev.cycles, steps=1, f_hz=sol.cpu_hz)
+        t_com, e_com = with_p.upload(ids, bits=update_bits, rate_bps=rate)
+        return {"bandwidth_hz": sol.bandwidth_hz, "tx_power_w": sol.p_tx_w, "cpu_hz": sol.cpu_hz,
                 "t_cmp_s": t_cmp, "t_com_s": t_com, "e_cmp_j": e_cmp, "e_com_j": e_com}  # fmt: skip
     sol = min_energy_allocation(
         cycles=dev.cycles, kappa=fl.energy_coeff, f_min_hz=fl.f_min_hz, f_max_hz=fl.f_max_hz, p_max_w=fl.tx_power_w,
@@ -166,13 +193,9 @@ def register(optimize_app: typer.Typer, estimate_app: typer.Typer) -> None:
                 level = DEFAULT_NOISE_DBM_PER_MHZ if noise is None else noise
                 physics = yang_physics(_check("--noise-dbm-per-mhz", level, float(dbm_per_mhz_to_w_per_hz(level))))
             dev = allocation_devices(str(devices), physics)
-        if objective is Objective.min_energy and dev.fleet.has_power_parts:
-            raise fail(f"--objective min_energy: {physics.where} has power parts (static power, circuit power, PA "
-                       "efficiency) that the least-energy allocator's model eps c f^2 + p t leaves out, so it "
-                       "cannot plan them exactly; use --objective min_time, or a scenario without them")  # fmt: skip
         try:
             alloc = plan(dev, objective=objective.value, bandwidth_hz=band, update_bits=bits, deadline_s=deadline,
-                         n0_w_per_hz=physics.n0_w_per_hz)  # fmt: skip
+                         n0_w_per_hz=physics.n0_w_per_hz, link_model=physics.link_model)  # fmt: skip
         except InfeasibleError as exc:
             line = "" if exc.device is None else f" (line {dev.lines[exc.device]} of {str(devices)!r})"
             raise fail(f"infeasible: {_flag_names(str(exc))}{line}") from None

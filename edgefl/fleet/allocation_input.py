@@ -13,9 +13,10 @@ Two physics (:class:`AllocationPhysics`):
   km)`` with no shadowing for a device given by its position (notes on Yang et al., §4 and §9 [CODE]);
 - a scenario's (:func:`scenario_physics`): its noise (with its interference over thermal), its path-loss model and
   the power parts of its fleet (static power, the radio's circuit power, PA efficiency), charged by the cost model
-  (:mod:`edgefl.fleet.costs`). What the allocators cannot plan exactly is refused in one line: another link model
-  than Shannon's, downloads, per-step costs, a position under random shadowing or fading (give ``gain_db``), and
-  ``min_energy`` with power parts (the allocator's energy is the papers' ``eps c f^2 + p t``).
+  (:mod:`edgefl.fleet.costs`), and its link model (the truncated Shannon link is planned exactly:
+  :mod:`optimizers.alloc_min_time_truncated`). What the allocators cannot plan exactly is refused in one line:
+  downloads, per-step costs and a position under random shadowing or fading (give ``gain_db``). ``min_energy``
+  plans the power parts and the truncated link too (:mod:`optimizers.alloc_min_energy_realistic`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class AllocationPhysics:
     """What the allocation plans with: noise PSD ``n0_w_per_hz`` [W/Hz]; the path loss [dB] of a distance [m]
     (``pathloss_db``) with the closest distance ``floor_m`` [m]; ``random_gain`` (the scenario's shadowing or
     fading: a position alone does not give the round's gain); the scenario whose fleet's power parts apply (None:
-    Yang et al.'s model) and ``where`` (how to name it in messages)."""
+    Yang et al.'s model) and ``where`` (how to name it in messages); ``link_model``: the uplink's rate
+    (``"shannon"`` or the scenario's ``"truncated_shannon"``)."""
 
     n0_w_per_hz: float
     pathloss_db: Callable[[np.ndarray], np.ndarray]
@@ -56,6 +58,7 @@ class AllocationPhysics:
     random_gain: str | None = None
     scenario: Scenario | None = None
     where: str = "Yang et al.'s model"
+    link_model: str = "shannon"
 
 
 def yang_physics(n0_w_per_hz: float) -> AllocationPhysics:
@@ -70,10 +73,6 @@ def scenario_physics(sc: Scenario, where: str) -> AllocationPhysics:
     from edgefl.fleet.links import radio_model
 
     ch = sc.channel
-    if ch.link_model != "shannon":
-        raise ScenarioError(f"--scenario {where}: channel.link_model={ch.link_model!r}: the allocators plan the "
-                            "Shannon rate b log2(1 + g p / (N0 b)) and cannot plan another link model exactly; "
-                            "set channel.link_model = 'shannon' to plan with it")  # fmt: skip
     if ch.downlink is not None or sc.round.downlink_s:
         raise ScenarioError(f"--scenario {where}: the scenario's rounds download the model first "
                             "([channel.downlink] or round.downlink_s), which the allocators do not plan; leave "
@@ -87,7 +86,7 @@ def scenario_physics(sc: Scenario, where: str) -> AllocationPhysics:
         random_gain = "channel.shadowing_db" if ch.shadowing_db > 0 else "channel.rayleigh"
     return AllocationPhysics(n0_w_per_hz=model.noise_psd_w_per_hz, pathloss_db=model.pathloss_db,
                              floor_m=max(ch.min_distance_m, 1.0), random_gain=random_gain, scenario=sc,
-                             where=f"the scenario {where}")  # fmt: skip
+                             where=f"the scenario {where}", link_model=ch.link_model)  # fmt: skip
 
 
 @dataclass(frozen=True)
