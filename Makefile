@@ -1,7 +1,10 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
 # `make test` runs every test (CI: .ci/run); `make test-fast` leaves out those marked slow (whole runs,
 # processes, Ray, a browser, and a few reference checks of several seconds), for a quick check while changing code.
+# Both run the test files on TEST_WORKERS processes (pytest-xdist, a file's tests in one process); TEST_WORKERS=0
+# runs them in this process.
 PY ?= python3
+TEST_WORKERS ?= 2
 VENV := .venv
 BIN := $(VENV)/bin
 SCENARIO ?= quickstart
@@ -40,10 +43,10 @@ system-deps:
 	fi
 
 test: install-dev system-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
