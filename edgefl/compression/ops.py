@@ -1,0 +1,210 @@
+"""The operations every codec shares, each written once, in torch on the device that holds the update.
+
+- :func:`job_generator`: a job's own torch generator on its device, seeded from its numpy stream.
+- :func:`top_k`: the mask of the k largest scores (ties: the lower index first).
+- :func:`stochastic_levels` / :func:`level_values`: the unbiased stochastic rounding of AnycostFL eqs. (3)-(4)
+  (QSGD's and FedHQ's quantiser too) and its L + 1 points.
+- :func:`rice_size`: the size of a Golomb-Rice field of non-negative integers (6-bit parameter, unary quotients,
+  b-bit remainders) at its smallest optimal parameter.
+- :func:`huffman_lengths`, :func:`canonical_codes`, :func:`huffman_size`: a canonical Huffman code from a histogram
+  and the exact size of a Huffman stream (:mod:`.wire` writes it), a function of the histogram alone.
+- :func:`a2_nearest`, :func:`a2_dither`: the hexagonal lattice A2's nearest point and its subtractive dither
+  (UVeQFed).
+
+The field layouts these sizes count are written down in ``docs/wire_formats.md``; :mod:`.wire` is the plain
+byte-exact writer and reader the tests hold the sizes to.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+import torch
+
+__all__ = [
+    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "stochastic_levels", "level_values",
+    "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
+]  # fmt: skip
+
+RICE_B_BITS = 6
+"""Bits of a Rice field's parameter b."""
+COUNT_BITS = 32
+"""Bits of a Huffman stream's alphabet size, used-symbol count and single symbol."""
+MAX_CODE_BITS = 16
+"""Longest Huffman code; each used symbol's length - 1 is written in 4 bits."""
+
+
+def job_generator(rng: np.random.Generator, device: torch.device | str = "cpu") -> torch.Generator:
+    """A torch generator on ``device`` seeded by one draw from the job's numpy stream ``rng``: the job's draws
+    (rounding uniforms, dither) depend on its own seed only, not on where or after what it runs."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(rng.integers(0, 2**63 - 1)))
+    return gen
+
+
+def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Boolean mask of the ``k`` largest of the 1-D ``scores`` (NaN ranks above everything), ties broken towards
+    the lower index, so the set does not depend on how a sort or selection orders equal values."""
+    n = scores.numel()
+    k = max(0, min(int(k), n))
+    if k == 0:
+        return torch.zeros(n, dtype=torch.bool, device=scores.device)
+    if k == n:
+        return torch.ones(n, dtype=torch.bool, device=scores.device)
+    s = torch.nan_to_num(scores, nan=math.inf)
+    kth = torch.kthvalue(s, n - k + 1).values  # the k-th largest
+    mask = s > kth
+    tied = torch.nonzero(s == kth).reshape(-1)
+    mask[tied[: k - int(mask.sum())]] = True
+    return mask
+
+
+def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor) -> torch.Tensor:
+    """Level index of each magnitude under AnycostFL's unbiased stochastic rounding (eqs. (3)-(4)): with the L + 1
+    points Q_l = lo + l (hi - lo) / L and x = (m - lo) L / (hi - lo), the index is floor(x) + 1 with probability
+    x - floor(x) (``uniforms`` < x - floor(x)), else floor(x); all 0 when hi <= lo. Float64 arithmetic; int64
+    indices in [0, L]."""
+    if not hi > lo:
+        return torch.zeros(mags.shape, dtype=torch.int64, device=mags.device)
+    x = (mags.to(torch.float64) - lo) * (levels / (hi - lo))
+    x = x.clamp_(0.0, float(levels))
+    base = torch.floor(x)
+    up = uniforms.to(torch.float64) < (x - base)
+    return (base.to(torch.int64) + up).clamp_(max=levels)
+
+
+def level_values(indices: torch.Tensor, lo: float, hi: float, levels: int) -> torch.Tensor:
+    """The magnitudes Q_l (eq. (3)) of level indices ``indices``, float32 (computed in float64, rounded once)."""
+    if not hi > lo:
+        return torch.full(indices.shape, lo, dtype=torch.float32, device=indices.device)
+    return (lo + indices.to(torch.float64) * ((hi - lo) / levels)).to(torch.float32)
+
+
+def _rice_cost(values: torch.Tensor, b: int) -> int:
+    return int(torch.bitwise_right_shift(values, b).sum()) + values.numel() * (b + 1)
+
+
+def rice_size(values: torch.Tensor | np.ndarray) -> tuple[int, int]:
+    """(bits, b) of a Rice field of the non-negative integers ``values``: ``6 + sum_i (v_i >> b) + m (b + 1)`` at
+    the smallest b minimising it (``docs/wire_formats.md``, "Rice field").
+
+    The cost f(b) is convex in b: f(b) - f(b + 1) = sum_i ceil((v_i >> b) / 2) - m, which does not increase with b.
+    So a walk from b near log2 of the mean reaches the smallest minimiser in a few evaluations."""
+    v = torch.as_tensor(values).reshape(-1).to(torch.int64)
+    m = v.numel()
+    if m == 0:
+        return RICE_B_BITS, 0
+    mean = float(v.sum()) / m
+    b = max(0, int(math.floor(math.log2(mean))) if mean >= 1 else 0)
+    cost = _rice_cost(v, b)
+    while b > 0:
+        lower = _rice_cost(v, b - 1)
+        if lower > cost:
+            break
+        b, cost = b - 1, lower
+    while b < 62:
+        higher = _rice_cost(v, b + 1)
+        if higher >= cost:
+            break
+        b, cost = b + 1, higher
+    return RICE_B_BITS + cost, b
+
+
+def huffman_lengths(counts: np.ndarray) -> np.ndarray:
+    """Code length of each symbol of the histogram ``counts`` (0 for an unused symbol, and for the only used one),
+    at most :data:`MAX_CODE_BITS`.
+
+    Textbook Huffman: merge the two least counts until one node is left; ties go to a leaf before a merged node,
+    leaves by symbol, merged nodes in the order they were made. Where a code would be longer than 16 bits the
+    counts are halved (a used symbol keeps at least 1) and the code built again."""
+    counts = np.asarray(counts, dtype=np.int64)
+    lengths = np.zeros(counts.size, dtype=np.int64)
+    used = np.flatnonzero(counts)
+    if used.size <= 1:
+        return lengths
+    work = counts[used]
+    while True:
+        heap = [(int(c), 0, i) for i, c in enumerate(work)]  # (count, leaf 0 / merged 1, order)
+        heapq.heapify(heap)
+        parent = [-1] * (2 * used.size - 1)
+        node = used.size
+        while len(heap) > 1:
+            c1, _, a = heapq.heappop(heap)
+            c2, _, b = heapq.heappop(heap)
+            parent[a] = parent[b] = node
+            heapq.heappush(heap, (c1 + c2, 1, node))
+            node += 1
+        depth = [0] * len(parent)
+        for i in range(len(parent) - 2, -1, -1):  # a parent is made after its children
+            depth[i] = depth[parent[i]] + 1
+        if max(depth[: used.size]) <= MAX_CODE_BITS:
+            lengths[used] = depth[: used.size]
+            return lengths
+        work = (work >> 1) | 1
+
+
+def canonical_codes(lengths: np.ndarray) -> np.ndarray:
+    """Canonical codes of the code ``lengths``: used symbols sorted by (length, symbol) take consecutive codes."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    codes = np.zeros(lengths.size, dtype=np.int64)
+    code, prev = 0, 0
+    for s in np.lexsort((np.arange(lengths.size), lengths)):
+        if lengths[s] == 0:
+            continue
+        code <<= int(lengths[s]) - prev
+        prev = int(lengths[s])
+        codes[s] = code
+        code += 1
+    return codes
+
+
+def huffman_size(counts: np.ndarray | torch.Tensor) -> int:
+    """Exact size [bits] of a Huffman stream of the symbols whose histogram over the alphabet is ``counts``:
+    alphabet size and used count (32 + 32); one used symbol: that symbol (32) and no code bits; two or more: the
+    Rice gaps between the used symbols, 4 bits per used symbol, and sum_s c_s l_s code bits."""
+    counts = np.asarray(torch.as_tensor(counts).cpu(), dtype=np.int64)
+    used = np.flatnonzero(counts)
+    if used.size <= 1:
+        return 2 * COUNT_BITS + COUNT_BITS * used.size
+    lengths = huffman_lengths(counts)
+    gaps, _ = rice_size(np.diff(used, prepend=-1) - 1)
+    return 2 * COUNT_BITS + gaps + 4 * used.size + int((counts * lengths).sum())
+
+
+_SQRT3 = math.sqrt(3.0)
+
+
+def a2_points(a: torch.Tensor, b: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The A2 lattice points d (a + b / 2, b sqrt(3) / 2) of integer coordinates (a, b), float64."""
+    a, b = a.to(torch.float64), b.to(torch.float64)
+    return d * (a + 0.5 * b), d * (_SQRT3 / 2.0) * b
+
+
+def a2_nearest(x: torch.Tensor, y: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Integer coordinates (a, b) of the A2 point nearest to (x, y) [update units], minimum distance ``d``
+    (Conway & Sloane ch. 20: A2 is the rectangular lattice d Z x d sqrt(3) Z and its coset shifted by
+    d (1/2, sqrt(3)/2); the nearer of the two cosets' rounded points, the first coset on a tie)."""
+    x, y = x.to(torch.float64) / d, y.to(torch.float64) / d
+    h = _SQRT3
+    i0, j0 = torch.round(x), torch.round(y / h)  # first coset: (i, j h)
+    i1, j1 = torch.round(x - 0.5), torch.round((y - h / 2) / h)  # second: (i + 1/2, j h + h / 2)
+    d0 = (x - i0) ** 2 + (y - j0 * h) ** 2
+    d1 = (x - i1 - 0.5) ** 2 + (y - j1 * h - h / 2) ** 2
+    second = d1 < d0
+    # (i, j h) = (a + b / 2, b h / 2): b = 2 j, a = i - j; (i + 1/2, j h + h/2): b = 2 j + 1, a = i - j
+    b = torch.where(second, 2 * j1 + 1, 2 * j0)
+    a = torch.where(second, i1 - j1, i0 - j0)
+    return a.to(torch.int64), b.to(torch.int64)
+
+
+def a2_dither(m: int, d: float, gen: torch.Generator, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``m`` subtractive dither vectors uniform over A2's Voronoi cell (minimum distance ``d``): a point uniform
+    over the fundamental parallelogram d [[1, 1/2], [0, sqrt(3)/2]] [0, 1)^2 minus its nearest lattice point
+    (Zamir and Feder 1992; UVeQFed steps E2 / D2). Two uniforms per vector from ``gen``, float64."""
+    u = torch.rand((m, 2), generator=gen, dtype=torch.float64, device=device)
+    px, py = a2_points(u[:, 0], u[:, 1], d)
+    a, b = a2_nearest(px, py, d)
+    qx, qy = a2_points(a, b, d)
+    return px - qx, py - qy
