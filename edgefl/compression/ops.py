@@ -1,7 +1,8 @@
 """The operations every codec shares, each written once, in torch on the device that holds the update.
 
 - :func:`job_generator`: a job's own torch generator on its device, seeded from its numpy stream.
-- :func:`top_k`: the mask of the k largest scores (ties: the lower index first).
+- :func:`top_k` / :class:`TopK`: the mask of the k largest scores (ties: the lower index first), for many k from
+  one histogram of the scores' bit patterns; :func:`flat_nonzero`: the indices of a mask.
 - :func:`stochastic_levels` / :func:`level_values`: the unbiased stochastic rounding of AnycostFL eqs. (3)-(4)
   (QSGD's and FedHQ's quantiser too) and its L + 1 points.
 - :func:`rice_size`: the size of a Golomb-Rice field of non-negative integers (6-bit parameter, unary quotients,
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 __all__ = [
-    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "stochastic_levels", "level_values",
+    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "flat_nonzero", "TopK", "top_k", "stochastic_levels", "level_values",
     "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
 ]  # fmt: skip
 
@@ -44,21 +45,57 @@ def job_generator(rng: np.random.Generator, device: torch.device | str = "cpu") 
     return gen
 
 
+def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
+    """Ascending int64 indices of the True entries of the 1-D boolean ``mask``. On the CPU through numpy's
+    ``flatnonzero`` (a view, no copy): about 10x faster there than ``torch.nonzero`` on an irregular mask of 1.7 M
+    entries."""
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return torch.nonzero(mask).reshape(-1)
+
+
+class TopK:
+    """The k largest of the 1-D ``scores`` for any k, from one histogram of their float32 bit patterns.
+
+    A float32's bit pattern, read as an int32 with the negative ones' magnitude bits flipped, orders like its
+    value (-0.0 is made 0.0 first; NaN ranks above everything, as +inf's equal). The patterns' top 16 bits index
+    65,536 bins, counted once; the k-th largest lies in the bin where the count from the top reaches k, and only
+    that bin's entries are sorted. :attr:`at_least` (entries in bin b or above, shape (65536,)) lets a caller
+    read the count above any bin without a pass over the scores."""
+
+    BINS = 1 << 16
+
+    def __init__(self, scores: torch.Tensor) -> None:
+        s = torch.nan_to_num(scores.reshape(-1).to(torch.float32), nan=math.inf).add_(0.0)  # -0.0 + 0.0 = 0.0
+        bits = s.view(torch.int32)
+        self.keys = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+        self.bins = (self.keys >> 16) + (self.BINS >> 1)
+        counts = torch.bincount(self.bins, minlength=self.BINS)
+        self.at_least = counts.flip(0).cumsum(0).flip(0)
+        self.n = self.keys.numel()
+
+    def bin_of(self, k: int) -> int:
+        """The bin of the k-th largest score (1 <= k <= n)."""
+        return int((self.at_least >= k).sum()) - 1
+
+    def mask(self, k: int) -> torch.Tensor:
+        """Boolean mask of the ``k`` largest scores, ties broken towards the lower index."""
+        k = max(0, min(int(k), self.n))
+        if k in (0, self.n):
+            return torch.full((self.n,), k > 0, dtype=torch.bool, device=self.keys.device)
+        b = self.bin_of(k)
+        mask = self.bins > b
+        inside = flat_nonzero(self.bins == b).to(self.keys.device)
+        need = k - (int(self.at_least[b + 1]) if b + 1 < self.BINS else 0)
+        order = torch.sort(self.keys[inside], descending=True, stable=True).indices[:need]
+        mask[inside[order]] = True
+        return mask
+
+
 def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
     """Boolean mask of the ``k`` largest of the 1-D ``scores`` (NaN ranks above everything), ties broken towards
-    the lower index, so the set does not depend on how a sort or selection orders equal values."""
-    n = scores.numel()
-    k = max(0, min(int(k), n))
-    if k == 0:
-        return torch.zeros(n, dtype=torch.bool, device=scores.device)
-    if k == n:
-        return torch.ones(n, dtype=torch.bool, device=scores.device)
-    s = torch.nan_to_num(scores, nan=math.inf)
-    kth = torch.kthvalue(s, n - k + 1).values  # the k-th largest
-    mask = s > kth
-    tied = torch.nonzero(s == kth).reshape(-1)
-    mask[tied[: k - int(mask.sum())]] = True
-    return mask
+    the lower index, so the set does not depend on how a sort or selection orders equal values (:class:`TopK`)."""
+    return TopK(scores).mask(k)
 
 
 def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor) -> torch.Tensor:
