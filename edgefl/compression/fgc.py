@@ -1,0 +1,489 @@
+"""AnycostFL's flexible gradient compression (FGC, Sec. III-C, eqs. (2)-(4)) and the two baselines that share its
+wire format 0xA7 (``docs/wire_formats.md``): QSGD (element-wise top-k at L = 7) and FedHQ (every element, the
+largest L that fits).
+
+A setting (k, L) keeps the k kernels of largest RMS (eq. (2); a convolution's spatial kernel, else one element),
+rounds each kept magnitude stochastically and without bias to one of the L + 1 points between the smallest and
+largest kept magnitude (eqs. (3)-(4), :func:`~.ops.stochastic_levels`, one U[0, 1) per element of the update drawn
+once per job) and codes Rice gaps of the kernel mask, one sign bit per kept element and the level indices, j at a
+time, with a canonical Huffman code. Its size is a function of statistics: the gaps' Rice length and the j-tuples'
+histogram (:func:`~.ops.rice_size`, :func:`~.ops.huffman_size`), never a written payload.
+
+- :func:`encode`: one fixed setting; :func:`fit`: the largest k that fits a bit budget at each L of a grid, the
+  (k, L) of least expected error (AnycostFL; QSGD with the grid (7,)); :func:`fit_levels`: every element at the
+  largest L that fits (FedHQ).
+- :func:`to_bytes` / :func:`from_bytes`: the plain byte-exact oracle (:mod:`.wire`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from edgefl.compression import ops, wire
+from edgefl.compression.coded import Coded, flat_update
+from edgefl.errors import EdgeflError
+
+__all__ = ["CODEC", "MAGIC", "VERSION", "MAX_LEVELS", "LEVEL_GRID", "K_TOLERANCE", "FGCError", "BudgetError",
+           "group", "encode", "fit", "fit_levels", "to_bytes", "from_bytes", "relative_error"]  # fmt: skip
+
+CODEC = "edgefl.compression.fgc"
+MAGIC, VERSION = 0xA7, 2
+MAX_LEVELS = 4095
+"""Largest number of quantisation intervals L (a 16-bit field; the Huffman alphabet stays <= 4,096)."""
+LEVEL_GRID = (1, 2, 3, 5, 7, 11, 15, 23, 31, 63, 127, 255)
+"""The L :func:`fit` tries (intervals; L + 1 points)."""
+K_TOLERANCE = 1 / 200
+""":func:`fit`'s k is within max(1, K_TOLERANCE k) of a k whose exact size does not fit."""
+_SAMPLE = 2048
+"""Elements in the evenly spaced subsample the size and error estimates of :func:`fit` read."""
+
+
+class FGCError(EdgeflError, ValueError):
+    """An FGC argument is out of range (kept count, levels)."""
+
+
+class BudgetError(FGCError):
+    """The bit budget is below the smallest payload (the header of an update that keeps nothing)."""
+
+
+def group(levels: int) -> int:
+    """Level indices per Huffman symbol: the largest j <= 8 with (L + 1)^j <= 256 (1 when L + 1 > 256)."""
+    j = 1
+    while j < 8 and (levels + 1) ** (j + 1) <= 256:
+        j += 1
+    return j
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the kernels of a flat update lie, tensor by tensor: ``size[t]`` elements per kernel (the spatial
+    kernel of a tensor of ndim >= 3 when kernel-wise, else 1), ``count[t]`` kernels, their first kernel index
+    ``kstart[t]`` and first element ``estart[t]``."""
+
+    size: tuple[int, ...]
+    count: tuple[int, ...]
+    kstart: tuple[int, ...]
+    estart: tuple[int, ...]
+    n_kernels: int
+    n: int
+
+    def elements(self, kernels: torch.Tensor) -> torch.Tensor:
+        """Ascending element positions of the ascending kernel indices ``kernels``."""
+        if all(s == 1 for s in self.size):
+            return kernels
+        parts = []
+        cuts = torch.searchsorted(kernels, torch.tensor([*self.kstart, self.n_kernels], device=kernels.device))
+        for t, size in enumerate(self.size):
+            local = kernels[int(cuts[t]) : int(cuts[t + 1])] - self.kstart[t]
+            first = self.estart[t] + local * size
+            if size > 1:
+                first = (first[:, None] + torch.arange(size, device=kernels.device)).reshape(-1)
+            parts.append(first)
+        return torch.cat(parts) if parts else kernels
+
+    def kernels(self, positions: torch.Tensor) -> torch.Tensor:
+        """Ascending kernel indices of the ascending element ``positions`` of whole kernels."""
+        if all(s == 1 for s in self.size):
+            return positions
+        parts = []
+        cuts = torch.searchsorted(positions, torch.tensor([*self.estart, self.n], device=positions.device))
+        for t, size in enumerate(self.size):
+            local = positions[int(cuts[t]) : int(cuts[t + 1])] - self.estart[t]
+            parts.append(self.kstart[t] + local[::size] // size)
+        return torch.cat(parts)
+
+    def kernel_of(self, positions: torch.Tensor) -> torch.Tensor:
+        """The kernel index of each element position (any order)."""
+        t = torch.searchsorted(torch.tensor(self.estart[1:], device=positions.device), positions, right=True)
+        size, ks, es = (torch.tensor(v, device=positions.device)[t] for v in (self.size, self.kstart, self.estart))
+        return ks + (positions - es) // size
+
+    def scores(self, flat: torch.Tensor) -> torch.Tensor:
+        """Each kernel's RMS ``||u[k]||_2 / sqrt(|k|)`` (float32; |u| exactly for a one-element kernel): eq. (2)'s
+        L2 order among kernels of one size, comparable across sizes (error removed per value sent)."""
+        if all(s == 1 for s in self.size):
+            return flat.abs()
+        parts = []
+        for t, size in enumerate(self.size):
+            seg = flat[self.estart[t] : self.estart[t] + self.count[t] * size]
+            if size == 1:
+                parts.append(seg.abs())
+            else:
+                parts.append(seg.to(torch.float64).square().reshape(-1, size).mean(1).sqrt().to(torch.float32))
+        return torch.cat(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(shapes: tuple[tuple[int, ...], ...], kernel_wise: bool) -> _Layout:
+    size = tuple(math.prod(s[2:]) if kernel_wise and len(s) >= 3 and math.prod(s[2:]) > 0 else 1 for s in shapes)
+    count = tuple(math.prod(s) // z for s, z in zip(shapes, size))
+    kstart = tuple(int(x) for x in np.cumsum((0, *count))[:-1])
+    estart = tuple(int(x) for x in np.cumsum((0, *(math.prod(s) for s in shapes)))[:-1])
+    return _Layout(size, count, kstart, estart, sum(count), sum(math.prod(s) for s in shapes))
+
+
+def _grouped(indices: torch.Tensor, levels: int) -> tuple[torch.Tensor, int]:
+    """(symbols, alphabet): the level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` (the last group
+    padded with 0 digits, Horner from the last digit), alphabet (L+1)^j <= 4,096 (int32)."""
+    j, base = group(levels), levels + 1
+    pad = (-indices.numel()) % j
+    digits = indices.to(torch.int32)
+    if pad:
+        digits = torch.cat([digits, digits.new_zeros(pad)])
+    digits = digits.reshape(-1, j)
+    symbols = digits[:, j - 1].clone()
+    for t in range(j - 2, -1, -1):
+        symbols.mul_(base).add_(digits[:, t])
+    return symbols, base**j
+
+
+@dataclass
+class _Setting:
+    """One (k, L) of an update, exact: kept kernels and element positions, level indices, range, size [bits]."""
+
+    k: int
+    levels: int
+    positions: torch.Tensor
+    indices: torch.Tensor
+    lo: float
+    hi: float
+    bits: int
+
+
+class _Update:
+    """An update prepared once for many settings: flat values, magnitudes, the job's uniforms (one per element,
+    element order), kernel scores and their ranking (built on first use)."""
+
+    def __init__(self, update: Mapping[str, torch.Tensor], gen: torch.Generator, kernel_wise: bool) -> None:
+        self.names, self.shapes, self.flat = flat_update(update)
+        self.kernel_wise = bool(kernel_wise)
+        self.layout = _layout(self.shapes, self.kernel_wise)
+        self.uniforms = torch.rand(self.flat.numel(), generator=gen, device=self.flat.device)
+        self.mags = self.flat.abs()
+        self.header = wire.header_bits(self.shapes, flag=True)
+
+    @functools.cached_property
+    def scores(self) -> torch.Tensor:
+        return self.layout.scores(self.flat)
+
+    @functools.cached_property
+    def ranking(self) -> ops.TopK:
+        return ops.TopK(self.scores)
+
+    def setting(self, k: int, levels: int) -> _Setting:
+        """The exact setting keeping the top ``k`` kernels at ``levels`` intervals."""
+        lay = self.layout
+        if not 0 <= int(k) <= lay.n_kernels:
+            raise FGCError(f"kept={k!r}: must be in [0, {lay.n_kernels}] (the update's kernels)")
+        if not 1 <= int(levels) <= MAX_LEVELS:
+            raise FGCError(f"levels={levels!r}: must be in [1, {MAX_LEVELS}]")
+        k, levels = int(k), int(levels)
+        device = self.flat.device
+        if k == 0:
+            empty = torch.zeros(0, dtype=torch.int64, device=device)
+            return _Setting(0, levels, empty, empty, 0.0, 0.0, 8 * math.ceil(self.header / 8))
+        if k == lay.n_kernels:
+            kernels = positions = torch.arange(lay.n, device=device)
+            mask_bits = ops.RICE_B_BITS
+            mags, u = self.mags, self.uniforms
+        else:
+            mask = self.ranking.mask(k)
+            kernels = ops.flat_nonzero(mask).to(device)
+            listed = kernels if 2 * k <= lay.n_kernels else ops.flat_nonzero(~mask).to(device)
+            mask_bits, _ = ops.rice_size(torch.diff(listed, prepend=listed.new_full((1,), -1)) - 1)
+            positions = lay.elements(kernels)
+            mags, u = self.mags[positions], self.uniforms[positions]
+        lo, hi = (float(x) for x in torch.aminmax(mags))
+        indices = ops.stochastic_levels(mags, lo, hi, levels, u)
+        bits = self.header + 1 + mask_bits + 64 + 16 + 4 + positions.numel()
+        if hi > lo:
+            symbols, alphabet = _grouped(indices, levels)
+            bits += ops.huffman_size(torch.bincount(symbols, minlength=alphabet))
+        return _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
+
+    def coded(self, s: _Setting) -> Coded:
+        """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
+        :func:`to_bytes`."""
+        points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
+        q = points[s.indices.long()]  # Q_l of eq. (3), one float32 per level
+        values = torch.where(self.flat[s.positions] < 0, -q, q)
+        small = torch.uint8 if s.levels <= 255 else torch.int16
+        pos = s.positions.to(torch.int32 if self.layout.n < 2**31 else torch.int64)
+        meta = {"levels": s.levels, "lo": s.lo, "hi": s.hi, "kernel_wise": self.kernel_wise,
+                "indices": s.indices.to(small)}  # fmt: skip
+        return Coded(positions=pos, values=values, names=self.names, shapes=self.shapes, bits=s.bits, kept=s.k,
+                     codec=CODEC, meta=meta)  # fmt: skip
+
+
+def encode(update: Mapping[str, torch.Tensor], *, kept: int, levels: int, gen: torch.Generator,
+           kernel_wise: bool = True) -> Coded:  # fmt: skip
+    """``update`` keeping its top ``kept`` kernels (eq. (2); single elements when not ``kernel_wise``) at
+    ``levels`` intervals (eqs. (3)-(4)), the rounding's uniforms drawn from ``gen`` (one per element)."""
+    u = _Update(update, gen, kernel_wise)
+    return u.coded(u.setting(kept, levels))
+
+
+# ---------------------------------------------------------------------------------------------- budget search
+def _rice_estimate(m: np.ndarray, total: int) -> np.ndarray:
+    """Rice size [bits] of m gaps summing to ``total - m`` if they were geometric (a random mask): at each b,
+    ``sum floor(g / 2^b) ~ (sum g - m (2^b - 1) / 2) / 2^b``; the least over b."""
+    m = np.asarray(m, dtype=float)
+    gaps = np.maximum(total - m, 0.0)
+    b = np.arange(0, 40, dtype=float)[:, None]
+    cost = np.maximum(gaps - m * (2**b - 1) / 2, 0.0) / 2**b + m * (b + 1)
+    return ops.RICE_B_BITS + cost.min(0)
+
+
+class _Estimates:
+    """Estimated size [bits] and expected squared error of keeping the kernels whose score is at least each of about
+    40 thresholds, at any L, from an evenly spaced subsample of the elements sorted by their kernel's score (numpy:
+    a few thousand numbers). For the top m sampled elements: kept elements n_e ~ m n / S, kernels
+    k ~ (n / S) sum 1 / |kernel|, range [lo, hi] the sample's (hi the update's largest magnitude once its kernel
+    is kept, lo the smallest when everything is), level bits n_e times the entropy of the expected level histogram
+    (each magnitude splits its probability between its interval's ends, eq. (4)), mask bits :func:`_rice_estimate`;
+    error: the dropped energy plus the rounding variance w^2 f (1 - f) per kept element."""
+
+    def __init__(self, u: _Update) -> None:
+        lay = u.layout
+        stride = max(1, lay.n // _SAMPLE)
+        pos = torch.arange(0, lay.n, stride, device=u.flat.device)
+        score = u.scores[lay.kernel_of(pos)]
+        order = torch.sort(score, descending=True, stable=True).indices
+        pos, score = pos[order], score[order].cpu().numpy()
+        size = torch.tensor(lay.size, device=pos.device)[
+            torch.searchsorted(torch.tensor(lay.estart[1:], device=pos.device), pos, right=True)]
+        mags = u.mags[pos].to(torch.float64).cpu().numpy()
+        scale = lay.n / pos.numel()
+        self.m = np.unique(np.geomspace(1, mags.size, 40).astype(int))
+        self.n_e = self.m * scale
+        self.k = np.cumsum(1.0 / size.cpu().numpy())[self.m - 1] * scale
+        self.n_e[-1], self.k[-1] = lay.n, lay.n_kernels  # every sampled element kept: call it everything
+        energy = np.cumsum(mags**2) * scale
+        self.total = float(energy[-1])
+        self.dropped = self.total - energy[self.m - 1]
+        lo, hi = (float(x) for x in torch.aminmax(u.mags))
+        top = int(torch.argmax(u.mags))
+        top_score = float(u.scores[lay.kernel_of(torch.tensor([top], device=u.flat.device))])
+        self.lo = np.minimum.accumulate(mags)[self.m - 1]
+        self.hi = np.maximum.accumulate(mags)[self.m - 1]
+        self.hi = np.where(score[self.m - 1] <= top_score, hi, self.hi)
+        self.lo[-1] = lo
+        self.mags = mags
+        self.fixed = u.header + 1 + 84 + self.n_e + np.minimum(
+            _rice_estimate(self.k, lay.n_kernels), _rice_estimate(lay.n_kernels - self.k, lay.n_kernels))
+
+    def at(self, levels: int, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """(estimated bits, estimated squared error) at each threshold (those of ``rows``), ``levels`` intervals."""
+        m, lo, hi, n_e = self.m[rows], self.lo[rows], self.hi[rows], self.n_e[rows]
+        width = np.where(hi > lo, (hi - lo) / levels, 0.0)
+        x = np.clip((self.mags[None, :] - lo[:, None]) / np.where(width > 0, width, 1.0)[:, None], 0, levels)
+        base = np.minimum(np.floor(x), levels - 1)
+        f = x - base
+        kept = np.arange(self.mags.size)[None, :] < m[:, None]
+        at = (np.arange(m.size)[:, None] * (levels + 1) + base).astype(np.int64).ravel()
+        size = m.size * (levels + 1)
+        hist = np.bincount(at, ((1 - f) * kept).ravel(), size) + np.bincount(at + 1, (f * kept).ravel(), size)
+        p = hist.reshape(m.size, levels + 1) / m[:, None]
+        h = np.where(hi > lo, -(p * np.log2(np.where(p > 0, p, 1.0))).sum(1), 0.0)
+        var = ((width[:, None] ** 2) * f * (1 - f) * kept).sum(1) * (n_e / m)
+        return self.fixed[rows] + n_e * h, self.dropped[rows] + var
+
+
+def _crossing(x: np.ndarray, y: np.ndarray, budget: float) -> float:
+    """The x where the increasing-ish y(x) (linear between points) reaches ``budget``, clamped to x's range."""
+    fits = np.flatnonzero(y <= budget)
+    if fits.size == 0:
+        return 0.0
+    i = int(fits[-1])
+    if i + 1 >= x.size:
+        return float(x[-1])
+    return float(x[i] + (x[i + 1] - x[i]) * (budget - y[i]) / max(y[i + 1] - y[i], 1e-9))
+
+
+def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) -> _Setting:
+    """The setting of the largest k found to fit ``budget`` by exact sizes at ``levels``, from the estimate's
+    crossing ``k0`` (``slope``: its bits per kernel there): each step predicts the crossing from the last two exact
+    sizes (secant; the estimate's slope at first) and probes half a tolerance past it, on the side that would
+    close the bracket; bisection after six steps. Stops when a fitting k and a failing one lie within
+    max(1, K_TOLERANCE k), or every kernel fits."""
+    n_k = u.layout.n_kernels
+    tol = lambda k: max(1, int(K_TOLERANCE * k))  # noqa: E731
+    good: _Setting | None = None
+    bad = n_k + 1
+    k, last = k0 + tol(k0) / 2, None
+    for step in range(64):
+        k = int(min(max(round(k), 0 if good is None else good.k + 1, 1), bad - 1, n_k))
+        s = u.setting(k, levels)
+        if s.bits <= budget:
+            good = s if good is None or k > good.k else good
+        else:
+            bad = min(bad, k)
+        g = 0 if good is None else good.k
+        if g == n_k or bad - g <= tol(g):
+            break
+        if last is not None and last[0] != k:
+            slope = (s.bits - last[1]) / (k - last[0])
+        last = (k, s.bits)
+        crossing = k + (budget - s.bits) / max(slope, 1e-3)
+        if step >= 6:
+            k = (g + bad) // 2
+        elif bad > n_k:
+            k = crossing + tol(crossing) / 2
+        elif good is None:
+            k = crossing - tol(crossing) / 2
+        else:
+            k = crossing
+    return good if good is not None else u.setting(0, levels)
+
+
+def _check_budget(u: _Update, budget_bits: float) -> None:
+    if not budget_bits >= 8 * math.ceil(u.header / 8):
+        raise BudgetError(f"budget_bits={budget_bits!r}: below the {8 * math.ceil(u.header / 8)}-bit header of this "
+                          "update")  # fmt: skip
+
+
+def fit(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Generator, *,
+        levels_grid: Sequence[int] = LEVEL_GRID, kernel_wise: bool = True) -> Coded:  # fmt: skip
+    """AnycostFL's flexible compressor: the payload of at most ``budget_bits`` (= alpha beta S) whose expected
+    squared error (dropped kernels + rounding variance of eq. (4)) is least, over L in ``levels_grid`` and the
+    largest k that fits at that L. The L and a first k come from :class:`_Estimates`; k is then found from exact
+    sizes (:func:`_largest_k`: within max(1, ``K_TOLERANCE`` k) of a k that does not fit). QSGD: ``levels_grid
+    = (7,)``, ``kernel_wise=False``. Raises :class:`BudgetError` when not even the header fits."""
+    u = _Update(update, gen, kernel_wise)
+    _check_budget(u, budget_bits)
+    n_k = u.layout.n_kernels
+    if n_k == 0:
+        return u.coded(u.setting(0, levels_grid[0]))
+    est = _Estimates(u)
+    best = None
+    for levels in levels_grid:
+        bits, err = est.at(levels)
+        k = _crossing(est.k, bits, budget_bits)
+        e = float(np.interp(k, est.k, err)) if k >= est.k[0] else est.total
+        slope = float(np.interp(k, est.k[1:], np.diff(bits) / np.maximum(np.diff(est.k), 1e-9)))
+        if best is None or e < best[0] * (1 - 1e-9):
+            best = (e, levels, k, slope)
+    _, levels, k, slope = best
+    return u.coded(_largest_k(u, levels, k, slope, budget_bits))
+
+
+def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Generator) -> Coded:
+    """FedHQ: every element at the largest L in [1, MAX_LEVELS] whose exact size fits ``budget_bits`` (L fits and
+    L + 1 does not), searched from an estimate (:class:`_Estimates` at every element kept). Raises
+    :class:`BudgetError` when not even L = 1 fits (the method then sends the header alone)."""
+    u = _Update(update, gen, kernel_wise=False)
+    _check_budget(u, budget_bits)
+    n = u.layout.n
+    if n == 0:
+        return u.coded(u.setting(0, 1))
+    exact = functools.lru_cache(maxsize=None)(lambda L: u.setting(n, L))
+    fits = lambda L: exact(L).bits <= budget_bits  # noqa: E731
+    est = _Estimates(u)
+    lo, hi = 0, MAX_LEVELS + 1  # estimate: L = lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if est.at(mid, slice(-1, None))[0][0] <= budget_bits else (lo, mid)
+    good, bad = 0, MAX_LEVELS + 1  # exact: good fits (0: none found), bad does not
+    step, probe = 1, max(lo, 1)
+    while bad - good > 1:  # gallop from the estimate until a bracket, then bisect
+        good, bad = (probe, bad) if fits(probe) else (good, probe)
+        if bad > MAX_LEVELS:
+            probe = min(good + step, MAX_LEVELS)
+        elif good == 0:
+            probe = max(bad - step, 1)
+        else:
+            probe = (good + bad) // 2
+        step *= 2
+    if good == 0:
+        raise BudgetError(f"budget_bits={budget_bits!r}: every element at L = 1 takes {exact(1).bits} bits")
+    return u.coded(exact(good))
+
+
+def relative_error(coded: Coded, update: Mapping[str, torch.Tensor]) -> float:
+    """FedHQ's measured relative quantisation error q_i = ||Q(u) - u||^2 / ||u||^2 of an encoding of every element
+    (float64 sums); 0 for a zero update."""
+    _, _, flat = flat_update(update)
+    flat = flat.to(torch.float64)
+    norm2 = float(flat @ flat)
+    if norm2 == 0.0:
+        return 0.0
+    d = flat.clone()
+    d[coded.positions.long()] -= coded.values.to(torch.float64)
+    return float(d @ d) / norm2
+
+
+# ---------------------------------------------------------------------------------------------- the oracle
+def to_bytes(coded: Coded) -> bytes:
+    """The 0xA7 v2 payload of ``coded`` (``docs/wire_formats.md``), written field by field by :mod:`.wire`;
+    ``8 * len(to_bytes(coded)) == coded.bits``."""
+    meta = coded.meta
+    lay = _layout(coded.shapes, bool(meta["kernel_wise"]))
+    w = wire.BitWriter()
+    wire.write_header(w, MAGIC, VERSION, coded.shapes, coded.kept, bool(meta["kernel_wise"]))
+    if coded.kept:
+        positions = coded.positions.long().cpu()
+        kernels = lay.kernels(positions)
+        mode = int(2 * coded.kept > lay.n_kernels)
+        if mode:
+            dropped = torch.ones(lay.n_kernels, dtype=torch.bool)
+            dropped[kernels] = False
+            kernels = torch.nonzero(dropped).reshape(-1)
+        w.uint(mode, 1)
+        w.rice(np.diff(kernels.numpy(), prepend=-1) - 1)
+        w.float32(meta["lo"])
+        w.float32(meta["hi"])
+        w.uint(meta["levels"], 16)
+        w.uint(group(meta["levels"]), 4)
+        w.bits(torch.signbit(coded.values).cpu().numpy())
+        if meta["hi"] > meta["lo"]:
+            symbols, alphabet = _grouped(meta["indices"].cpu().to(torch.int64), meta["levels"])
+            w.huffman(symbols.numpy(), alphabet)
+    return w.to_bytes()
+
+
+def from_bytes(payload: bytes, names: Sequence[str]) -> Coded:
+    """The :class:`Coded` a 0xA7 v2 payload holds (positions, values, indices), read field by field by
+    :mod:`.wire`; the tensors are named ``names`` in order."""
+    r = wire.BitReader(payload)
+    kernel_wise, shapes, kept = wire.read_header(r, MAGIC, VERSION, flag=True)
+    shapes = tuple(shapes)
+    if len(names) != len(shapes):
+        raise wire.WireError(f"payload holds {len(shapes)} tensors; {len(names)} names given")
+    lay = _layout(shapes, bool(kernel_wise))
+    meta = {"levels": 1, "lo": 0.0, "hi": 0.0, "kernel_wise": bool(kernel_wise)}
+    positions = torch.zeros(0, dtype=torch.int64)
+    values = torch.zeros(0, dtype=torch.float32)
+    indices = torch.zeros(0, dtype=torch.int64)
+    if kept:
+        mode = r.uint(1)
+        listed = kept if not mode else lay.n_kernels - kept
+        kernels = torch.from_numpy(np.cumsum(r.rice(listed) + 1) - 1)
+        if kernels.numel() and int(kernels[-1]) >= lay.n_kernels:
+            raise wire.WireError(f"kernel index {int(kernels[-1])} outside the update's {lay.n_kernels} kernels")
+        if mode:
+            keep = torch.ones(lay.n_kernels, dtype=torch.bool)
+            keep[kernels] = False
+            kernels = torch.nonzero(keep).reshape(-1)
+        positions = lay.elements(kernels)
+        lo, hi, levels, j = r.float32(), r.float32(), r.uint(16), r.uint(4)
+        if not 1 <= levels <= MAX_LEVELS or j != group(levels):
+            raise wire.WireError(f"levels {levels} with {j} per symbol: not a 0xA7 setting")
+        negative = torch.from_numpy(r.bits(positions.numel()).astype(bool))
+        indices = torch.zeros(positions.numel(), dtype=torch.int64)
+        if hi > lo:
+            symbols = torch.from_numpy(r.huffman(-(-positions.numel() // j)))
+            digits = (symbols[:, None] // (levels + 1) ** torch.arange(j)) % (levels + 1)
+            indices = digits.reshape(-1)[: positions.numel()]
+        q = ops.level_values(indices, lo, hi, levels)
+        values = torch.where(negative, -q, q)
+        meta.update(levels=levels, lo=lo, hi=hi)
+    meta["indices"] = indices.to(torch.uint8 if meta["levels"] <= 255 else torch.int16)
+    pos = positions.to(torch.int32 if lay.n < 2**31 else torch.int64)
+    return Coded(positions=pos, values=values, names=tuple(names), shapes=shapes, bits=8 * len(payload), kept=kept,
+                 codec=CODEC, meta=meta)  # fmt: skip
