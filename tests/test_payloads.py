@@ -49,11 +49,17 @@ def _recorded(sim) -> list[tuple[int, list[ClientUpdate]]]:
     return seen
 
 
-def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], method, r: int, d: int):
-    """The update a payload file holds, read with its codec's own decoder (its first byte, the container's magic),
-    or as little-endian float32 for a method without a codec."""
+def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], method, r: int, d: int, payload=None):
+    """The update a payload file holds, read with its codec's own decoder (the oracle ``from_bytes`` of the codec
+    that wrote a payload carried as its symbols; else by the first byte, the container's magic), or as
+    little-endian float32 for a method without a codec."""
+    import importlib
+
     from edgefl.compression import codec, stc, uveqfed
 
+    coded = getattr(payload, "coded", None)
+    if coded is not None:
+        return importlib.import_module(coded.codec).from_bytes(data, names).dense()
     if method.codec is None:
         flat = np.frombuffer(data, dtype="<f4")
         assert flat.size == sum(t.numel() for t in like.values())
@@ -86,7 +92,7 @@ def _check_run(folder: Path, device_rounds, seen, method) -> int:
             assert 8 * len(data) == bits[(r, u.device)] == u.bits  # the padding rule: bits is the whole bytes
             aggregated = u.payload.update
             names = list(aggregated)
-            got = _decoded(data, names, aggregated, method, r, u.device)
+            got = _decoded(data, names, aggregated, method, r, u.device, u.payload)
             assert list(got) == names
             for name in names:
                 want = aggregated[name].detach().cpu().to(torch.float32)

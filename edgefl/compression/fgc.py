@@ -30,7 +30,7 @@ from edgefl.compression.coded import Coded, flat_update
 from edgefl.errors import EdgeflError
 
 __all__ = ["CODEC", "MAGIC", "VERSION", "MAX_LEVELS", "LEVEL_GRID", "K_TOLERANCE", "FGCError", "BudgetError",
-           "group", "encode", "fit", "fit_levels", "to_bytes", "from_bytes", "relative_error"]  # fmt: skip
+           "group", "encode", "fit", "fit_levels", "to_bytes", "from_bytes"]  # fmt: skip
 
 CODEC = "edgefl.compression.fgc"
 MAGIC, VERSION = 0xA7, 2
@@ -403,19 +403,6 @@ def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torc
     if good == 0:
         raise BudgetError(f"budget_bits={budget_bits!r}: every element at L = 1 takes {exact(1).bits} bits")
     return u.coded(exact(good))
-
-
-def relative_error(coded: Coded, update: Mapping[str, torch.Tensor]) -> float:
-    """FedHQ's measured relative quantisation error q_i = ||Q(u) - u||^2 / ||u||^2 of an encoding of every element
-    (float64 sums); 0 for a zero update."""
-    _, _, flat = flat_update(update)
-    flat = flat.to(torch.float64)
-    norm2 = float(flat @ flat)
-    if norm2 == 0.0:
-        return 0.0
-    d = flat.clone()
-    d[coded.positions.long()] -= coded.values.to(torch.float64)
-    return float(d @ d) / norm2
 
 
 # ---------------------------------------------------------------------------------------------- the oracle

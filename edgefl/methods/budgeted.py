@@ -47,10 +47,11 @@ from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
     from edgefl.compression.codec import Compressed
+    from edgefl.compression.coded import Coded
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate"]
+__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate", "CodedUpdate"]
 
 
 class BudgetedSettings(Strict):
@@ -70,6 +71,33 @@ class CompressedUpdate:
 
     update: Any
     kept: int
+
+
+@dataclass(frozen=True)
+class CodedUpdate:
+    """A compressed full-model update as its codec's symbols (:class:`~edgefl.compression.coded.Coded`, what
+    crosses processes); ``update``: the dense update the server applies, ``kept``: the header's kept count."""
+
+    coded: Coded
+
+    @property
+    def update(self) -> dict:
+        return self.coded.dense()
+
+    @property
+    def kept(self) -> int:
+        return self.coded.kept
+
+
+def coded_wire_bytes(payload: Any) -> bytes | None:
+    """The payload bytes of a ``payload`` that holds a :class:`~edgefl.compression.coded.Coded` (``.coded``), written
+    by its codec's oracle ``to_bytes``; None for any other payload."""
+    import importlib
+
+    from edgefl.compression.coded import Coded
+
+    coded = getattr(payload, "coded", None)
+    return importlib.import_module(coded.codec).to_bytes(coded) if isinstance(coded, Coded) else None
 
 
 class BudgetedMethod(Method):
@@ -124,6 +152,19 @@ class BudgetedMethod(Method):
             weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
             train_loss=res.train_loss, memory=memory,
         )  # fmt: skip
+
+    def coded_update(self, job: TrainJob, res: TrainResult, coded: Coded, *, memory: Any = None) -> ClientUpdate:
+        """A compressed full-model update carried as its codec's symbols (:class:`CodedUpdate`), charged the exact
+        encoded size ``coded.bits``; ``memory``: what the device keeps."""
+        return ClientUpdate(
+            device=job.device, payload=CodedUpdate(coded), weight=float(res.n_samples), bits=float(coded.bits),
+            flops=res.flops, steps=res.steps, train_loss=res.train_loss, memory=memory,
+        )  # fmt: skip
+
+    def wire_bytes(self, update: ClientUpdate) -> bytes | None:
+        """The codec's payload bytes of a :class:`CodedUpdate` (its oracle writer), else the base rule."""
+        data = coded_wire_bytes(update.payload)
+        return data if data is not None else super().wire_bytes(update)
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this)."""
