@@ -148,13 +148,14 @@ def test_vectorised_groups_give_the_same_tables_on_every_executor():
 
 
 def test_every_compressing_method_names_a_codec_its_workers_warm_up():
-    """A worker loads its method's codec kernels when it starts (edgefl.compression.warm): each compressing
-    method names one the warm-up knows, and the others none."""
+    """A worker loads its method's codec kernels when it starts (edgefl.compression.warm): each method whose codec
+    has compiled kernels names one the warm-up knows, and the others none (AnycostFL, QSGD and FedHQ's
+    compression.fgc is plain torch)."""
     from edgefl.methods import METHODS
     from edgefl.compression.warm import CODECS, warm_up
 
     named = {name: klass.codec for name, klass in METHODS.items() if klass.codec is not None}
-    assert named == {"anycostfl": "anycostfl", "stc": "stc", "qsgd": "topk", "fedhq": "topk", "uveqfed": "uveqfed"}
-    assert set(named.values()) == set(CODECS)
+    assert named == {"stc": "stc", "uveqfed": "uveqfed"}
+    assert set(named.values()) <= set(CODECS)
     with pytest.raises(ValueError, match="codec='zip': must be one of"):
         warm_up("zip")

@@ -40,8 +40,11 @@ LEVEL_GRID = (1, 2, 3, 5, 7, 11, 15, 23, 31, 63, 127, 255)
 """The L :func:`fit` tries (intervals; L + 1 points)."""
 K_TOLERANCE = 1 / 200
 """:func:`fit`'s k is within max(1, K_TOLERANCE k) of a k whose exact size does not fit."""
-_SAMPLE = 2048
-"""Elements in the evenly spaced subsample the size and error estimates of :func:`fit` read."""
+_SAMPLE = 1024
+"""Elements in the subsample the size and error estimates of :func:`fit` read (golden-ratio spaced: no stride
+aliasing with a tensor's rows)."""
+_ROWS = 20
+"""Thresholds (kept fractions of the subsample, geometric) at which :class:`_Estimates` estimates."""
 
 
 class FGCError(EdgeflError, ValueError):
@@ -251,8 +254,8 @@ class _Estimates:
 
     def __init__(self, u: _Update) -> None:
         lay = u.layout
-        stride = max(1, lay.n // _SAMPLE)
-        pos = torch.arange(0, lay.n, stride, device=u.flat.device)
+        golden = np.unique((np.arange(min(_SAMPLE, lay.n)) * 0.6180339887498949 % 1.0 * lay.n).astype(np.int64))
+        pos = torch.from_numpy(golden).to(u.flat.device)
         score = u.scores[lay.kernel_of(pos)]
         order = torch.sort(score, descending=True, stable=True).indices
         pos, score = pos[order], score[order].cpu().numpy()
@@ -260,7 +263,7 @@ class _Estimates:
             torch.searchsorted(torch.tensor(lay.estart[1:], device=pos.device), pos, right=True)]
         mags = u.mags[pos].to(torch.float64).cpu().numpy()
         scale = lay.n / pos.numel()
-        self.m = np.unique(np.geomspace(1, mags.size, 40).astype(int))
+        self.m = np.unique(np.geomspace(8 if mags.size > 8 else 1, mags.size, _ROWS).astype(int))
         self.n_e = self.m * scale
         self.k = np.cumsum(1.0 / size.cpu().numpy())[self.m - 1] * scale
         self.n_e[-1], self.k[-1] = lay.n, lay.n_kernels  # every sampled element kept: call it everything
@@ -278,8 +281,9 @@ class _Estimates:
         self.fixed = u.header + 1 + 84 + self.n_e + np.minimum(
             _rice_estimate(self.k, lay.n_kernels), _rice_estimate(lay.n_kernels - self.k, lay.n_kernels))
 
-    def at(self, levels: int, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
-        """(estimated bits, estimated squared error) at each threshold (those of ``rows``), ``levels`` intervals."""
+    def at(self, levels: int, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(estimated bits, estimated squared error, level distribution of shape (rows, L + 1)) at each threshold
+        (those of ``rows``), ``levels`` intervals."""
         m, lo, hi, n_e = self.m[rows], self.lo[rows], self.hi[rows], self.n_e[rows]
         width = np.where(hi > lo, (hi - lo) / levels, 0.0)
         x = np.clip((self.mags[None, :] - lo[:, None]) / np.where(width > 0, width, 1.0)[:, None], 0, levels)
@@ -292,7 +296,23 @@ class _Estimates:
         p = hist.reshape(m.size, levels + 1) / m[:, None]
         h = np.where(hi > lo, -(p * np.log2(np.where(p > 0, p, 1.0))).sum(1), 0.0)
         var = ((width[:, None] ** 2) * f * (1 - f) * kept).sum(1) * (n_e / m)
-        return self.fixed[rows] + n_e * h, self.dropped[rows] + var
+        return self.fixed[rows] + n_e * h, self.dropped[rows] + var, p
+
+    @staticmethod
+    def huffman_excess(p: np.ndarray, n_e: float, levels: int) -> float:
+        """Bits [per kept element] a Huffman stream of the j-tuples of n_e independent level indices of
+        distribution ``p`` takes beyond their entropy (the table, and a code's whole bits): the exact stream size
+        (:func:`~.ops.huffman_size`) of the tuples' expected histogram, less n_e H(p)."""
+        j = group(levels)
+        tuples = p
+        for _ in range(j - 1):
+            tuples = np.outer(tuples, p).ravel()
+        n_sym = math.ceil(n_e / j)
+        counts = np.round(tuples * n_sym).astype(np.int64)
+        h = -(p * np.log2(np.where(p > 0, p, 1.0))).sum()
+        if counts.sum() == 0 or not n_e:
+            return 0.0
+        return (ops.huffman_size(counts) - n_e * h) / n_e
 
 
 def _crossing(x: np.ndarray, y: np.ndarray, budget: float) -> float:
@@ -309,8 +329,8 @@ def _crossing(x: np.ndarray, y: np.ndarray, budget: float) -> float:
 def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) -> _Setting:
     """The setting of the largest k found to fit ``budget`` by exact sizes at ``levels``, from the estimate's
     crossing ``k0`` (``slope``: its bits per kernel there): each step predicts the crossing from the last two exact
-    sizes (secant; the estimate's slope at first) and probes half a tolerance past it, on the side that would
-    close the bracket; bisection after six steps. Stops when a fitting k and a failing one lie within
+    sizes (secant; the estimate's slope at first) and probes 0.4 tolerance past it, on the side of the bracket
+    still far from it; bisection after six steps. Stops when a fitting k and a failing one lie within
     max(1, K_TOLERANCE k), or every kernel fits."""
     n_k = u.layout.n_kernels
     tol = lambda k: max(1, int(K_TOLERANCE * k))  # noqa: E731
@@ -333,12 +353,10 @@ def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) 
         crossing = k + (budget - s.bits) / max(slope, 1e-3)
         if step >= 6:
             k = (g + bad) // 2
-        elif bad > n_k:
-            k = crossing + tol(crossing) / 2
-        elif good is None:
-            k = crossing - tol(crossing) / 2
-        else:
-            k = crossing
+        elif bad > n_k or (good is not None and bad - crossing > crossing - g):  # close on the failing side
+            k = crossing + 0.4 * tol(crossing)
+        else:  # close on the fitting side
+            k = crossing - 0.4 * tol(crossing)
     return good if good is not None else u.setting(0, levels)
 
 
@@ -363,7 +381,10 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Gener
     est = _Estimates(u)
     best = None
     for levels in levels_grid:
-        bits, err = est.at(levels)
+        bits, err, p = est.at(levels)
+        k = _crossing(est.k, bits, budget_bits)
+        row = int(np.clip(np.searchsorted(est.k, k), 0, est.k.size - 1))
+        bits = bits + est.n_e * _Estimates.huffman_excess(p[row], est.n_e[row], levels)
         k = _crossing(est.k, bits, budget_bits)
         e = float(np.interp(k, est.k, err)) if k >= est.k[0] else est.total
         slope = float(np.interp(k, est.k[1:], np.diff(bits) / np.maximum(np.diff(est.k), 1e-9)))
@@ -388,7 +409,9 @@ def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torc
     lo, hi = 0, MAX_LEVELS + 1  # estimate: L = lo fits, hi does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if est.at(mid, slice(-1, None))[0][0] <= budget_bits else (lo, mid)
+        bits, _, p = est.at(mid, slice(-1, None))
+        bits = bits[0] + n * _Estimates.huffman_excess(p[0], n, mid)
+        lo, hi = (mid, hi) if bits <= budget_bits else (lo, mid)
     good, bad = 0, MAX_LEVELS + 1  # exact: good fits (0: none found), bad does not
     step, probe = 1, max(lo, 1)
     while bad - good > 1:  # gallop from the estimate until a bracket, then bisect
