@@ -107,16 +107,17 @@ class _Layout:
         size, ks, es = (torch.tensor(v, device=positions.device)[t] for v in (self.size, self.kstart, self.estart))
         return ks + (positions - es) // size
 
-    def scores(self, flat: torch.Tensor) -> torch.Tensor:
-        """Each kernel's RMS ``||u[k]||_2 / sqrt(|k|)`` (float32; |u| exactly for a one-element kernel): eq. (2)'s
-        L2 order among kernels of one size, comparable across sizes (error removed per value sent)."""
+    def scores(self, flat: torch.Tensor, mags: torch.Tensor) -> torch.Tensor:
+        """Each kernel's RMS ``||u[k]||_2 / sqrt(|k|)`` (float32; |u| exactly for a one-element kernel, from the
+        magnitudes ``mags``): eq. (2)'s L2 order among kernels of one size, comparable across sizes (error removed
+        per value sent)."""
         if all(s == 1 for s in self.size):
-            return flat.abs()
+            return mags
         parts = []
         for t, size in enumerate(self.size):
             seg = flat[self.estart[t] : self.estart[t] + self.count[t] * size]
             if size == 1:
-                parts.append(seg.abs())
+                parts.append(mags[self.estart[t] : self.estart[t] + self.count[t]])
             else:
                 parts.append(seg.to(torch.float64).square().reshape(-1, size).mean(1).sqrt().to(torch.float32))
         return torch.cat(parts)
@@ -173,7 +174,7 @@ class _Update:
 
     @functools.cached_property
     def scores(self) -> torch.Tensor:
-        return self.layout.scores(self.flat)
+        return self.layout.scores(self.flat, self.mags)
 
     @functools.cached_property
     def ranking(self) -> ops.TopK:
@@ -192,7 +193,7 @@ class _Update:
             empty = torch.zeros(0, dtype=torch.int64, device=device)
             return _Setting(0, levels, empty, empty, 0.0, 0.0, 8 * math.ceil(self.header / 8))
         if k == lay.n_kernels:
-            kernels = positions = torch.arange(lay.n, device=device)
+            positions = torch.arange(lay.n, dtype=torch.int32, device=device)
             mask_bits = ops.RICE_B_BITS
             mags, u = self.mags, self.uniforms
         else:
@@ -201,7 +202,7 @@ class _Update:
             listed = kernels if 2 * k <= lay.n_kernels else ops.flat_nonzero(~mask).to(device)
             mask_bits, _ = ops.rice_size(torch.diff(listed, prepend=listed.new_full((1,), -1)) - 1)
             positions = lay.elements(kernels)
-            mags, u = self.mags[positions], self.uniforms[positions]
+            mags, u = self.mags.index_select(0, positions), self.uniforms.index_select(0, positions)
         lo, hi = (float(x) for x in torch.aminmax(mags))
         indices = ops.stochastic_levels(mags, lo, hi, levels, u)
         bits = self.header + 1 + mask_bits + 64 + 16 + 4 + positions.numel()
@@ -214,8 +215,9 @@ class _Update:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
-        q = points[s.indices.long()]  # Q_l of eq. (3), one float32 per level
-        values = torch.where(self.flat[s.positions] < 0, -q, q)
+        q = points.index_select(0, s.indices)  # Q_l of eq. (3), one float32 per level
+        signs = self.flat if s.k == self.layout.n_kernels else self.flat.index_select(0, s.positions)
+        values = torch.copysign(q, signs)  # the value's sign bit (-0.0 sends a 1)
         small = torch.uint8 if s.levels <= 255 else torch.int16
         pos = s.positions.to(torch.int32 if self.layout.n < 2**31 else torch.int64)
         meta = {"levels": s.levels, "lo": s.lo, "hi": s.hi, "kernel_wise": self.kernel_wise,
@@ -256,12 +258,12 @@ class _Estimates:
         lay = u.layout
         golden = np.unique((np.arange(min(_SAMPLE, lay.n)) * 0.6180339887498949 % 1.0 * lay.n).astype(np.int64))
         pos = torch.from_numpy(golden).to(u.flat.device)
-        score = u.scores[lay.kernel_of(pos)]
+        score = u.scores.index_select(0, lay.kernel_of(pos))
         order = torch.sort(score, descending=True, stable=True).indices
         pos, score = pos[order], score[order].cpu().numpy()
         size = torch.tensor(lay.size, device=pos.device)[
             torch.searchsorted(torch.tensor(lay.estart[1:], device=pos.device), pos, right=True)]
-        mags = u.mags[pos].to(torch.float64).cpu().numpy()
+        mags = u.mags.index_select(0, pos).to(torch.float64).cpu().numpy()
         scale = lay.n / pos.numel()
         self.m = np.unique(np.geomspace(8 if mags.size > 8 else 1, mags.size, _ROWS).astype(int))
         self.n_e = self.m * scale
@@ -271,8 +273,12 @@ class _Estimates:
         self.total = float(energy[-1])
         self.dropped = self.total - energy[self.m - 1]
         lo, hi = (float(x) for x in torch.aminmax(u.mags))
-        top = int(torch.argmax(u.mags))
-        top_score = float(u.scores[lay.kernel_of(torch.tensor([top], device=u.flat.device))])
+        top_score = hi  # the RMS of the kernel holding the largest magnitude: hi itself for a one-element kernel
+        for t, size in enumerate(lay.size):
+            seg = u.mags[lay.estart[t] : lay.estart[t] + lay.count[t] * size]
+            if size > 1 and seg.numel() and float(seg.max()) == hi:
+                top_score = float(u.scores[lay.kstart[t] + int(torch.argmax(seg)) // size])
+                break
         self.lo = np.minimum.accumulate(mags)[self.m - 1]
         self.hi = np.maximum.accumulate(mags)[self.m - 1]
         self.hi = np.where(score[self.m - 1] <= top_score, hi, self.hi)
