@@ -83,11 +83,12 @@ class _Layout:
         parts = []
         cuts = torch.searchsorted(kernels, torch.tensor([*self.kstart, self.n_kernels], device=kernels.device))
         for t, size in enumerate(self.size):
-            local = kernels[int(cuts[t]) : int(cuts[t + 1])] - self.kstart[t]
-            first = self.estart[t] + local * size
-            if size > 1:
-                first = (first[:, None] + torch.arange(size, device=kernels.device)).reshape(-1)
-            parts.append(first)
+            mine = kernels[int(cuts[t]) : int(cuts[t + 1])]
+            if size == 1:
+                parts.append(mine + (self.estart[t] - self.kstart[t]))
+            else:
+                first = (mine - self.kstart[t]) * size + self.estart[t]
+                parts.append((first[:, None] + torch.arange(size, device=kernels.device)).reshape(-1))
         return torch.cat(parts) if parts else kernels
 
     def kernels(self, positions: torch.Tensor) -> torch.Tensor:
@@ -130,6 +131,15 @@ def _layout(shapes: tuple[tuple[int, ...], ...], kernel_wise: bool) -> _Layout:
     kstart = tuple(int(x) for x in np.cumsum((0, *count))[:-1])
     estart = tuple(int(x) for x in np.cumsum((0, *(math.prod(s) for s in shapes)))[:-1])
     return _Layout(size, count, kstart, estart, sum(count), sum(math.prod(s) for s in shapes))
+
+
+def _gaps(ascending: torch.Tensor) -> torch.Tensor:
+    """Gaps between ascending indices, the first from -1: ``diff(a, prepend=-1) - 1`` in two passes."""
+    gaps = torch.empty_like(ascending)
+    if ascending.numel():
+        gaps[:1] = ascending[:1]
+        torch.sub(ascending[1:], ascending[:-1], out=gaps[1:]).sub_(1)
+    return gaps
 
 
 def _grouped(indices: torch.Tensor, levels: int) -> tuple[torch.Tensor, int]:
@@ -200,7 +210,7 @@ class _Update:
             mask = self.ranking.mask(k)
             kernels = ops.flat_nonzero(mask).to(device)
             listed = kernels if 2 * k <= lay.n_kernels else ops.flat_nonzero(~mask).to(device)
-            mask_bits, _ = ops.rice_size(torch.diff(listed, prepend=listed.new_full((1,), -1)) - 1)
+            mask_bits, _ = ops.rice_size(_gaps(listed))
             positions = lay.elements(kernels)
             mags, u = self.mags.index_select(0, positions), self.uniforms.index_select(0, positions)
         lo, hi = (float(x) for x in torch.aminmax(mags))
@@ -335,8 +345,8 @@ def _crossing(x: np.ndarray, y: np.ndarray, budget: float) -> float:
 def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) -> _Setting:
     """The setting of the largest k found to fit ``budget`` by exact sizes at ``levels``, from the estimate's
     crossing ``k0`` (``slope``: its bits per kernel there): each step predicts the crossing from the last two exact
-    sizes (secant; the estimate's slope at first) and probes 0.4 tolerance past it, on the side of the bracket
-    still far from it; bisection after six steps. Stops when a fitting k and a failing one lie within
+    sizes (secant; the estimate's slope at first) and probes where the expected outcome closes the bracket, else
+    0.4 tolerance past the crossing on the side still far from it; bisection after six steps. Stops when a fitting k and a failing one lie within
     max(1, K_TOLERANCE k), or every kernel fits."""
     n_k = u.layout.n_kernels
     tol = lambda k: max(1, int(K_TOLERANCE * k))  # noqa: E731
@@ -359,6 +369,10 @@ def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) 
         crossing = k + (budget - s.bits) / max(slope, 1e-3)
         if step >= 6:
             k = (g + bad) // 2
+        elif good is not None and bad <= n_k and crossing < g + tol(g):  # a fail here closes the bracket
+            k = g + tol(g)
+        elif good is not None and bad <= n_k and crossing > bad - tol(bad):  # a fit here closes it
+            k = bad - tol(bad - tol(bad))  # x with bad - x <= tol(x)
         elif bad > n_k or (good is not None and bad - crossing > crossing - g):  # close on the failing side
             k = crossing + 0.4 * tol(crossing)
         else:  # close on the fitting side
