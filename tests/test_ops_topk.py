@@ -31,3 +31,5 @@ def test_top_k_equals_a_plain_sort_with_ties_nan_and_signed_zeros():
             for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
                 assert torch.equal(ranking.mask(k), _reference(s, k)), (n, trial, k)
                 assert torch.equal(ops.top_k(s, k), _reference(s, k))
+                mags = s.abs()  # sign bits clear: the magnitudes' own bit patterns rank them
+                assert torch.equal(ops.TopK(mags, magnitudes=True).mask(k), _reference(mags, k))

@@ -65,11 +65,18 @@ class TopK:
 
     BINS = 1 << 16
 
-    def __init__(self, scores: torch.Tensor) -> None:
-        s = torch.nan_to_num(scores.reshape(-1).to(torch.float32), nan=math.inf).add_(0.0)  # -0.0 + 0.0 = 0.0
-        bits = s.view(torch.int32)
-        self.keys = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-        self.bins = (self.keys >> 16) + (self.BINS >> 1)
+    def __init__(self, scores: torch.Tensor, *, magnitudes: bool = False) -> None:
+        """``magnitudes=True``: the float32 ``scores`` are absolute values, norms or their NaN (every sign bit
+        clear, as ``abs`` and ``sqrt`` of a sum of squares leave it), so their bit patterns order as they are,
+        NaN above +inf: no copy is made and the bins are one shift."""
+        if magnitudes:
+            self.keys = scores.reshape(-1).view(torch.int32)
+            self.bins = self.keys >> 16
+        else:
+            s = torch.nan_to_num(scores.reshape(-1).to(torch.float32), nan=math.inf).add_(0.0)  # -0.0 + 0.0 = 0.0
+            bits = s.view(torch.int32)
+            self.keys = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+            self.bins = (self.keys >> 16) + (self.BINS >> 1)
         counts = torch.bincount(self.bins, minlength=self.BINS)
         self.at_least = counts.flip(0).cumsum(0).flip(0)
         self.n = self.keys.numel()
