@@ -188,7 +188,7 @@ class _Update:
 
     @functools.cached_property
     def ranking(self) -> ops.TopK:
-        return ops.TopK(self.scores)
+        return ops.TopK(self.scores, magnitudes=True)
 
     def setting(self, k: int, levels: int) -> _Setting:
         """The exact setting keeping the top ``k`` kernels at ``levels`` intervals."""
