@@ -73,6 +73,16 @@ def test_edge_updates_round_trip(case):
                 c = fgc.encode(update, kept=k, levels=levels, gen=_gen(), kernel_wise=kernel_wise)
                 _assert_oracle(c)
                 assert torch.isfinite(c.values).all()
+        for budget in (400, 2000, 10**6):  # the searches on the same edge updates
+            try:
+                c = fgc.fit(update, budget, _gen(), kernel_wise=kernel_wise)
+                assert c.bits <= budget
+                _assert_oracle(c)
+                c = fgc.fit_levels(update, budget, _gen())
+                assert c.bits <= budget
+                _assert_oracle(c)
+            except fgc.BudgetError:
+                assert budget < 2000  # only the smallest budgets may be below a header or every element at L = 1
 
 
 def test_one_payload_by_hand():

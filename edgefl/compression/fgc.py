@@ -407,7 +407,8 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Gener
         bits = bits + est.n_e * _Estimates.huffman_excess(p[row], est.n_e[row], levels)
         k = _crossing(est.k, bits, budget_bits)
         e = float(np.interp(k, est.k, err)) if k >= est.k[0] else est.total
-        slope = float(np.interp(k, est.k[1:], np.diff(bits) / np.maximum(np.diff(est.k), 1e-9)))
+        slope = float(np.interp(k, est.k[1:], np.diff(bits) / np.maximum(np.diff(est.k), 1e-9))) if est.k.size > 1 \
+            else float(bits[0]) / max(float(est.k[0]), 1.0)
         if best is None or e < best[0] * (1 - 1e-9):
             best = (e, levels, k, slope)
     _, levels, k, slope = best
