@@ -107,14 +107,14 @@ def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
 
 def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor) -> torch.Tensor:
     """Level index of each magnitude under AnycostFL's unbiased stochastic rounding (eqs. (3)-(4)): with the L + 1
-    points Q_l = lo + l (hi - lo) / L and x = (m - lo) L / (hi - lo) clamped to [0, L], the index is
-    floor(x + u) (at most L) for the element's uniform u in [0, 1): floor(x) + 1 with probability x - floor(x),
-    else floor(x); all 0 when hi <= lo. Float32 arithmetic (seven passes, no float64 copy; x's rounding moves
-    that probability by at most about L 2^-24); int32 indices in [0, L]."""
+    points Q_l = lo + l (hi - lo) / L, x = (m - lo) L / (hi - lo) and the element's uniform u in [0, 1), the index
+    is floor(x + u) clamped to [0, L]: floor(x) + 1 with probability x - floor(x), else floor(x), for x in
+    [0, L] (0 below, L above); all 0 when hi <= lo. Float32 arithmetic in five passes (x + u is clamped before
+    the conversion truncates it, which then equals the floor); int32 indices in [0, L]."""
     if not hi > lo:
         return torch.zeros(mags.shape, dtype=torch.int32, device=mags.device)
-    x = (mags.to(torch.float32) - lo).mul_(levels / (hi - lo)).clamp_(0.0, float(levels))
-    return x.add_(uniforms).floor_().to(torch.int32).clamp_(max=levels)
+    x = (mags.to(torch.float32) - lo).mul_(levels / (hi - lo)).add_(uniforms)
+    return x.clamp_(0.0, float(levels)).to(torch.int32)
 
 
 def level_values(indices: torch.Tensor, lo: float, hi: float, levels: int) -> torch.Tensor:
