@@ -256,9 +256,9 @@ def _rice_estimate(m: np.ndarray, total: int) -> np.ndarray:
 
 
 class _Estimates:
-    """Estimated size [bits] and expected squared error of keeping the kernels whose score is at least each of about
-    40 thresholds, at any L, from an evenly spaced subsample of the elements sorted by their kernel's score (numpy:
-    a few thousand numbers). For the top m sampled elements: kept elements n_e ~ m n / S, kernels
+    """Estimated size [bits] and expected squared error of keeping the kernels whose score is at least each of
+    :data:`_ROWS` thresholds, at any L, from :data:`_SAMPLE` golden-ratio spaced elements sorted by their kernel's
+    score (numpy: a thousand numbers). For the top m sampled elements: kept elements n_e ~ m n / S, kernels
     k ~ (n / S) sum 1 / |kernel|, range [lo, hi] the sample's (hi the update's largest magnitude once its kernel
     is kept, lo the smallest when everything is), level bits n_e times the entropy of the expected level histogram
     (each magnitude splits its probability between its interval's ends, eq. (4)), mask bits :func:`_rice_estimate`;
