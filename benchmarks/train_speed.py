@@ -49,6 +49,12 @@ with the payloads decoded in the run's process: inline / bare loop STC 1.11, UVe
 processes 1.07x, 1.05x, 1.28x inline in this first round (whose workers pay first-use costs: rounds 2 and 3 of
 the same runs, timed by hand, 1.43-1.6x, 1.55x, 1.57x); tables identical.
 
+AnycostFL, QSGD and FedHQ on ``compression.fgc`` (issue #34: torch, exact sizes from statistics, the server reading
+the symbols with ``dense()``), paired against the main checkout before it (af4d306), ``--methods
+anycostfl,qsgd,fedhq --repeats 1``, load 5-6, 2026-11-28: AnycostFL 1.554 -> 0.821, QSGD 0.732 -> 0.384, FedHQ
+1.484 -> 0.592 (a first run: 1.715 -> 0.876, 0.730 -> 0.394, 1.557 -> 0.663); bits per arrived update AnycostFL
+-0.09%, QSGD -0.66%, FedHQ +3.5% (its search over L, whose sizes are not monotone, stops at a larger L).
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl
