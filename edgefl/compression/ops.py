@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 __all__ = [
-    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "flat_nonzero", "TopK", "top_k", "stochastic_levels", "level_values",
-    "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
+    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "flat_nonzero", "TopK", "top_k",
+    "stochastic_levels", "level_values", "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
 ]  # fmt: skip
 
 RICE_B_BITS = 6
