@@ -346,8 +346,8 @@ def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) 
     """The setting of the largest k found to fit ``budget`` by exact sizes at ``levels``, from the estimate's
     crossing ``k0`` (``slope``: its bits per kernel there): each step predicts the crossing from the last two exact
     sizes (secant; the estimate's slope at first) and probes where the expected outcome closes the bracket, else
-    0.4 tolerance past the crossing on the side still far from it; bisection after six steps. Stops when a fitting k and a failing one lie within
-    max(1, K_TOLERANCE k), or every kernel fits."""
+    0.4 tolerance past the crossing on the side still far from it; bisection after six steps. Stops when a fitting
+    k and a failing one lie within max(1, K_TOLERANCE k), or every kernel fits."""
     n_k = u.layout.n_kernels
     tol = lambda k: max(1, int(K_TOLERANCE * k))  # noqa: E731
     good: _Setting | None = None
