@@ -342,10 +342,11 @@ def _crossing(x: np.ndarray, y: np.ndarray, budget: float) -> float:
     return float(x[i] + (x[i + 1] - x[i]) * (budget - y[i]) / max(y[i + 1] - y[i], 1e-9))
 
 
-def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) -> _Setting:
+def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float,
+               curve: tuple[np.ndarray, np.ndarray] | None = None) -> _Setting:
     """The setting of the largest k found to fit ``budget`` by exact sizes at ``levels``, from the estimate's
-    crossing ``k0`` (``slope``: its bits per kernel there): each step predicts the crossing from the last two exact
-    sizes (secant; the estimate's slope at first) and probes where the expected outcome closes the bracket, else
+    crossing ``k0`` (``slope``: its bits per kernel there; ``curve``: the estimated (k, bits), scaled to the first
+    exact size for the second probe): each step predicts the crossing from the last two exact sizes (secant) and probes where the expected outcome closes the bracket, else
     0.4 tolerance past the crossing on the side still far from it; bisection after six steps. Stops when a fitting
     k and a failing one lie within max(1, K_TOLERANCE k), or every kernel fits."""
     n_k = u.layout.n_kernels
@@ -367,6 +368,9 @@ def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float) 
             slope = (s.bits - last[1]) / (k - last[0])
         last = (k, s.bits)
         crossing = k + (budget - s.bits) / max(slope, 1e-3)
+        if step == 0 and curve is not None:  # the estimated curve scaled to the first exact size
+            ks, bits = curve
+            crossing = _crossing(ks, bits * (s.bits / max(float(np.interp(k, ks, bits)), 1.0)), budget)
         if step >= 6:
             k = (g + bad) // 2
         elif good is not None and bad <= n_k and crossing < g + tol(g):  # a fail here closes the bracket
@@ -410,9 +414,9 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Gener
         slope = float(np.interp(k, est.k[1:], np.diff(bits) / np.maximum(np.diff(est.k), 1e-9))) if est.k.size > 1 \
             else float(bits[0]) / max(float(est.k[0]), 1.0)
         if best is None or e < best[0] * (1 - 1e-9):
-            best = (e, levels, k, slope)
-    _, levels, k, slope = best
-    return u.coded(_largest_k(u, levels, k, slope, budget_bits))
+            best = (e, levels, k, slope, bits)
+    _, levels, k, slope, bits = best
+    return u.coded(_largest_k(u, levels, k, slope, budget_bits, (est.k, bits)))
 
 
 def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Generator) -> Coded:
