@@ -1,0 +1,179 @@
+"""STC, sparse ternary compression (Sattler et al., "Robust and Communication-Efficient Federated Learning from
+Non-IID Data", IEEE TNNLS 2019, Alg. 1, "STC"): the k elements of largest magnitude, each sent as +-mu with
+mu = mean |kept|, positions as Golomb-Rice coded gaps, one sign bit each. Wire format 0xB7 version 2
+(``docs/wire_formats.md``): header without the kernel-wise flag (kept count k); if k > 0 the Rice gaps between the
+kept positions, mu (float32) and one sign bit per kept element (1 = negative). Size
+``8 ceil((header + [R(gaps) + 32 + k]) / 8)``.
+
+The size grows by at least one bit with each element kept: at a fixed Rice parameter b an added position splits a
+gap g = g1 + 1 + g2, so the quotients lose at most 1 (``(g1 + g2 + 1) >> b <= (g1 >> b) + (g2 >> b) + 1``) while
+the remainders and the unary terminator add b + 1 and the sign bit 1; the least over b keeps that. :func:`fit`
+therefore searches k by its exact sizes (:func:`~.ops.largest_fitting`), each from the kept positions' gaps alone.
+
+Ranking: the magnitudes' float32 bit patterns (``bits & 0x7FFFFFFF``) order as the magnitudes do, so a histogram
+of their top 15 bits gives the count above any threshold in one pass; a size probe materialises only the elements
+at or above a threshold bin that holds the k-th largest, and ranks within that one bin. The same set as
+:func:`~.ops.top_k` of the magnitudes (ties to the lower index).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from edgefl.compression import ops, wire
+from edgefl.compression.coded import Coded, flat_update
+
+__all__ = ["MAGIC", "VERSION", "TOLERANCE", "encode", "fit", "size_bits", "to_bytes", "from_bytes"]
+
+MAGIC, VERSION = 0xB7, 2
+TOLERANCE = 0.005
+""":func:`fit`'s k is the largest fitting to within max(1, floor(0.005 k)) elements: k + that does not fit."""
+_HI = 16  # the histogram bins by key >> 16: 2^15 bins, 1/128 of an octave each
+
+
+def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
+    """Exact payload size [bits] keeping the elements at the ascending flat ``positions``."""
+    k = positions.numel()
+    body = 0
+    if k:
+        positions = positions.to(torch.int64)
+        gaps = torch.empty_like(positions)
+        gaps[:1] = positions[:1]
+        torch.sub(positions[1:], positions[:-1], out=gaps[1:]).sub_(1)
+        body = ops.rice_size(gaps)[0] + 32 + k
+    return 8 * math.ceil((wire.header_bits(shapes, flag=False) + body) / 8)
+
+
+def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bits: int | None = None) -> Coded:
+    """The ternary update of the elements of ``flat`` at ``positions`` (ascending; None: every element): mu with
+    each element's sign bit, mu = (float32 sum of their magnitudes) / k rounded to float32."""
+    kept = flat if positions is None else flat[positions]
+    k = kept.numel()
+    mu = float(np.float32(float(kept.abs().sum()) / k)) if k else 0.0
+    values = torch.full_like(kept, mu).copysign_(kept)
+    if positions is None:
+        positions = torch.arange(k, dtype=torch.int32, device=flat.device)
+    bits = size_bits(shapes, positions) if bits is None else bits
+    return Coded(positions=positions.to(torch.int32), values=values, names=tuple(names), shapes=tuple(shapes),
+                 bits=bits, kept=k, codec="stc", meta={"mu": mu})  # fmt: skip
+
+
+def encode(update: Mapping[str, torch.Tensor], k: int) -> Coded:
+    """STC of ``update`` keeping its ``k`` largest-magnitude elements (ties to the lower index)."""
+    names, shapes, flat = flat_update(update)
+    if not 0 <= int(k) <= flat.numel():
+        raise ValueError(f"stc: k={k!r} must be in [0, {flat.numel()}]")
+    return _coded(names, shapes, flat, ops.flatnonzero(ops.top_k(flat.abs(), int(k))))
+
+
+class _Ranked:
+    """Top-k sets of the magnitudes of ``flat`` by their bit patterns (module docstring): ``above[t]``, the count
+    of keys with ``key >> 16 >= t``; the elements at or above one threshold bin held (``pos``, their keys)."""
+
+    def __init__(self, flat: torch.Tensor) -> None:
+        self.key = flat.view(torch.int32) & 0x7FFFFFFF
+        hist = torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)).cpu().numpy()
+        self.above = np.append(np.cumsum(hist[::-1])[::-1], 0)  # above[t] = sum(hist[t:])
+        self.held_bin = None
+
+    def bin_of(self, k: int) -> int:
+        """The bin of the k-th largest key (k >= 1): the largest t with above[t] >= k."""
+        return int(np.searchsorted(-self.above, -k, side="right")) - 1
+
+    def hold(self, t: int) -> None:
+        """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t)."""
+        if self.held_bin is not None and self.held_bin <= t:
+            return
+        self.pos = ops.flatnonzero(self.key >= (t << _HI))
+        self.pkey = self.key[self.pos]
+        self.pbin = self.pkey >> _HI
+        self.held_bin, self.bins = t, {}
+
+    def positions(self, k: int) -> torch.Tensor:
+        """Ascending positions of the top k (1 <= k < n)."""
+        t = self.bin_of(k)
+        self.hold(t)
+        if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
+            inside = ops.flatnonzero(self.pbin == t)
+            self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
+        mask = self.pbin > t
+        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
+        return self.pos[ops.flatnonzero(mask)]
+
+
+def _model(n: int, fixed: int):
+    """An estimate of the size keeping k elements as if their positions were uniform: Rice gaps of a geometric law
+    of mean (n - k) / k take k (b + 1 + q / (1 - q)) bits, q = (1 - k / n)^(2^b), at the best b; a sign bit each."""
+
+    def size(k: int) -> float:
+        if k <= 0:
+            return float(fixed)
+        p = min(k / n, 1.0)
+        best = math.inf
+        for b in range(0, 40):
+            q = (1.0 - p) ** (2.0**b)
+            best = min(best, b + 1 + (q / (1.0 - q) if q < 1 else math.inf))
+            if q == 0.0 or 2.0**b * p > 4:
+                break
+        return fixed + 38 + k * (best + 1)
+
+    return size
+
+
+def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = TOLERANCE) -> Coded:
+    """STC of ``update`` keeping the most elements whose exact size fits ``budget_bits``, to within ``tol`` k
+    (:data:`TOLERANCE`); k = 0 (the header alone) when nothing fits."""
+    names, shapes, flat = flat_update(update)
+    n = flat.numel()
+    head = wire.header_bits(shapes, flag=False)
+    every = 8 * math.ceil((head + 6 + n + 32 + n) / 8)  # every gap 0: b = 0, n unary zeros
+    if every <= budget_bits:
+        return _coded(names, shapes, flat, None, every)
+    ranked = _Ranked(flat)
+    probes: dict[int, tuple[torch.Tensor, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
+
+    def size(k: int) -> int:
+        if k not in probes:
+            pos = ranked.positions(k)
+            probes[k] = pos, size_bits(shapes, pos)
+        return probes[k][1]
+
+    model = _model(n, head)
+    k = ops.largest_fitting(size, n - 1, budget_bits, model, tol) or 0
+    size(k)
+    return _coded(names, shapes, flat, *probes[k])
+
+
+def to_bytes(coded: Coded) -> bytes:
+    """The 0xB7 payload of ``coded`` (the oracle: plain :class:`~.wire.BitWriter` fields)."""
+    w = wire.BitWriter()
+    wire.write_header(w, MAGIC, VERSION, coded.shapes, coded.kept, None)
+    if coded.kept:
+        pos = coded.positions.cpu().numpy().astype(np.int64)
+        w.rice(np.diff(pos, prepend=-1) - 1)
+        w.float32(coded.meta["mu"])
+        w.bits(torch.signbit(coded.values).cpu().numpy())
+    return w.to_bytes()
+
+
+def from_bytes(payload: bytes, names: Sequence[str]) -> Coded:
+    """The :class:`Coded` a 0xB7 payload holds, read field by field (:class:`~.wire.WireError` if malformed)."""
+    r = wire.BitReader(payload)
+    _, shapes, k = wire.read_header(r, MAGIC, VERSION, flag=False)
+    if len(names) != len(shapes):
+        raise wire.WireError(f"payload holds {len(shapes)} tensors; {len(names)} names given")
+    n = sum(math.prod(s) for s in shapes)
+    pos, values, mu = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), 0.0
+    if k:
+        pos = np.cumsum(r.rice(k) + 1) - 1
+        if k > n or pos[-1] >= n:
+            raise wire.WireError(f"payload keeps positions up to {int(pos[-1])} of {n} elements")
+        mu = r.float32()
+        values = np.where(r.bits(k).astype(bool), -np.float32(mu), np.float32(mu)).astype(np.float32)
+    return Coded(positions=torch.from_numpy(pos.astype(np.int32)), values=torch.from_numpy(values),
+                 names=tuple(names), shapes=tuple(shapes), bits=8 * len(payload), kept=k, codec="stc",
+                 meta={"mu": mu})  # fmt: skip
