@@ -10,8 +10,8 @@
   and the exact size of a Huffman stream (:mod:`.wire` writes it), a function of the histogram alone.
 - :func:`a2_nearest`, :func:`a2_dither`: the hexagonal lattice A2's nearest point and its subtractive dither
   (UVeQFed).
-- :func:`flatnonzero`: the indices of a mask's True elements; :func:`largest_fitting`: the budget search over one
-  knob from exact sizes.
+- :func:`flatnonzero`: the indices of a mask's True elements; :class:`Ranking`: top-k sets for many k from one
+  histogram; :func:`largest_fitting`: the budget search over one knob from exact sizes.
 
 The field layouts these sizes count are written down in ``docs/wire_formats.md``; :mod:`.wire` is the plain
 byte-exact writer and reader the tests hold the sizes to.
@@ -28,11 +28,13 @@ import torch
 __all__ = [
     "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "stochastic_levels", "level_values",
     "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
-    "a2_cell", "flatnonzero", "largest_fitting",
+    "a2_cell", "flatnonzero", "Ranking", "largest_fitting",
 ]  # fmt: skip
 
 RICE_B_BITS = 6
 """Bits of a Rice field's parameter b."""
+_HI = 16
+"""A :class:`Ranking` bins by ``bits >> 16``."""
 COUNT_BITS = 32
 """Bits of a Huffman stream's alphabet size, used-symbol count and single symbol."""
 MAX_CODE_BITS = 16
@@ -224,6 +226,44 @@ def flatnonzero(mask: torch.Tensor) -> torch.Tensor:
     if mask.device.type == "cpu":
         return torch.from_numpy(np.flatnonzero(mask.numpy()))
     return torch.nonzero(mask).reshape(-1)
+
+
+class Ranking:
+    """The top-k sets of the non-negative float32 ``scores`` for many k (the same sets as :func:`top_k`: NaN
+    first, ties to the lower index), for a budget search that probes a few k. A non-negative float32's bit pattern
+    orders as its value, so one histogram of the top 15 bits (``above[t]``: how many have ``bits >> 16 >= t``, bins
+    of 1/128 octave) says which bin holds the k-th largest; the elements at or above a bin are materialised once
+    (:meth:`hold`) and each k ranks within its one boundary bin only."""
+
+    def __init__(self, scores: torch.Tensor) -> None:
+        self.key = scores.view(torch.int32) & 0x7FFFFFFF  # a NaN's pattern is above inf's
+        hist = torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)).cpu().numpy()
+        self.above = np.append(np.cumsum(hist[::-1])[::-1], 0)  # above[t] = sum(hist[t:])
+        self.held_bin = None
+
+    def bin_of(self, k: int) -> int:
+        """The bin of the k-th largest key (k >= 1): the largest t with above[t] >= k."""
+        return int(np.searchsorted(-self.above, -k, side="right")) - 1
+
+    def hold(self, t: int) -> None:
+        """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t)."""
+        if self.held_bin is not None and self.held_bin <= t:
+            return
+        self.pos = flatnonzero(self.key >= (t << _HI))
+        self.pkey = self.key[self.pos]
+        self.pbin = self.pkey >> _HI
+        self.held_bin, self.bins = t, {}
+
+    def positions(self, k: int) -> torch.Tensor:
+        """Ascending positions of the top k (1 <= k < n)."""
+        t = self.bin_of(k)
+        self.hold(t)
+        if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
+            inside = flatnonzero(self.pbin == t)
+            self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
+        mask = self.pbin > t
+        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
+        return self.pos[flatnonzero(mask)]
 
 
 def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | None:

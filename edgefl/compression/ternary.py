@@ -10,10 +10,8 @@ gap g = g1 + 1 + g2, so the quotients lose at most 1 (``(g1 + g2 + 1) >> b <= (g
 the remainders and the unary terminator add b + 1 and the sign bit 1; the least over b keeps that. :func:`fit`
 therefore searches k by its exact sizes (:func:`~.ops.largest_fitting`), each from the kept positions' gaps alone.
 
-Ranking: the magnitudes' float32 bit patterns (``bits & 0x7FFFFFFF``) order as the magnitudes do, so a histogram
-of their top 15 bits gives the count above any threshold in one pass; a size probe materialises only the elements
-at or above a threshold bin that holds the k-th largest, and ranks within that one bin. The same set as
-:func:`~.ops.top_k` of the magnitudes (ties to the lower index).
+Ranking: :class:`~.ops.Ranking` of the magnitudes (a histogram of their float32 bit patterns, one pass; each
+probe ranks within one bin), the same sets as :func:`~.ops.top_k` (ties to the lower index).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ __all__ = ["MAGIC", "VERSION", "TOLERANCE", "encode", "fit", "size_bits", "to_by
 MAGIC, VERSION = 0xB7, 2
 TOLERANCE = 0.005
 """:func:`fit`'s k is the largest fitting to within max(1, floor(0.005 k)) elements: k + that does not fit."""
-_HI = 16  # the histogram bins by key >> 16: 2^15 bins, 1/128 of an octave each
 
 
 def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
@@ -70,41 +67,6 @@ def encode(update: Mapping[str, torch.Tensor], k: int) -> Coded:
     return _coded(names, shapes, flat, ops.flatnonzero(ops.top_k(flat.abs(), int(k))))
 
 
-class _Ranked:
-    """Top-k sets of the magnitudes of ``flat`` by their bit patterns (module docstring): ``above[t]``, the count
-    of keys with ``key >> 16 >= t``; the elements at or above one threshold bin held (``pos``, their keys)."""
-
-    def __init__(self, flat: torch.Tensor) -> None:
-        self.key = flat.view(torch.int32) & 0x7FFFFFFF
-        hist = torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)).cpu().numpy()
-        self.above = np.append(np.cumsum(hist[::-1])[::-1], 0)  # above[t] = sum(hist[t:])
-        self.held_bin = None
-
-    def bin_of(self, k: int) -> int:
-        """The bin of the k-th largest key (k >= 1): the largest t with above[t] >= k."""
-        return int(np.searchsorted(-self.above, -k, side="right")) - 1
-
-    def hold(self, t: int) -> None:
-        """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t)."""
-        if self.held_bin is not None and self.held_bin <= t:
-            return
-        self.pos = ops.flatnonzero(self.key >= (t << _HI))
-        self.pkey = self.key[self.pos]
-        self.pbin = self.pkey >> _HI
-        self.held_bin, self.bins = t, {}
-
-    def positions(self, k: int) -> torch.Tensor:
-        """Ascending positions of the top k (1 <= k < n)."""
-        t = self.bin_of(k)
-        self.hold(t)
-        if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
-            inside = ops.flatnonzero(self.pbin == t)
-            self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
-        mask = self.pbin > t
-        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
-        return self.pos[ops.flatnonzero(mask)]
-
-
 def _model(n: int, fixed: int):
     """An estimate of the size keeping k elements as if their positions were uniform: Rice gaps of a geometric law
     of mean (n - k) / k take k (b + 1 + q / (1 - q)) bits, q = (1 - k / n)^(2^b), at the best b; a sign bit each."""
@@ -133,7 +95,7 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = 
     every = 8 * math.ceil((head + 6 + n + 32 + n) / 8)  # every gap 0: b = 0, n unary zeros
     if every <= budget_bits:
         return _coded(names, shapes, flat, None, every)
-    ranked = _Ranked(flat)
+    ranked = ops.Ranking(flat.abs())
     probes: dict[int, tuple[torch.Tensor, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
 
     def size(k: int) -> int:
