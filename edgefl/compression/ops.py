@@ -28,7 +28,7 @@ import torch
 __all__ = [
     "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "stochastic_levels", "level_values",
     "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
-    "a2_cell", "flatnonzero", "Ranking", "largest_fitting",
+    "a2_corner", "a2_cell", "flatnonzero", "Ranking", "uniform_gaps_bits", "largest_fitting",
 ]  # fmt: skip
 
 RICE_B_BITS = 6
@@ -187,21 +187,30 @@ def a2_points(a: torch.Tensor, b: torch.Tensor, d: float) -> tuple[torch.Tensor,
     return d * (a + 0.5 * b), d * (_SQRT3 / 2.0) * b
 
 
+def a2_corner(r0: torch.Tensor, r1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vertex (c0, c1) in {0, 1}^2 of the rhombus {0, g1, g2, g1 + g2} nearest to the point r0 g1 + r1 g2,
+    (r0, r1) in [0, 1]^2 (A2's basis g1 = (1, 0), g2 = (1/2, sqrt(3)/2)); bool tensors. The rhombus is two
+    equilateral triangles split at r0 + r1 = 1, and in an equilateral triangle the nearest vertex is the one of
+    largest barycentric coordinate: (1 - r0 - r1, r0, r1) for 0, g1, g2 below the split, (r0 + r1 - 1, 1 - r1,
+    1 - r0) for g1 + g2, g1, g2 above. With A = 2 r0 + r1 and B = r0 + 2 r1 that is: c0 = 1 where A > 1 and
+    (r0 >= r1 or A >= 2), c1 = 1 where B > 1 and (r1 > r0 or B >= 2) (a tie between g1 and g2 goes to g1)."""
+    big_a, big_b = 2.0 * r0 + r1, r0 + 2.0 * r1
+    first = r0 >= r1
+    c0 = (big_a > 1.0) & (first | (big_a >= 2.0))
+    c1 = (big_b > 1.0) & (~first | (big_b >= 2.0))
+    return c0, c1
+
+
 def a2_nearest(x: torch.Tensor, y: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Integer coordinates (a, b) of the A2 point nearest to (x, y) [update units], minimum distance ``d``
-    (Conway & Sloane ch. 20: A2 is the rectangular lattice d Z x d sqrt(3) Z and its coset shifted by
-    d (1/2, sqrt(3)/2); the nearer of the two cosets' rounded points, the first coset on a tie)."""
-    x, y = x.to(torch.float64) / d, y.to(torch.float64) / d
-    h = _SQRT3
-    i0, j0 = torch.round(x), torch.round(y / h)  # first coset: (i, j h)
-    i1, j1 = torch.round(x - 0.5), torch.round((y - h / 2) / h)  # second: (i + 1/2, j h + h / 2)
-    d0 = (x - i0) ** 2 + (y - j0 * h) ** 2
-    d1 = (x - i1 - 0.5) ** 2 + (y - j1 * h - h / 2) ** 2
-    second = d1 < d0
-    # (i, j h) = (a + b / 2, b h / 2): b = 2 j, a = i - j; (i + 1/2, j h + h/2): b = 2 j + 1, a = i - j
-    b = torch.where(second, 2 * j1 + 1, 2 * j0)
-    a = torch.where(second, i1 - j1, i0 - j0)
-    return a.to(torch.int64), b.to(torch.int64)
+    """Integer coordinates (a, b) of the A2 point nearest to (x, y) [update units], minimum distance ``d``: in the
+    basis' coordinates w = (x / d - w1 / 2, 2 y / (sqrt(3) d)) the point lies in the rhombus at floor(w), and the
+    nearest lattice point is that rhombus' vertex :func:`a2_corner` picks (Delaunay triangles' vertices cover
+    them: Conway & Sloane ch. 20 for A2's cells)."""
+    w1 = y.to(torch.float64) * (2.0 / (_SQRT3 * d))
+    w0 = x.to(torch.float64) / d - 0.5 * w1
+    f0, f1 = torch.floor(w0), torch.floor(w1)
+    c0, c1 = a2_corner(w0 - f0, w1 - f1)
+    return f0.to(torch.int64) + c0, f1.to(torch.int64) + c1
 
 
 def a2_dither(m: int, d: float, gen: torch.Generator, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,13 +220,13 @@ def a2_dither(m: int, d: float, gen: torch.Generator, device: torch.device | str
 
 
 def a2_cell(u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The dither vectors of the uniform pairs ``u`` (rows of two U[0, 1), float64): the point u of the fundamental
-    parallelogram d [[1, 1/2], [0, sqrt(3)/2]] [0, 1)^2 minus its nearest lattice point, uniform over the Voronoi
-    cell when u is uniform. A codec draws ``u`` for every sub-vector and maps only the rows it needs."""
-    px, py = a2_points(u[:, 0], u[:, 1], d)
-    a, b = a2_nearest(px, py, d)
-    qx, qy = a2_points(a, b, d)
-    return px - qx, py - qy
+    """The dither vectors of the uniform pairs ``u`` (rows of two U[0, 1), float64): the point u0 g1 + u1 g2 of
+    the fundamental rhombus (g1 = d (1, 0), g2 = d (1/2, sqrt(3)/2)) less its nearest vertex (:func:`a2_corner`),
+    so uniform over the Voronoi cell when u is uniform. A codec draws ``u`` for every sub-vector and maps only the
+    rows it needs."""
+    u0, u1 = u[:, 0], u[:, 1]
+    c0, c1 = a2_corner(u0, u1)
+    return a2_points(u0 - c0.to(u.dtype), u1 - c1.to(u.dtype), d)
 
 
 def flatnonzero(mask: torch.Tensor) -> torch.Tensor:
@@ -256,6 +265,11 @@ class Ranking:
 
     def positions(self, k: int) -> torch.Tensor:
         """Ascending positions of the top k (1 <= k < n)."""
+        sel = self.select(k)  # holds the bin first
+        return self.pos[sel]
+
+    def select(self, k: int) -> torch.Tensor:
+        """Which of the held elements (indices into ``pos``, ascending) are the top k (1 <= k < n)."""
         t = self.bin_of(k)
         self.hold(t)
         if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
@@ -263,7 +277,22 @@ class Ranking:
             self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
         mask = self.pbin > t
         mask[self.bins[t][: k - int(self.above[t + 1])]] = True
-        return self.pos[flatnonzero(mask)]
+        return flatnonzero(mask)
+
+
+def uniform_gaps_bits(k: int, n: int) -> float:
+    """About the size [bits] of the Rice field of the gaps of k positions among n if they were uniform (a size
+    model for :func:`largest_fitting`): gaps of a geometric law of mean (n - k) / k take
+    k (b + 1 + q / (1 - q)) bits, q = (1 - k / n)^(2^b), at the best b."""
+    if k <= 0:
+        return 0.0
+    p, best = min(k / n, 1.0), math.inf
+    for b in range(40):
+        q = (1.0 - p) ** (2.0**b)
+        best = min(best, b + 1 + (q / (1.0 - q) if q < 1 else math.inf))
+        if q == 0.0 or 2.0**b * p > 4:
+            break
+    return RICE_B_BITS + k * best
 
 
 def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | None:
@@ -271,7 +300,7 @@ def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | No
     ``step = max(1, floor(tol * k))``: the k returned fits, and k + step does not (or k = hi); None when ``size(0)``
     does not fit. ``model(k)``: an estimate of ``size(k)``, non-decreasing, that only needs the right shape.
 
-    Few probes: the k where the model, scaled by the last probe's size over its estimate (both less size(0)),
+    Few probes: hi first if the model says it fits; then the k where the model, scaled by the last probe's size over its estimate (both less size(0)),
     meets the budget; once probes on both sides are near, regula falsi with the Illinois rule (the chord between
     the nearest probes below and above; the side kept twice counts half). Each aimed half a step low, so that a
     probe at k + step settles the answer."""
@@ -280,9 +309,14 @@ def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | No
         return None
     lo, r_lo, up, r_up = 0, s0 - budget, hi + 1, math.inf  # size(lo) fits; size(up) does not (hi + 1: not known)
     scale, last = 1.0, 0
+    if model(hi) <= budget:  # the estimate says everything fits: that probe first
+        s = size(hi)
+        if s <= budget:
+            return hi
+        up, r_up, scale = hi, s - budget, (s - s0) / max(model(hi) - s0, 1e-9)
     while True:
         step = max(1, int(tol * lo))
-        if up - lo <= step or lo == hi:
+        if lo == hi or (up <= hi and up - lo <= step):
             return lo
         if math.isfinite(r_up) and lo > 0 and up - lo < max(lo, 1) // 8:
             target = lo + (up - lo) * -r_lo / (r_up - r_lo)

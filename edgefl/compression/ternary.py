@@ -67,25 +67,6 @@ def encode(update: Mapping[str, torch.Tensor], k: int) -> Coded:
     return _coded(names, shapes, flat, ops.flatnonzero(ops.top_k(flat.abs(), int(k))))
 
 
-def _model(n: int, fixed: int):
-    """An estimate of the size keeping k elements as if their positions were uniform: Rice gaps of a geometric law
-    of mean (n - k) / k take k (b + 1 + q / (1 - q)) bits, q = (1 - k / n)^(2^b), at the best b; a sign bit each."""
-
-    def size(k: int) -> float:
-        if k <= 0:
-            return float(fixed)
-        p = min(k / n, 1.0)
-        best = math.inf
-        for b in range(0, 40):
-            q = (1.0 - p) ** (2.0**b)
-            best = min(best, b + 1 + (q / (1.0 - q) if q < 1 else math.inf))
-            if q == 0.0 or 2.0**b * p > 4:
-                break
-        return fixed + 38 + k * (best + 1)
-
-    return size
-
-
 def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = TOLERANCE) -> Coded:
     """STC of ``update`` keeping the most elements whose exact size fits ``budget_bits``, to within ``tol`` k
     (:data:`TOLERANCE`); k = 0 (the header alone) when nothing fits."""
@@ -104,7 +85,7 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = 
             probes[k] = pos, size_bits(shapes, pos)
         return probes[k][1]
 
-    model = _model(n, head)
+    model = lambda k: head + 38 + ops.uniform_gaps_bits(k, n) + k  # noqa: E731 (the fields, signs, gaps)
     k = ops.largest_fitting(size, n - 1, budget_bits, model, tol) or 0
     size(k)
     return _coded(names, shapes, flat, *probes[k])
