@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate"]
+__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate", "CodedUpdate"]
 
 
 class BudgetedSettings(Strict):
@@ -70,6 +70,18 @@ class CompressedUpdate:
 
     update: Any
     kept: int
+
+
+@dataclass(frozen=True)
+class CodedUpdate:
+    """What a device sends under a codec of :mod:`edgefl.compression`: its :class:`~edgefl.compression.coded.Coded`
+    (the sent positions and dequantised values, the exact bits); the server adds it in without decoding bytes."""
+
+    coded: Any
+
+    @property
+    def kept(self) -> int:
+        return int(self.coded.kept)
 
 
 class BudgetedMethod(Method):
@@ -125,10 +137,30 @@ class BudgetedMethod(Method):
             train_loss=res.train_loss, memory=memory,
         )  # fmt: skip
 
+    def coded_update(self, job: TrainJob, res: TrainResult, coded: Any, *, memory: Any = None) -> ClientUpdate:
+        """A full-model update under a codec: its :class:`CodedUpdate`, charged the exact ``coded.bits``."""
+        return ClientUpdate(
+            device=job.device, payload=CodedUpdate(coded), weight=float(res.n_samples), bits=float(coded.bits),
+            flops=res.flops, steps=res.steps, train_loss=res.train_loss, memory=memory,
+        )  # fmt: skip
+
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
-        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this)."""
+        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this); coded
+        updates are added into one float64 flat sum at their positions (``scatter_add``), in arrival order."""
         from edgefl.methods.aggregate import fedavg_step
 
+        if updates and isinstance(updates[0].payload, CodedUpdate):
+            import torch
+
+            from edgefl.compression.coded import scatter_add
+
+            first, total_w = updates[0].payload.coded, float(sum(u.weight for u in updates))
+            total = torch.zeros(first.n, dtype=torch.float64, device=first.values.device)
+            for u in updates:
+                scatter_add(total, u.payload.coded, u.weight / total_w)
+            parts = torch.split(total.float(), [math.prod(s) for s in first.shapes])
+            mean = {name: part.view(shape) for name, shape, part in zip(first.names, first.shapes, parts)}
+            return {name: state[name] + mean[name].to(state[name].device) for name in state}
         return fedavg_step(state, [u.payload.update for u in updates], [u.weight for u in updates])
 
     def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:
