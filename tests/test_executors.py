@@ -154,7 +154,7 @@ def test_every_compressing_method_names_a_codec_its_workers_warm_up():
     from edgefl.compression.warm import CODECS, warm_up
 
     named = {name: klass.codec for name, klass in METHODS.items() if klass.codec is not None}
-    assert named == {"anycostfl": "anycostfl", "stc": "stc", "qsgd": "topk", "fedhq": "topk", "uveqfed": "uveqfed"}
+    assert named == {"anycostfl": "anycostfl", "qsgd": "topk", "fedhq": "topk"}  # STC, UVeQFed: torch, no kernels
     assert set(named.values()) == set(CODECS)
     with pytest.raises(ValueError, match="codec='zip': must be one of"):
         warm_up("zip")

@@ -16,6 +16,7 @@ import torch
 from edgefl.errors import DivergedError, ScenarioError
 from edgefl.learning.workload import check_finite
 from edgefl.methods.base import ClientUpdate, DenseUpdate, dense_bytes
+from edgefl.methods.budgeted import CodedUpdate
 from edgefl.output.results import write_run
 from edgefl.run.load import load_scenario
 from edgefl.run.runner import RunInterrupted, prepare, run_scenario
@@ -49,12 +50,12 @@ def _recorded(sim) -> list[tuple[int, list[ClientUpdate]]]:
     return seen
 
 
-def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], method, r: int, d: int):
+def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], method, r: int, d: int, coded: bool):
     """The update a payload file holds, read with its codec's own decoder (its first byte, the container's magic),
     or as little-endian float32 for a method without a codec."""
-    from edgefl.compression import codec, stc, uveqfed
+    from edgefl.compression import codec, ternary, vq
 
-    if method.codec is None:
+    if method.codec is None and not coded:
         flat = np.frombuffer(data, dtype="<f4")
         assert flat.size == sum(t.numel() for t in like.values())
         out, at = {}, 0
@@ -67,9 +68,9 @@ def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], metho
     if magic == 0xA7:
         return codec.decode_with_mask(data, names)[0]
     if magic == 0xB7:
-        return stc.decode_ternary(data, names)[0]
+        return ternary.from_bytes(data, names).dense()
     assert magic == 0xC7, f"unknown container {magic:#x}"
-    return uveqfed.decode_lattice(data, names, method.dither_rng(r, d))[0]
+    return vq.from_bytes(data, names, seed=method.dither_seed(r, d)).dense()
 
 
 def _check_run(folder: Path, device_rounds, seen, method) -> int:
@@ -84,9 +85,10 @@ def _check_run(folder: Path, device_rounds, seen, method) -> int:
         for u in updates:
             data = (folder / f"round-{r}" / f"device-{u.device}.bin").read_bytes()
             assert 8 * len(data) == bits[(r, u.device)] == u.bits  # the padding rule: bits is the whole bytes
-            aggregated = u.payload.update
+            coded = isinstance(u.payload, CodedUpdate)
+            aggregated = u.payload.coded.dense() if coded else u.payload.update
             names = list(aggregated)
-            got = _decoded(data, names, aggregated, method, r, u.device)
+            got = _decoded(data, names, aggregated, method, r, u.device, coded)
             assert list(got) == names
             for name in names:
                 want = aggregated[name].detach().cpu().to(torch.float32)

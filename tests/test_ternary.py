@@ -128,3 +128,55 @@ def test_largest_fitting_against_a_brute_scan() -> None:
             assert got is None
         else:
             assert best - max(1, int(0.005 * got)) < got <= best
+
+
+# --- the container written out bit by bit from a stable sort (independent of the codec's code) ---------------
+
+
+def _uint(value: int, width: int) -> str:
+    assert 0 <= value < 1 << width
+    return format(value, f"0{width}b") if width else ""
+
+
+def _rice(values: list[int]) -> str:
+    """Rice code as edgefl writes it: the b of least size (smallest on ties) in 6 bits, unary quotients (q ones
+    and a zero), then the b-bit remainders."""
+    top = max(max(values, default=0).bit_length(), 1)
+    sizes = [sum(v >> b for v in values) + len(values) * (b + 1) for b in range(top + 1)]
+    b = sizes.index(min(sizes)) if values else 0
+    unary = "".join("1" * (v >> b) + "0" for v in values)
+    return _uint(b, 6) + unary + "".join(_uint(v & ((1 << b) - 1), b) for v in values)
+
+
+def _to_bytes(bits: str) -> bytes:
+    bits += "0" * (-len(bits) % 8)
+    return bytes(int(bits[i : i + 8], 2) for i in range(0, len(bits), 8))
+
+
+def _reference(update: dict[str, torch.Tensor], k: int) -> bytes:
+    """STC's v2 payload keeping the k largest |values| (ties by index): header, Rice gaps, mu = float32 of the
+    float64 mean magnitude, sign bits (1 = negative, by the float's sign bit)."""
+    flat = np.concatenate([v.reshape(-1).numpy() for v in update.values()]).astype(np.float32)
+    kept = np.sort(np.argsort(-np.abs(flat).astype(np.float64), kind="stable")[:k])
+    bits = _uint(0xB7, 8) + _uint(2, 4) + _uint(len(update), 8)
+    for v in update.values():
+        bits += _uint(v.dim(), 4) + "".join(_uint(d, 32) for d in v.shape)
+    bits += _uint(k, 32)
+    if k:
+        gaps = np.diff(kept, prepend=-1) - 1
+        mu = np.float32(np.abs(flat[kept]).astype(np.float64).mean())
+        bits += _rice([int(g) for g in gaps]) + _uint(int(np.array(mu).view(np.uint32)), 32)
+        bits += "".join("1" if np.signbit(x) else "0" for x in flat[kept])
+    return _to_bytes(bits)
+
+
+@pytest.mark.parametrize("case", sorted(UPDATES))
+def test_payloads_equal_the_written_out_container(case: str) -> None:
+    update = UPDATES[case]
+    n = sum(v.numel() for v in update.values())
+    for k in (0, 1, 7, n // 3, n - 1, n):
+        coded = ternary.encode(update, k)
+        assert ternary.to_bytes(coded) == _reference(update, k)
+    budget = 8 * len(_reference(update, n // 2))
+    coded = ternary.fit(update, budget)
+    assert ternary.to_bytes(coded) == _reference(update, coded.kept)

@@ -47,10 +47,10 @@ def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
 
 def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bits: int | None = None) -> Coded:
     """The ternary update of the elements of ``flat`` at ``positions`` (ascending; None: every element): mu with
-    each element's sign bit, mu = (float32 sum of their magnitudes) / k rounded to float32."""
+    each element's sign bit, mu = the float64 mean of their magnitudes rounded to float32."""
     kept = flat if positions is None else flat[positions]
     k = kept.numel()
-    mu = float(np.float32(float(kept.abs().sum()) / k)) if k else 0.0
+    mu = float(np.float32(float(kept.abs().sum(dtype=torch.float64)) / k)) if k else 0.0
     values = torch.full_like(kept, mu).copysign_(kept)
     if positions is None:
         positions = torch.arange(k, dtype=torch.int32, device=flat.device)
