@@ -26,6 +26,7 @@ k by exact sizes (:func:`~.ops.largest_fitting`) after quantising a superset of 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -64,35 +65,44 @@ class Lattice:
             raise ValueError(f"uveqfed: step={step!r} must be a finite number > 0")
         self.names, self.shapes, flat = flat_update(update)
         self.n, self.m, self.seed = flat.numel(), (flat.numel() + 1) // 2, int(seed)
-        x = torch.zeros(2 * self.m, dtype=torch.float64, device=flat.device)
-        x[: self.n] = flat
-        self.x = x.view(self.m, 2)
-        norm2 = self.x[:, 0] * self.x[:, 0] + self.x[:, 1] * self.x[:, 1]
-        rms = math.sqrt(float(norm2.sum()) / self.n) if self.n else 0.0
+        self.x = (torch.cat([flat, flat.new_zeros(1)]) if self.n % 2 else flat).view(self.m, 2)  # float32 rows
+        rms = float(torch.linalg.vector_norm(flat, dtype=torch.float64)) / math.sqrt(self.n) if self.n else 0.0
         self.d = float(np.float32(min(step * rms, _F32_MAX))) or _TINY_D
-        self.ranking = ops.Ranking(norm2.sqrt_().to(torch.float32))
         self.u = _uniforms(self.seed, self.m, flat.device)
         self.done: int | None = None  # the ranking's held bin E2-E3 ran for
         self.header = wire.header_bits(self.shapes, flag=False)
 
     def kept(self, k: int) -> tuple[torch.Tensor, ...]:
         """(indices ascending, zigzag a, zigzag b, values (k, 2) float32) of the top ``k`` sub-vectors. E2-E3 run
-        once for the superset the ranking holds (:meth:`~.ops.Ranking.hold`; again only for a larger one)."""
+        once for a superset: every sub-vector when everything is asked for first, else the elements the ranking
+        holds (:meth:`~.ops.Ranking.hold`; again only for a larger one)."""
+        if k == 0:
+            return tuple(t[:0] for t in self._quantised(self.x[:0], self.u[:0], self.x.new_zeros(0, dtype=torch.int64)))
+        if k >= self.m or self.done == -1:  # -1: every sub-vector held, in order
+            if self.done != -1:
+                self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
+            return self.held if k >= self.m else tuple(t[self.ranking.positions(k)] for t in self.held)
         rank = self.ranking
-        rank.hold(0 if k >= self.m else rank.bin_of(max(k, 1)))
+        rank.hold(rank.bin_of(k))
         if self.done != rank.held_bin:
-            every = rank.pos.numel() == self.m
-            u, x = (self.u, self.x) if every else (self.u[rank.pos], self.x[rank.pos])
-            za, zb = torch.empty((2, x.shape[0]), dtype=torch.int32, device=x.device)
-            values = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-            for c in range(0, x.shape[0], _CHUNK):  # a chunk at a time: its temporaries stay in the cache
-                za[c : c + _CHUNK], zb[c : c + _CHUNK], values[c : c + _CHUNK] = _quantise(x[c : c + _CHUNK],
-                                                                                         u[c : c + _CHUNK], self.d)
-            self.held, self.done = (rank.pos, za, zb, values), rank.held_bin
-        if k >= self.m:
-            return self.held
-        sel = rank.select(k) if k else rank.pos[:0]
+            self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
+        sel = rank.select(k)
         return tuple(t[sel] for t in self.held)
+
+    def _quantised(self, x: torch.Tensor, u: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(pos, zigzag a, zigzag b, values) of the sub-vectors ``x`` at ``pos`` with the uniforms ``u``."""
+        za, zb = torch.empty((2, x.shape[0]), dtype=torch.int32, device=x.device)
+        values = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+        for c in range(0, x.shape[0], _CHUNK):  # a chunk at a time: its temporaries stay in the cache
+            cut = slice(c, c + _CHUNK)
+            za[cut], zb[cut], values[cut] = _quantise(x[cut], u[cut], self.d)
+        return pos, za, zb, values
+
+    @functools.cached_property
+    def ranking(self) -> ops.Ranking:
+        """The sub-vectors by norm (float32 of the float64 norm; built only when not everything is kept)."""
+        x = self.x.to(torch.float64)
+        return ops.Ranking((x[:, 0] * x[:, 0] + x[:, 1] * x[:, 1]).sqrt_().to(torch.float32))
 
     def size(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` sub-vectors."""
@@ -100,10 +110,10 @@ class Lattice:
 
 
 def _quantise(x: torch.Tensor, u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """E2-E3 and D2 of the sub-vectors ``x`` (rows, float64) with the uniforms ``u``: the zigzag coordinates of
+    """E2-E3 and D2 of the sub-vectors ``x`` (rows of float32) with the uniforms ``u``: the zigzag coordinates of
     the A2 point nearest to x + z (int32) and its value B (a, b) - z (float32), z = :func:`~.ops.a2_cell` of u."""
     zx, zy = ops.a2_cell(u, d)
-    a, b = ops.a2_nearest(x[:, 0] + zx, x[:, 1] + zy, d)
+    a, b = ops.a2_nearest(x[:, 0].to(torch.float64) + zx, x[:, 1].to(torch.float64) + zy, d)
     return _zigzag(a).to(torch.int32), _zigzag(b).to(torch.int32), _values(a, b, zx, zy, d)
 
 
@@ -149,7 +159,10 @@ def _coded(lat: Lattice, k: int, bits: int | None = None) -> Coded:
 def _sent(names, shapes, idx: torch.Tensor, values: torch.Tensor, d: float, seed: int, bits: int) -> Coded:
     n = sum(math.prod(s) for s in shapes)
     idx = idx.to(torch.int32)
-    positions = torch.stack([2 * idx, 2 * idx + 1], dim=1).reshape(-1)
+    if idx.numel() == (n + 1) // 2:  # every sub-vector
+        positions = torch.arange(2 * idx.numel(), dtype=torch.int32, device=idx.device)
+    else:
+        positions = torch.stack([2 * idx, 2 * idx + 1], dim=1).reshape(-1)
     values = values.reshape(-1)
     if n % 2 and idx.numel() and int(idx[-1]) == n // 2:  # the last sub-vector's padding is not sent
         values, positions = values[:-1], positions[:-1]
@@ -179,7 +192,8 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, step: float, 
 
     model = lambda k: lat.header + 102 + ops.uniform_gaps_bits(k, lat.m) + 3 * k  # noqa: E731 (~3 bits a point)
     guess = next((k for k in range(lat.m, 0, -max(1, lat.m // 64)) if model(k) <= 1.25 * budget_bits), 1)
-    lat.ranking.hold(lat.ranking.bin_of(guess))  # one superset quantised for the probes near the budget
+    if guess < lat.m:  # one superset quantised for the probes near the budget
+        lat.ranking.hold(lat.ranking.bin_of(guess))
     k = ops.largest_fitting(size, lat.m, budget_bits, model, tol) or 0
     return _coded(lat, k, size(k))
 
