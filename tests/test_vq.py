@@ -143,3 +143,35 @@ def test_malformed_payloads_and_settings_are_refused() -> None:
         vq.encode(_random(0), 5, step=0.0, seed=1)
     with pytest.raises(ValueError, match=f"k={M + 1}"):
         vq.encode(_random(0), M + 1, step=1.0, seed=1)
+
+
+def _heap_lengths(counts):
+    """Textbook Huffman code lengths by a heap (ties: a leaf before a merged node, leaves by symbol, merged nodes by
+    creation), no length limit: the reference for ops.huffman_lengths where no code exceeds 16 bits."""
+    import heapq
+
+    used = [s for s, c in enumerate(counts) if c]
+    heap = [(int(counts[s]), 0, i) for i, s in enumerate(used)]
+    heapq.heapify(heap)
+    parent, node = {}, len(used)
+    while len(heap) > 1:
+        (c1, _, a), (c2, _, b) = heapq.heappop(heap), heapq.heappop(heap)
+        parent[a] = parent[b] = node
+        heapq.heappush(heap, (c1 + c2, 1, node))
+        node += 1
+    out = [0] * len(counts)
+    for i, s in enumerate(used):
+        depth, at = 0, i
+        while at in parent:
+            at, depth = parent[at], depth + 1
+        out[s] = depth if len(used) > 1 else 0
+    return out
+
+
+def test_huffman_lengths_are_the_heap_merges():
+    g = torch.Generator().manual_seed(4)
+    cases = [[0, 3, 0, 9], [5] * 37, [0, 0, 4], [1, 1], [2**i for i in range(12)]]
+    cases += [torch.randint(0, int(hi), (int(size),), generator=g).tolist()
+              for hi, size in [(2, 30), (4, 200), (9, 120), (1000, 300), (3, 1000)] for _ in range(20)]  # fmt: skip
+    for counts in cases:
+        assert ops.huffman_lengths(counts).tolist() == _heap_lengths(counts), counts

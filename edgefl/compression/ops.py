@@ -19,7 +19,6 @@ byte-exact writer and reader the tests hold the sizes to.
 
 from __future__ import annotations
 
-import heapq
 import math
 
 import numpy as np
@@ -122,7 +121,8 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     at most :data:`MAX_CODE_BITS`.
 
     Textbook Huffman: merge the two least counts until one node is left; ties go to a leaf before a merged node,
-    leaves by symbol, merged nodes in the order they were made. Where a code would be longer than 16 bits the
+    leaves by symbol, merged nodes in the order they were made (two sorted queues: the leaves, and the merged
+    nodes, whose counts never decrease). Where a code would be longer than 16 bits the
     counts are halved (a used symbol keeps at least 1) and the code built again."""
     counts = np.asarray(counts, dtype=np.int64)
     lengths = np.zeros(counts.size, dtype=np.int64)
@@ -130,22 +130,29 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     if used.size <= 1:
         return lengths
     work = counts[used]
+    n = used.size
     while True:
-        heap = [(int(c), 0, i) for i, c in enumerate(work)]  # (count, leaf 0 / merged 1, order)
-        heapq.heapify(heap)
-        parent = [-1] * (2 * used.size - 1)
-        node = used.size
-        while len(heap) > 1:
-            c1, _, a = heapq.heappop(heap)
-            c2, _, b = heapq.heappop(heap)
-            parent[a] = parent[b] = node
-            heapq.heappush(heap, (c1 + c2, 1, node))
-            node += 1
+        order = np.argsort(work, kind="stable")  # the leaves by (count, symbol)
+        leaf_c, leaf_id = work[order].tolist(), order.tolist()
+        merged: list[int] = []  # merged nodes' counts, made in non-decreasing order: a second sorted queue
+        parent = [-1] * (2 * n - 1)
+        i = j = 0
+        for node in range(n, 2 * n - 1):
+            picks = []
+            for _ in range(2):  # the least head of the two queues, a leaf on a tie
+                if i < n and (j >= len(merged) or leaf_c[i] <= merged[j]):
+                    picks.append((leaf_c[i], leaf_id[i]))
+                    i += 1
+                else:
+                    picks.append((merged[j], n + j))
+                    j += 1
+            parent[picks[0][1]] = parent[picks[1][1]] = node
+            merged.append(picks[0][0] + picks[1][0])
         depth = [0] * len(parent)
-        for i in range(len(parent) - 2, -1, -1):  # a parent is made after its children
-            depth[i] = depth[parent[i]] + 1
-        if max(depth[: used.size]) <= MAX_CODE_BITS:
-            lengths[used] = depth[: used.size]
+        for k in range(len(parent) - 2, -1, -1):  # a parent is made after its children
+            depth[k] = depth[parent[k]] + 1
+        if max(depth[:n]) <= MAX_CODE_BITS:
+            lengths[used] = depth[:n]
             return lengths
         work = (work >> 1) | 1
 
@@ -300,26 +307,30 @@ def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | No
     ``step = max(1, floor(tol * k))``: the k returned fits, and k + step does not (or k = hi); None when ``size(0)``
     does not fit. ``model(k)``: an estimate of ``size(k)``, non-decreasing, that only needs the right shape.
 
-    Few probes: hi first if the model says it fits; then the k where the model, scaled by the last probe's size over its estimate (both less size(0)),
-    meets the budget; once probes on both sides are near, regula falsi with the Illinois rule (the chord between
-    the nearest probes below and above; the side kept twice counts half). Each aimed half a step low, so that a
-    probe at k + step settles the answer."""
+    Few probes: hi first if the model says it fits; after one probe, the k where the model scaled by that probe's
+    size over its estimate (both less size(0)) meets the budget; after two, the secant of the last two (the local
+    slope); once probes on both sides are near, regula falsi with the Illinois rule (the chord between the nearest
+    probes below and above; the side kept twice counts half). Each aimed half a step low, so that a probe at
+    k + step settles the answer."""
     s0 = size(0)
     if s0 > budget:
         return None
     lo, r_lo, up, r_up = 0, s0 - budget, hi + 1, math.inf  # size(lo) fits; size(up) does not (hi + 1: not known)
-    scale, last = 1.0, 0
+    scale, last, probes = 1.0, 0, []
     if model(hi) <= budget:  # the estimate says everything fits: that probe first
         s = size(hi)
         if s <= budget:
             return hi
-        up, r_up, scale = hi, s - budget, (s - s0) / max(model(hi) - s0, 1e-9)
+        up, r_up, scale, probes = hi, s - budget, (s - s0) / max(model(hi) - s0, 1e-9), [(hi, s)]
     while True:
         step = max(1, int(tol * lo))
         if lo == hi or (up <= hi and up - lo <= step):
             return lo
+        (k1, s1), (k2, s2) = ([(0, s0)] + probes)[-2:] if probes else ((0, s0), (0, s0))
         if math.isfinite(r_up) and lo > 0 and up - lo < max(lo, 1) // 8:
             target = lo + (up - lo) * -r_lo / (r_up - r_lo)
+        elif len(probes) >= 2 and s2 != s1:
+            target = k2 + (budget - s2) * (k2 - k1) / (s2 - s1)
         else:  # the least k whose scaled estimate exceeds the budget, less one
             a, b = lo, min(up, hi + 1)
             while b - a > 1:
@@ -329,6 +340,7 @@ def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | No
         k = min(max(int(target) - max(1, int(tol * target)) // 2, lo + step), up - 1, hi)
         s = size(k)
         scale = (s - s0) / max(model(k) - s0, 1e-9)
+        probes.append((k, s))
         side = 1 if s <= budget else -1
         if side > 0:
             lo, r_lo = k, s - budget

@@ -72,22 +72,22 @@ class Lattice:
         self.done: int | None = None  # the ranking's held bin E2-E3 ran for
         self.header = wire.header_bits(self.shapes, flag=False)
 
-    def kept(self, k: int) -> tuple[torch.Tensor, ...]:
+    def kept(self, k: int, parts: int = 4) -> tuple[torch.Tensor, ...]:
         """(indices ascending, zigzag a, zigzag b, values (k, 2) float32) of the top ``k`` sub-vectors. E2-E3 run
         once for a superset: every sub-vector when everything is asked for first, else the elements the ranking
-        holds (:meth:`~.ops.Ranking.hold`; again only for a larger one)."""
+        holds (:meth:`~.ops.Ranking.hold`; again only for a larger one). ``parts``: the first that many of the four."""
         if k == 0:
             return tuple(t[:0] for t in self._quantised(self.x[:0], self.u[:0], self.x.new_zeros(0, dtype=torch.int64)))
         if k >= self.m or self.done == -1:  # -1: every sub-vector held, in order
             if self.done != -1:
                 self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
-            return self.held if k >= self.m else tuple(t[self.ranking.positions(k)] for t in self.held)
+            return self.held if k >= self.m else tuple(t[self.ranking.positions(k)] for t in self.held[:parts])
         rank = self.ranking
         rank.hold(rank.bin_of(k))
         if self.done != rank.held_bin:
             self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
         sel = rank.select(k)
-        return tuple(t[sel] for t in self.held)
+        return tuple(t[sel] for t in self.held[:parts])
 
     def _quantised(self, x: torch.Tensor, u: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(pos, zigzag a, zigzag b, values) of the sub-vectors ``x`` at ``pos`` with the uniforms ``u``."""
@@ -106,7 +106,7 @@ class Lattice:
 
     def size(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` sub-vectors."""
-        return size_bits(self.header, *self.kept(k)[:3])
+        return size_bits(self.header, *self.kept(k, parts=3)[:3])
 
 
 def _quantise(x: torch.Tensor, u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

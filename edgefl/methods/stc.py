@@ -142,10 +142,12 @@ class Residual(Mapping):
         from edgefl.compression.coded import flat_update
 
         names, shapes, u = flat_update(update)
-        acc = flat_update(self._acc)[2]
-        total = u + acc  # the float64 sum rounded, where nothing was sent
-        at = self._coded.positions.long()
-        exact = acc[at].to(torch.float64) - self._coded.values.to(torch.float64)
-        total[at] = (exact + u[at].to(torch.float64)).to(torch.float32)
+        acc, sent = flat_update(self._acc)[2], self._coded.values.to(torch.float64)
+        if sent.numel() == acc.numel():  # every element sent, in order: no gathers
+            total = ((acc.to(torch.float64) - sent) + u.to(torch.float64)).to(torch.float32)
+        else:
+            total = u + acc  # the float64 sum rounded, where nothing was sent
+            at = self._coded.positions.long()
+            total[at] = ((acc[at].to(torch.float64) - sent) + u[at].to(torch.float64)).to(torch.float32)
         parts = torch.split(total, [math.prod(s) for s in shapes])
         return {name: part.view(shape) for name, shape, part in zip(names, shapes, parts)}
