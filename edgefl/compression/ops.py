@@ -262,18 +262,22 @@ class Ranking:
         return int(np.searchsorted(-self.above, -k, side="right")) - 1
 
     def hold(self, t: int) -> None:
-        """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t)."""
+        """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t): their positions
+        ``pos``, or all of them in place (``pos`` None, no gathers) when they are most of the elements."""
         if self.held_bin is not None and self.held_bin <= t:
             return
-        self.pos = flatnonzero(self.key >= (t << _HI))
-        self.pkey = self.key[self.pos]
+        if 2 * int(self.above[t]) > self.key.numel():
+            t, self.pos, self.pkey = 0, None, self.key
+        else:
+            self.pos = flatnonzero(self.key >= (t << _HI))
+            self.pkey = self.key[self.pos]
         self.pbin = self.pkey >> _HI
         self.held_bin, self.bins = t, {}
 
     def positions(self, k: int) -> torch.Tensor:
         """Ascending positions of the top k (1 <= k < n)."""
         sel = self.select(k)  # holds the bin first
-        return self.pos[sel]
+        return sel if self.pos is None else self.pos[sel]
 
     def select(self, k: int) -> torch.Tensor:
         """Which of the held elements (indices into ``pos``, ascending) are the top k (1 <= k < n)."""

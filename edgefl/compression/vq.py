@@ -78,15 +78,19 @@ class Lattice:
         holds (:meth:`~.ops.Ranking.hold`; again only for a larger one). ``parts``: the first that many of the four."""
         if k == 0:
             return tuple(t[:0] for t in self._quantised(self.x[:0], self.u[:0], self.x.new_zeros(0, dtype=torch.int64)))
-        if k >= self.m or self.done == -1:  # -1: every sub-vector held, in order
-            if self.done != -1:
-                self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
-            return self.held if k >= self.m else tuple(t[self.ranking.positions(k)] for t in self.held[:parts])
-        rank = self.ranking
-        rank.hold(rank.bin_of(k))
-        if self.done != rank.held_bin:
-            self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
-        sel = rank.select(k)
+        if k < self.m and self.done != -1:  # -1: every sub-vector held, in order
+            rank = self.ranking
+            rank.hold(rank.bin_of(k))
+            if rank.pos is not None:
+                if self.done != rank.held_bin:
+                    self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
+                sel = rank.select(k)
+                return tuple(t[sel] for t in self.held[:parts])
+        if self.done != -1:
+            self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
+        if k >= self.m:
+            return self.held
+        sel = self.ranking.positions(k)
         return tuple(t[sel] for t in self.held[:parts])
 
     def _quantised(self, x: torch.Tensor, u: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -200,8 +204,9 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, step: float, 
 
 def to_bytes(coded: Coded) -> bytes:
     """The 0xC7 payload of ``coded`` (the oracle: plain :class:`~.wire.BitWriter` fields); the points are found
-    again from the sent values and the dither of ``coded.meta["seed"]`` (B (a, b) - z + z is the point to far
-    within its cell)."""
+    again from the sent values and the dither of ``coded.meta["seed"]``: value + z is B (a, b) up to the value's
+    float32 rounding, |x| 2^-24 <= sqrt(n) / step 2^-24 d (d = step ||h|| / sqrt(n)), far inside the point's cell
+    (inradius d / 2) for step >= 0.01 and any model here."""
     w = wire.BitWriter()
     wire.write_header(w, MAGIC, VERSION, coded.shapes, coded.kept, None)
     if coded.kept:

@@ -142,12 +142,16 @@ class Residual(Mapping):
         from edgefl.compression.coded import flat_update
 
         names, shapes, u = flat_update(update)
-        acc, sent = flat_update(self._acc)[2], self._coded.values.to(torch.float64)
-        if sent.numel() == acc.numel():  # every element sent, in order: no gathers
-            total = ((acc.to(torch.float64) - sent) + u.to(torch.float64)).to(torch.float32)
+        acc, coded = flat_update(self._acc)[2], self._coded
+        if 8 * coded.kept > acc.numel():  # many sent: dense float64 passes beat gathers (+0.0 where none was sent)
+            sent = coded.values
+            if coded.kept < acc.numel():
+                sent = torch.zeros_like(acc).index_put_((coded.positions.long(),), coded.values)
+            total = ((acc.to(torch.float64) - sent.to(torch.float64)) + u.to(torch.float64)).to(torch.float32)
         else:
             total = u + acc  # the float64 sum rounded, where nothing was sent
-            at = self._coded.positions.long()
-            total[at] = ((acc[at].to(torch.float64) - sent) + u[at].to(torch.float64)).to(torch.float32)
+            at = coded.positions.long()
+            total[at] = ((acc[at].to(torch.float64) - coded.values.to(torch.float64)) + u[at].to(torch.float64)).to(
+                torch.float32)  # fmt: skip
         parts = torch.split(total, [math.prod(s) for s in shapes])
         return {name: part.view(shape) for name, shape, part in zip(names, shapes, parts)}
