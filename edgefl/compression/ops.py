@@ -134,20 +134,21 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     while True:
         order = np.argsort(work, kind="stable")  # the leaves by (count, symbol)
         leaf_c, leaf_id = work[order].tolist(), order.tolist()
-        merged: list[int] = []  # merged nodes' counts, made in non-decreasing order: a second sorted queue
+        merged = [0] * (n - 1)  # merged nodes' counts, made in non-decreasing order: a second sorted queue
         parent = [-1] * (2 * n - 1)
         i = j = 0
-        for node in range(n, 2 * n - 1):
-            picks = []
-            for _ in range(2):  # the least head of the two queues, a leaf on a tie
-                if i < n and (j >= len(merged) or leaf_c[i] <= merged[j]):
-                    picks.append((leaf_c[i], leaf_id[i]))
-                    i += 1
-                else:
-                    picks.append((merged[j], n + j))
-                    j += 1
-            parent[picks[0][1]] = parent[picks[1][1]] = node
-            merged.append(picks[0][0] + picks[1][0])
+        for node in range(n, 2 * n - 1):  # the least head of the two queues, twice (a leaf on a tie)
+            made = node - n
+            if i < n and (j >= made or leaf_c[i] <= merged[j]):
+                c1, a, i = leaf_c[i], leaf_id[i], i + 1
+            else:
+                c1, a, j = merged[j], n + j, j + 1
+            if i < n and (j >= made or leaf_c[i] <= merged[j]):
+                c2, b, i = leaf_c[i], leaf_id[i], i + 1
+            else:
+                c2, b, j = merged[j], n + j, j + 1
+            parent[a] = parent[b] = node
+            merged[made] = c1 + c2
         depth = [0] * len(parent)
         for k in range(len(parent) - 2, -1, -1):  # a parent is made after its children
             depth[k] = depth[parent[k]] + 1

@@ -72,12 +72,14 @@ class Lattice:
         self.done: int | None = None  # the ranking's held bin E2-E3 ran for
         self.header = wire.header_bits(self.shapes, flag=False)
 
-    def kept(self, k: int, parts: int = 4) -> tuple[torch.Tensor, ...]:
+    def kept(self, k: int, parts: tuple[int, ...] = (0, 1, 2, 3)) -> tuple[torch.Tensor, ...]:
         """(indices ascending, zigzag a, zigzag b, values (k, 2) float32) of the top ``k`` sub-vectors. E2-E3 run
         once for a superset: every sub-vector when everything is asked for first, else the elements the ranking
-        holds (:meth:`~.ops.Ranking.hold`; again only for a larger one). ``parts``: the first that many of the four."""
+        holds (:meth:`~.ops.Ranking.hold`; again only for a larger one). ``parts``: which of the held arrays (4: the
+        pair ids)."""
         if k == 0:
-            return tuple(t[:0] for t in self._quantised(self.x[:0], self.u[:0], self.x.new_zeros(0, dtype=torch.int64)))
+            i64, i32 = (self.x.new_zeros(0, dtype=t) for t in (torch.int64, torch.int32))
+            return tuple((i64, i32, i32, self.x[:0], i64)[i] for i in parts)
         if k < self.m and self.done != -1:  # -1: every sub-vector held, in order
             rank = self.ranking
             rank.hold(rank.bin_of(k))
@@ -85,22 +87,24 @@ class Lattice:
                 if self.done != rank.held_bin:
                     self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
                 sel = rank.select(k)
-                return tuple(t[sel] for t in self.held[:parts])
+                return tuple(self.held[i][sel] for i in parts)
         if self.done != -1:
             self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
         if k >= self.m:
-            return self.held
-        sel = self.ranking.positions(k)
-        return tuple(t[sel] for t in self.held[:parts])
+            return tuple(self.held[i] for i in parts)
+        sel = self.ranking.positions(k)  # the held arrays are in order: sel is also the indices
+        return tuple(sel if i == 0 else self.held[i][sel] for i in parts)
 
     def _quantised(self, x: torch.Tensor, u: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(pos, zigzag a, zigzag b, values) of the sub-vectors ``x`` at ``pos`` with the uniforms ``u``."""
+        """(pos, zigzag a, zigzag b, values, pair ids) of the sub-vectors ``x`` at ``pos`` with the uniforms ``u``;
+        a pair id is ``za B + zb`` with B one more than the largest zb held, so it orders as (za, zb)."""
         za, zb = torch.empty((2, x.shape[0]), dtype=torch.int32, device=x.device)
         values = torch.empty(x.shape, dtype=torch.float32, device=x.device)
         for c in range(0, x.shape[0], _CHUNK):  # a chunk at a time: its temporaries stay in the cache
             cut = slice(c, c + _CHUNK)
             za[cut], zb[cut], values[cut] = _quantise(x[cut], u[cut], self.d)
-        return pos, za, zb, values
+        self.pair_base = int(zb.max()) + 1 if zb.numel() else 1
+        return pos, za, zb, values, za.to(torch.int64) * self.pair_base + zb
 
     @functools.cached_property
     def ranking(self) -> ops.Ranking:
@@ -109,8 +113,11 @@ class Lattice:
         return ops.Ranking((x[:, 0] * x[:, 0] + x[:, 1] * x[:, 1]).sqrt_().to(torch.float32))
 
     def size(self, k: int) -> int:
-        """Exact payload size [bits] keeping the top ``k`` sub-vectors."""
-        return size_bits(self.header, *self.kept(k, parts=3)[:3])
+        """Exact payload size [bits] keeping the top ``k`` sub-vectors (from their pair ids: one gather)."""
+        if k == 0:
+            return 8 * math.ceil(self.header / 8)
+        idx, pid = self.kept(k, parts=(0, 4))
+        return _size(self.header, idx, *_distinct_pairs(pid, self.pair_base))
 
 
 def _quantise(x: torch.Tensor, u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -127,30 +134,39 @@ def _values(a: torch.Tensor, b: torch.Tensor, zx: torch.Tensor, zy: torch.Tensor
     return torch.stack([px - zx, py - zy], dim=1).to(torch.float32)
 
 
+def _distinct_pairs(pid: torch.Tensor, pair_base: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """(base, the sorted distinct symbols za base + zb, each one's count) of points given as pair ids
+    ``za pair_base + zb`` (any pair_base above every zb: the distinct pairs sort the same under any such base)."""
+    top = int(pid.max()) + 1
+    if top <= 4 * pid.numel() + (1 << 16):
+        counts = torch.bincount(pid, minlength=top)
+        used = ops.flatnonzero(counts > 0)
+        counts = counts[used]
+    else:
+        used, counts = torch.unique(pid, sorted=True, return_counts=True)
+    za, zb = used // pair_base, used % pair_base
+    base = int(zb.max()) + 1
+    return base, za * base + zb, counts
+
+
 def _symbols(za: torch.Tensor, zb: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
     """(base, the sorted distinct symbols za base + zb, each one's count) of the zigzag points."""
-    base = int(zb.max()) + 1
-    joined = za.to(torch.int64) * base + zb
-    top = int(joined.max()) + 1
-    if top <= 4 * joined.numel() + (1 << 16):
-        counts = torch.bincount(joined, minlength=top)
-        used = ops.flatnonzero(counts > 0)
-        return base, used, counts[used]
-    used, counts = torch.unique(joined, sorted=True, return_counts=True)
-    return base, used, counts
+    pair_base = int(zb.max()) + 1
+    return _distinct_pairs(za.to(torch.int64) * pair_base + zb, pair_base)
 
 
 def _gaps(sorted_values: torch.Tensor) -> torch.Tensor:
     return torch.diff(sorted_values.to(torch.int64), prepend=sorted_values.new_full((1,), -1).to(torch.int64)) - 1
 
 
+def _size(header: int, idx: torch.Tensor, base: int, used: torch.Tensor, counts: torch.Tensor) -> int:
+    body = ops.rice_size(_gaps(idx))[0] + 96 + ops.rice_size(_gaps(used))[0] + ops.huffman_size(counts)
+    return 8 * math.ceil((header + body) / 8)
+
+
 def size_bits(header: int, idx: torch.Tensor, za: torch.Tensor, zb: torch.Tensor) -> int:
     """Exact size [bits] of the payload keeping the sub-vectors ``idx`` (ascending) at the zigzag points."""
-    body = 0
-    if idx.numel():
-        _, used, counts = _symbols(za, zb)
-        body = ops.rice_size(_gaps(idx))[0] + 96 + ops.rice_size(_gaps(used))[0] + ops.huffman_size(counts)
-    return 8 * math.ceil((header + body) / 8)
+    return _size(header, idx, *_symbols(za, zb)) if idx.numel() else 8 * math.ceil(header / 8)
 
 
 def _coded(lat: Lattice, k: int, bits: int | None = None) -> Coded:
