@@ -282,6 +282,10 @@ class Ranking:
 
     def select(self, k: int) -> torch.Tensor:
         """Which of the held elements (indices into ``pos``, ascending) are the top k (1 <= k < n)."""
+        return flatnonzero(self.mask(k))
+
+    def mask(self, k: int) -> torch.Tensor:
+        """Boolean mask over the held elements of the top k (1 <= k < n)."""
         t = self.bin_of(k)
         self.hold(t)
         if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
@@ -289,7 +293,7 @@ class Ranking:
             self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
         mask = self.pbin > t
         mask[self.bins[t][: k - int(self.above[t + 1])]] = True
-        return flatnonzero(mask)
+        return mask
 
 
 def uniform_gaps_bits(k: int, n: int) -> float:

@@ -5,6 +5,10 @@ mu = mean |kept|, positions as Golomb-Rice coded gaps, one sign bit each. Wire f
 kept positions, mu (float32) and one sign bit per kept element (1 = negative). Size
 ``8 ceil((header + [R(gaps) + 32 + k]) / 8)``.
 
+With gaps of mean at most 1 (last kept position + 1 <= 2k) the smallest best Rice parameter is b = 0, and the
+field takes 6 + last + 1 bits: f(b) - f(0) >= k (b - 2 + 2^(1 - b)) >= 0 for b >= 1, from
+g >> b >= (g - 2^b + 1) / 2^b; a probe of such a dense set needs only its last position.
+
 The size grows by at least one bit with each element kept: at a fixed Rice parameter b an added position splits a
 gap g = g1 + 1 + g2, so the quotients lose at most 1 (``(g1 + g2 + 1) >> b <= (g1 >> b) + (g2 >> b) + 1``) while
 the remainders and the unary terminator add b + 1 and the sign bit 1; the least over b keeps that. :func:`fit`
@@ -77,18 +81,33 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = 
     if every <= budget_bits:
         return _coded(names, shapes, flat, None, every)
     ranked = ops.Ranking(flat.abs())
-    probes: dict[int, tuple[torch.Tensor, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
+    probes: dict[int, tuple[torch.Tensor | None, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
 
     def size(k: int) -> int:
         if k not in probes:
-            pos = ranked.positions(k)
-            probes[k] = pos, size_bits(shapes, pos)
+            mask = ranked.mask(k)
+            last = _last_true(mask) if ranked.pos is None else -1
+            if 0 <= last < 2 * k:  # gaps of mean <= 1: b = 0 is the smallest best parameter, R = 6 + last + 1
+                probes[k] = None, 8 * math.ceil((head + 6 + last + 1 + 32 + k) / 8)
+            else:
+                pos = ops.flatnonzero(mask) if ranked.pos is None else ranked.pos[ops.flatnonzero(mask)]
+                probes[k] = pos, size_bits(shapes, pos)
         return probes[k][1]
 
     model = lambda k: head + 38 + ops.uniform_gaps_bits(k, n) + k  # noqa: E731 (the fields, signs, gaps)
     k = ops.largest_fitting(size, n - 1, budget_bits, model, tol) or 0
-    size(k)
-    return _coded(names, shapes, flat, *probes[k])
+    pos, bits = probes[k] if k in probes else (None, size(k))
+    return _coded(names, shapes, flat, ranked.positions(k) if pos is None else pos, bits)
+
+
+def _last_true(mask: torch.Tensor) -> int:
+    """The index of the last True of a 1-D boolean mask (-1 if none), looking from the end."""
+    if mask.device.type == "cpu":
+        back = mask.numpy()[::-1]
+        at = int(np.argmax(back))
+        return mask.numel() - 1 - at if back.size and back[at] else -1
+    hits = torch.nonzero(mask)
+    return int(hits[-1]) if hits.numel() else -1
 
 
 def to_bytes(coded: Coded) -> bytes:
