@@ -180,3 +180,16 @@ def test_payloads_equal_the_written_out_container(case: str) -> None:
     budget = 8 * len(_reference(update, n // 2))
     coded = ternary.fit(update, budget)
     assert ternary.to_bytes(coded) == _reference(update, coded.kept)
+
+
+def test_the_rice_size_of_dense_positions_from_the_last_alone():
+    """ops.positions_rice_size (the b = 0 shortcut when the gaps sum to at most k) equals the Rice size of the
+    gaps at every density, and the written field's length."""
+    g = torch.Generator().manual_seed(8)
+    for n, k in [(10, 1), (10, 5), (10, 6), (100, 50), (100, 49), (1000, 999), (1000, 30), (7, 7)]:
+        pos = torch.sort(torch.randperm(n, generator=g)[:k]).values
+        gaps = np.diff(pos.numpy(), prepend=-1) - 1
+        assert ops.positions_rice_size(pos) == ops.rice_size(gaps)[0]
+        w = wire.BitWriter()
+        w.rice(gaps)
+        assert w.n_bits == ops.rice_size(gaps)[0]

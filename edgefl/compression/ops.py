@@ -26,7 +26,7 @@ import torch
 
 __all__ = [
     "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "stochastic_levels", "level_values",
-    "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
+    "rice_size", "positions_rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
     "a2_corner", "a2_cell", "flatnonzero", "Ranking", "uniform_gaps_bits", "largest_fitting",
 ]  # fmt: skip
 
@@ -114,6 +114,24 @@ def rice_size(values: torch.Tensor | np.ndarray) -> tuple[int, int]:
             break
         b, cost = b + 1, higher
     return RICE_B_BITS + cost, b
+
+
+def positions_rice_size(positions: torch.Tensor) -> int:
+    """Size [bits] of the Rice field of the gaps before the ascending ``positions`` (``g_1 = p_1``,
+    ``g_i = p_i - p_(i-1) - 1``). When they sum to at most k (last + 1 <= 2k) the smallest best parameter is b = 0
+    (f(b) - f(0) >= k (b - 2 + 2^(1 - b)) >= 0 for b >= 1, from g >> b >= (g - 2^b + 1) / 2^b) and the field is
+    6 + last + 1 bits, from the last position alone."""
+    k = positions.numel()
+    if k == 0:
+        return RICE_B_BITS
+    last = int(positions[-1])
+    if last + 1 <= 2 * k:
+        return RICE_B_BITS + last + 1
+    positions = positions.to(torch.int64)
+    gaps = torch.empty_like(positions)
+    gaps[:1] = positions[:1]
+    torch.sub(positions[1:], positions[:-1], out=gaps[1:]).sub_(1)
+    return rice_size(gaps)[0]
 
 
 def huffman_lengths(counts: np.ndarray) -> np.ndarray:

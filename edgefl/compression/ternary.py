@@ -5,9 +5,8 @@ mu = mean |kept|, positions as Golomb-Rice coded gaps, one sign bit each. Wire f
 kept positions, mu (float32) and one sign bit per kept element (1 = negative). Size
 ``8 ceil((header + [R(gaps) + 32 + k]) / 8)``.
 
-With gaps of mean at most 1 (last kept position + 1 <= 2k) the smallest best Rice parameter is b = 0, and the
-field takes 6 + last + 1 bits: f(b) - f(0) >= k (b - 2 + 2^(1 - b)) >= 0 for b >= 1, from
-g >> b >= (g - 2^b + 1) / 2^b; a probe of such a dense set needs only its last position.
+With gaps of mean at most 1 (last kept position + 1 <= 2k) the Rice field takes 6 + last + 1 bits
+(:func:`~.ops.positions_rice_size`): a probe of such a dense set needs only its last position.
 
 The size grows by at least one bit with each element kept: at a fixed Rice parameter b an added position splits a
 gap g = g1 + 1 + g2, so the quotients lose at most 1 (``(g1 + g2 + 1) >> b <= (g1 >> b) + (g2 >> b) + 1``) while
@@ -39,13 +38,7 @@ TOLERANCE = 0.005
 def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
     """Exact payload size [bits] keeping the elements at the ascending flat ``positions``."""
     k = positions.numel()
-    body = 0
-    if k:
-        positions = positions.to(torch.int64)
-        gaps = torch.empty_like(positions)
-        gaps[:1] = positions[:1]
-        torch.sub(positions[1:], positions[:-1], out=gaps[1:]).sub_(1)
-        body = ops.rice_size(gaps)[0] + 32 + k
+    body = ops.positions_rice_size(positions) + 32 + k if k else 0
     return 8 * math.ceil((wire.header_bits(shapes, flag=False) + body) / 8)
 
 

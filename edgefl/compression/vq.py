@@ -155,12 +155,8 @@ def _symbols(za: torch.Tensor, zb: torch.Tensor) -> tuple[int, torch.Tensor, tor
     return _distinct_pairs(za.to(torch.int64) * pair_base + zb, pair_base)
 
 
-def _gaps(sorted_values: torch.Tensor) -> torch.Tensor:
-    return torch.diff(sorted_values.to(torch.int64), prepend=sorted_values.new_full((1,), -1).to(torch.int64)) - 1
-
-
 def _size(header: int, idx: torch.Tensor, base: int, used: torch.Tensor, counts: torch.Tensor) -> int:
-    body = ops.rice_size(_gaps(idx))[0] + 96 + ops.rice_size(_gaps(used))[0] + ops.huffman_size(counts)
+    body = ops.positions_rice_size(idx) + 96 + ops.positions_rice_size(used) + ops.huffman_size(counts)
     return 8 * math.ceil((header + body) / 8)
 
 
