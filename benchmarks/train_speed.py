@@ -49,6 +49,14 @@ with the payloads decoded in the run's process: inline / bare loop STC 1.11, UVe
 processes 1.07x, 1.05x, 1.28x inline in this first round (whose workers pay first-use costs: rounds 2 and 3 of
 the same runs, timed by hand, 1.43-1.6x, 1.55x, 1.57x); tables identical.
 
+STC and UVeQFed in torch (issue #34: ``compression.ternary``, ``compression.vq``; nothing decodes them in a run, the
+server adds their positions and values), paired against the tree before (/work/main at af4d306), one repeat each,
+``--methods stc,uveqfed``, load 5-7 on the shared 2-core machine: STC 0.147 -> 0.278, UVeQFed 1.025 -> 1.164 (bits
+of the round -0.015% and -0.22%: format v2, new draws). On one trained CNN update, one thread, CPU time: the new
+codecs are faster where few elements are kept (STC 37 -> 18 ms and UVeQFed 53 -> 37 ms at 0.005 x 32n bits) and
+slower where most are but not all (STC 43 -> 58 ms, UVeQFed 85 -> 162 ms at 0.062 x 32n, where this preset's
+budgets mostly fall).
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl
