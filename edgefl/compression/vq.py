@@ -72,24 +72,30 @@ class Lattice:
         self.done: int | None = None  # the ranking's held bin E2-E3 ran for
         self.header = wire.header_bits(self.shapes, flag=False)
 
-    def kept(self, k: int, parts: tuple[int, ...] = (0, 1, 2, 3)) -> tuple[torch.Tensor, ...]:
-        """(indices ascending, zigzag a, zigzag b, values (k, 2) float32) of the top ``k`` sub-vectors. E2-E3 run
-        once for a superset: every sub-vector when everything is asked for first, else the elements the ranking
-        holds (:meth:`~.ops.Ranking.hold`; again only for a larger one). ``parts``: which of the held arrays (4: the
-        pair ids)."""
-        if k == 0:
-            i64, i32 = (self.x.new_zeros(0, dtype=t) for t in (torch.int64, torch.int32))
-            return tuple((i64, i32, i32, self.x[:0], i64)[i] for i in parts)
+    def _prepare(self, k: int) -> bool:
+        """Run E2-E3 for a superset of the top ``k`` (1 <= k): every sub-vector, in order, when everything is asked
+        for or the ranking holds most of them (then True), else the elements the ranking holds
+        (:meth:`~.ops.Ranking.hold`; again only for a larger set)."""
         if k < self.m and self.done != -1:  # -1: every sub-vector held, in order
             rank = self.ranking
             rank.hold(rank.bin_of(k))
             if rank.pos is not None:
                 if self.done != rank.held_bin:
                     self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
-                sel = rank.select(k)
-                return tuple(self.held[i][sel] for i in parts)
+                return False
         if self.done != -1:
             self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
+        return True
+
+    def kept(self, k: int, parts: tuple[int, ...] = (0, 1, 2, 3)) -> tuple[torch.Tensor, ...]:
+        """``parts`` of (indices ascending, zigzag a, zigzag b, values (k, 2) float32, pair ids) of the top ``k``
+        sub-vectors (:meth:`_prepare`)."""
+        if k == 0:
+            i64, i32 = (self.x.new_zeros(0, dtype=t) for t in (torch.int64, torch.int32))
+            return tuple((i64, i32, i32, self.x[:0], i64)[i] for i in parts)
+        if not self._prepare(k):
+            sel = self.ranking.select(k)
+            return tuple(self.held[i][sel] for i in parts)
         if k >= self.m:
             return tuple(self.held[i] for i in parts)
         sel = self.ranking.positions(k)  # the held arrays are in order: sel is also the indices
@@ -113,11 +119,31 @@ class Lattice:
         return ops.Ranking((x[:, 0] * x[:, 0] + x[:, 1] * x[:, 1]).sqrt_().to(torch.float32))
 
     def size(self, k: int) -> int:
-        """Exact payload size [bits] keeping the top ``k`` sub-vectors (from their pair ids: one gather)."""
+        """Exact payload size [bits] keeping the top ``k`` sub-vectors: from their pair ids' histogram (one
+        gather), or, when most are kept, from the histogram of all less that of the few dropped (no gathers of
+        the kept, the index gaps from the last kept alone where they are dense)."""
         if k == 0:
             return 8 * math.ceil(self.header / 8)
+        if k < self.m and 4 * k >= 3 * self.m and self._prepare(k) and self._all_counts() is not None:
+            mask = self.ranking.mask(k)
+            drop = ops.flatnonzero(~mask)
+            pid, every = self.held[4], self._all_counts()
+            counts = every - torch.bincount(pid[drop], minlength=every.numel())
+            used = ops.flatnonzero(counts > 0)
+            tail = int((drop - torch.arange(drop.numel(), device=drop.device) == self.m - drop.numel()).sum())
+            last = self.m - 1 - tail  # the last kept: before the run of dropped ones at the end
+            gaps = ops.RICE_B_BITS + last + 1 if last + 1 <= 2 * k else ops.positions_rice_size(ops.flatnonzero(mask))
+            return _size(self.header, gaps, *_joined(used, self.pair_base), counts[used])
         idx, pid = self.kept(k, parts=(0, 4))
-        return _size(self.header, idx, *_distinct_pairs(pid, self.pair_base))
+        return _size(self.header, ops.positions_rice_size(idx), *_distinct_pairs(pid, self.pair_base))
+
+    def _all_counts(self) -> torch.Tensor | None:
+        """The histogram of the pair ids of every sub-vector (held in order), None where it would be too wide."""
+        if not hasattr(self, "_every_counts"):
+            pid = self.held[4]
+            top = int(pid.max()) + 1
+            self._every_counts = torch.bincount(pid, minlength=top) if top <= 4 * pid.numel() + (1 << 16) else None
+        return self._every_counts
 
 
 def _quantise(x: torch.Tensor, u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -144,9 +170,14 @@ def _distinct_pairs(pid: torch.Tensor, pair_base: int) -> tuple[int, torch.Tenso
         counts = counts[used]
     else:
         used, counts = torch.unique(pid, sorted=True, return_counts=True)
+    return (*_joined(used, pair_base), counts)
+
+
+def _joined(used: torch.Tensor, pair_base: int) -> tuple[int, torch.Tensor]:
+    """(base, the symbols za base + zb) of the sorted distinct pair ids ``used``: base one more than their zb."""
     za, zb = used // pair_base, used % pair_base
     base = int(zb.max()) + 1
-    return base, za * base + zb, counts
+    return base, za * base + zb
 
 
 def _symbols(za: torch.Tensor, zb: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
@@ -155,14 +186,15 @@ def _symbols(za: torch.Tensor, zb: torch.Tensor) -> tuple[int, torch.Tensor, tor
     return _distinct_pairs(za.to(torch.int64) * pair_base + zb, pair_base)
 
 
-def _size(header: int, idx: torch.Tensor, base: int, used: torch.Tensor, counts: torch.Tensor) -> int:
-    body = ops.positions_rice_size(idx) + 96 + ops.positions_rice_size(used) + ops.huffman_size(counts)
+def _size(header: int, gaps: int, base: int, used: torch.Tensor, counts: torch.Tensor) -> int:
+    """The payload size [bits] from the kept indices' Rice field size ``gaps`` and the distinct symbols' counts."""
+    body = gaps + 96 + ops.positions_rice_size(used) + ops.huffman_size(counts)
     return 8 * math.ceil((header + body) / 8)
 
 
 def size_bits(header: int, idx: torch.Tensor, za: torch.Tensor, zb: torch.Tensor) -> int:
     """Exact size [bits] of the payload keeping the sub-vectors ``idx`` (ascending) at the zigzag points."""
-    return _size(header, idx, *_symbols(za, zb)) if idx.numel() else 8 * math.ceil(header / 8)
+    return _size(header, ops.positions_rice_size(idx), *_symbols(za, zb)) if idx.numel() else 8 * math.ceil(header / 8)
 
 
 def _coded(lat: Lattice, k: int, bits: int | None = None) -> Coded:
