@@ -147,7 +147,7 @@ class Residual(Mapping):
             sent = coded.values
             if coded.kept < acc.numel():
                 sent = torch.zeros_like(acc).index_put_((coded.positions.long(),), coded.values)
-            total = ((acc.to(torch.float64) - sent.to(torch.float64)) + u.to(torch.float64)).to(torch.float32)
+            total = acc.to(torch.float64).sub_(sent).add_(u).to(torch.float32)  # float64 throughout, in place
         else:
             total = u + acc  # the float64 sum rounded, where nothing was sent
             at = coded.positions.long()
