@@ -74,14 +74,14 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = 
     if every <= budget_bits:
         return _coded(names, shapes, flat, None, every)
     ranked = ops.Ranking(flat.abs())
-    probes: dict[int, tuple[torch.Tensor | None, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
+    probes: dict[int, tuple[torch.Tensor, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
 
-    def size(k: int) -> int:
+    def size(k: int) -> int:  # probes[k]: the kept positions, or their mask over every element when dense
         if k not in probes:
             mask = ranked.mask(k)
             last = _last_true(mask) if ranked.pos is None else -1
             if 0 <= last < 2 * k:  # gaps of mean <= 1: b = 0 is the smallest best parameter, R = 6 + last + 1
-                probes[k] = None, 8 * math.ceil((head + 6 + last + 1 + 32 + k) / 8)
+                probes[k] = mask, 8 * math.ceil((head + 6 + last + 1 + 32 + k) / 8)
             else:
                 pos = ops.flatnonzero(mask) if ranked.pos is None else ranked.pos[ops.flatnonzero(mask)]
                 probes[k] = pos, size_bits(shapes, pos)
@@ -89,8 +89,9 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = 
 
     model = lambda k: head + 38 + ops.uniform_gaps_bits(k, n) + k  # noqa: E731 (the fields, signs, gaps)
     k = ops.largest_fitting(size, n - 1, budget_bits, model, tol) or 0
-    pos, bits = probes[k] if k in probes else (None, size(k))
-    return _coded(names, shapes, flat, ranked.positions(k) if pos is None else pos, bits)
+    bits = size(k)
+    pos = probes[k][0]
+    return _coded(names, shapes, flat, ops.flatnonzero(pos) if pos.dtype == torch.bool else pos, bits)
 
 
 def _last_true(mask: torch.Tensor) -> int:
