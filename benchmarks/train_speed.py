@@ -50,12 +50,12 @@ processes 1.07x, 1.05x, 1.28x inline in this first round (whose workers pay firs
 the same runs, timed by hand, 1.43-1.6x, 1.55x, 1.57x); tables identical.
 
 STC and UVeQFed in torch (issue #34: ``compression.ternary``, ``compression.vq``; nothing decodes them in a run, the
-server adds their positions and values), paired against the tree before (/work/main at af4d306), one repeat each,
-``--methods stc,uveqfed``, load 5-7 on the shared 2-core machine: STC 0.147 -> 0.278, UVeQFed 1.025 -> 1.164 (bits
-of the round -0.015% and -0.22%: format v2, new draws). On one trained CNN update, one thread, CPU time: the new
-codecs are faster where few elements are kept (STC 37 -> 18 ms and UVeQFed 53 -> 37 ms at 0.005 x 32n bits) and
-slower where most are but not all (STC 43 -> 58 ms, UVeQFed 85 -> 162 ms at 0.062 x 32n, where this preset's
-budgets mostly fall).
+server adds their positions and values), paired against the tree before (/work/main at af4d306), one repeat,
+``--methods stc,uveqfed``, load 3.7-5 on the shared 2-core machine: STC 0.145 -> 0.224, UVeQFed 1.041 -> 1.226;
+bits of the round -0.015% and -0.22% (format v2, new draws). On one trained CNN update, one thread, CPU time: the
+new codecs are faster where few elements are kept (STC 35 -> 14 ms, UVeQFed 51 -> 36 ms at 0.005 x 32n bits) and
+slower where most but not all are (STC 43 -> 47 ms, UVeQFed 82 -> 140 ms at 0.062 x 32n, where this preset's
+budgets mostly fall: every sub-vector quantised in float64 torch passes, about 65 ms, then 4-5 size probes).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
