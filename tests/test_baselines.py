@@ -14,9 +14,8 @@ from edgefl.methods.base import DeviceJob
 from edgefl.methods.base import ClientUpdate
 from edgefl.methods.fedhq import QuantizedUpdate, fedhq_weights, relative_error, smallest_full_payload_bits
 from edgefl.methods.qsgd import LEVELS
-from edgefl.compression import fgc, ops
+from edgefl.compression import fgc, ops, ternary
 from edgefl.compression.coded import Coded
-from edgefl.compression.stc import encode_ternary
 from edgefl.output.results import WALL_CLOCK_COLUMNS
 from edgefl.run.runner import RunInterrupted, Simulation, run_scenario
 from edgefl.run.load import load_scenario
@@ -79,8 +78,9 @@ def test_stc_sparsity_is_the_largest_that_fits():
     budget = 1500.0
     _, upd, raw = _one_update("stc", budget)
     n = sum(v.numel() for v in raw.values())
-    sizes = [(k, encode_ternary(raw, kept=k).bits) for k in range(n + 1)]  # no residual yet in round 1
+    sizes = [(k, ternary.encode(raw, k).bits) for k in range(n + 1)]  # no residual yet in round 1
     best = _largest(sizes, budget)
+    assert best < 400  # so the fit's tolerance, max(1, 0.5% of k), is one element: the largest exactly
     assert 0 < best < n and upd.payload.kept == best and upd.bits == dict(sizes)[best]
 
 
@@ -158,8 +158,9 @@ def test_stc_error_feedback_residual_plus_sent_is_the_accumulated_update():
         upd = m.client_update(m.train_job(job, state=sim.state.model, round_index=r), trainer=sim.workload)
         m.remember([upd])  # the device keeps what it did not send
         res = m.residual[0]
+        sent = upd.payload.coded.dense()
         for name in acc:
-            total = res[name] + upd.payload.update[name].to(torch.float64)
+            total = res[name] + sent[name].to(torch.float64)
             assert torch.equal(total, acc[name].to(torch.float64)), name
         assert any(bool((res[n] != 0).any()) for n in res)  # something was held back
 

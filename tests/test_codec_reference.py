@@ -1,6 +1,6 @@
 """The codecs' fast paths give the payloads of straightforward references written out here: bit-identical bytes on
-fixed seeded updates for STC, QSGD / FedHQ (element-wise top-k + levels), AnycostFL's budgeted codec and UVeQFed,
-and the same A2 lattice points and decoded symbols as the plain formulations (Huffman code lengths against a
+fixed seeded updates for QSGD / FedHQ (element-wise top-k + levels) and AnycostFL's budgeted codec, and the same A2
+lattice points and decoded symbols as the plain formulations (Huffman code lengths against a
 heap merge: tests/test_compression.py)."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import torch
 
 from edgefl.compression import MAX_LEVELS, coding, compress, decode_with_mask, encode_fixed, lattice, sparsify
 from edgefl.compression.search import TopkQuantSizer, largest_fitting
-from edgefl.compression.stc import TernarySizer, decode_ternary
-from edgefl.compression.uveqfed import LatticeSizer, _zigzag, decode_lattice
+from edgefl.compression.uveqfed import _zigzag
 
 SHAPES = {"conv1.weight": (6, 1, 5, 5), "conv1.bias": (6,), "conv2.weight": (8, 6, 3, 3), "fc.weight": (40, 72),
           "fc.bias": (40,)}  # fmt: skip
@@ -34,7 +33,7 @@ def _n() -> int:
     return sum(math.prod(s) for s in SHAPES.values())
 
 
-# --- a bit-string writer and the STC container, written out independently ----------------------------------
+# --- a bit-string writer, written out independently ----------------------------------
 
 
 def _uint(value: int, width: int) -> str:
@@ -55,43 +54,6 @@ def _rice(values: list[int]) -> str:
 def _to_bytes(bits: str) -> bytes:
     bits += "0" * (-len(bits) % 8)
     return bytes(int(bits[i : i + 8], 2) for i in range(0, len(bits), 8))
-
-
-def _reference_stc(update: dict[str, torch.Tensor], k: int) -> bytes:
-    """STC's payload keeping the k largest |values| (ties by index), from a stable comparison sort."""
-    flat = np.concatenate([v.reshape(-1).numpy() for v in update.values()]).astype(np.float32)
-    kept = np.sort(np.argsort(-np.abs(flat).astype(np.float64), kind="stable")[:k])
-    bits = _uint(0xB7, 8) + _uint(1, 4) + _uint(len(update), 8)
-    for v in update.values():
-        bits += _uint(v.dim(), 4) + "".join(_uint(d, 32) for d in v.shape)
-    bits += _uint(k, 32)
-    if k:
-        gaps = np.diff(kept, prepend=-1) - 1
-        mu = np.float32(np.abs(flat[kept]).mean())
-        bits += _rice([int(g) for g in gaps]) + _uint(int(np.array(mu).view(np.uint32)), 32)
-        bits += "".join("1" if x < 0 else "0" for x in flat[kept])
-    return _to_bytes(bits)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_stc_payloads_equal_the_written_out_container(seed: int) -> None:
-    """Every k from none to all (the ones the ranking is skipped for included), and the k the budget search picks,
-    give the bytes of the container built bit by bit from a stable sort; decoding gives the encoder's update."""
-    update, n = _update(seed), _n()
-    sizer = TernarySizer(update)
-    for k in (0, 1, 7, n // 3, n - 1, n):
-        packed = sizer.encode(k)
-        ref = _reference_stc(update, k)
-        assert packed.payload == ref
-        assert sizer.bits(k) == 8 * len(ref)
-    fresh = TernarySizer(update)  # a sizer whose first call keeps all: no ranking before
-    assert fresh.encode(n).payload == _reference_stc(update, n)
-    budget = 8 * len(_reference_stc(update, n // 2))
-    k = largest_fitting(TernarySizer(update).bits, 0, n, budget)
-    assert k is not None and 8 * len(_reference_stc(update, k)) <= budget < 8 * len(_reference_stc(update, k + 1))
-    out, sent = decode_ternary(sizer.encode(k).payload, list(update))
-    for name in update:
-        assert torch.equal(out[name], sizer.encode(k).update[name]) and int(sent[name].sum()) >= 0
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -159,17 +121,6 @@ def test_a2_nearest_equals_the_stacked_formulation_on_cell_borders() -> None:
         assert np.array_equal(a, ra) and np.array_equal(b, rb)
     v = np.array([-3, -2, -1, 0, 1, 2, 3, -(2**40)])
     assert _zigzag(v).tolist() == np.where(v >= 0, 2 * v, -2 * v - 1).tolist()
-
-
-def test_uveqfed_sizes_are_the_bytes_and_decode_to_the_update() -> None:
-    update = _update(4)
-    sizer = LatticeSizer(update, np.random.default_rng(9), step=1.0)
-    for k in (0, 1, sizer.m // 4, sizer.m):
-        coded = sizer.encode(k)
-        assert sizer.bits(k) == coded.bits == 8 * len(coded.payload)
-        out, _ = decode_lattice(coded.payload, list(update), np.random.default_rng(9))
-        for name in update:
-            assert torch.equal(out[name], coded.update[name])
 
 
 def test_kernel_layouts_are_shared_and_read_only() -> None:

@@ -159,13 +159,3 @@ def test_huffman_lengths_by_depth_equal_the_merge_that_counts_every_leaf() -> No
     cases += [(1 << rng.integers(0, 6, size=60)) * (rng.random(60) < 0.8) for _ in range(150)]
     for counts in cases:
         assert np.array_equal(coding._plain_lengths(counts), by_leaves(counts)), counts
-
-
-def test_lattice_symbols_by_a_presence_table_equal_numpy_unique() -> None:
-    from edgefl.compression.uveqfed import _distinct
-
-    rng = np.random.default_rng(9)
-    for symbols in (rng.integers(0, 50, 1000), rng.integers(0, 1 << 40, 300), np.array([7]), np.zeros(0, dtype=np.int64)):
-        distinct, index = _distinct(symbols)
-        ref, ref_index = np.unique(symbols, return_inverse=True)
-        assert np.array_equal(distinct, ref) and np.array_equal(index, ref_index.reshape(-1))

@@ -1,5 +1,5 @@
-"""``ops.top_k`` / ``ops.TopK`` against a plain sort: the k largest by value (NaN above everything, -0.0 equal to
-0.0), ties to the lower index."""
+"""``ops.top_k`` / ``ops.Ranking`` against a plain sort: the k largest magnitudes (NaN above everything, -0.0
+equal to 0.0), ties to the lower index, whichever of the Ranking's views (whole mask, positions) gives them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from edgefl.compression import ops
 
 
 def _reference(scores: torch.Tensor, k: int) -> torch.Tensor:
-    values = [math.inf if math.isnan(v) else v for v in scores.tolist()]
+    values = [math.inf if math.isnan(v) else abs(v) for v in scores.tolist()]
     order = sorted(range(len(values)), key=lambda i: (-values[i], i))[:k]
     mask = torch.zeros(len(values), dtype=torch.bool)
     mask[order] = True
@@ -27,9 +27,12 @@ def test_top_k_equals_a_plain_sort_with_ties_nan_and_signed_zeros():
                 s = torch.round(s * 2) / 2  # many ties, and -0.0
             if trial % 4 == 0:
                 s[::7] = math.nan
-            ranking = ops.TopK(s)
             for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
-                assert torch.equal(ranking.mask(k), _reference(s, k)), (n, trial, k)
-                assert torch.equal(ops.top_k(s, k), _reference(s, k))
-                mags = s.abs()  # sign bits clear: the magnitudes' own bit patterns rank them
-                assert torch.equal(ops.TopK(mags, magnitudes=True).mask(k), _reference(mags, k))
+                want = _reference(s, k)
+                assert torch.equal(ops.top_k(s, k), want), (n, trial, k)
+                assert torch.equal(ops.top_k(s.abs(), k), want)
+                if 0 < k < n:  # a fresh Ranking holds only the bins this k needs: positions index the whole
+                    assert torch.equal(ops.Ranking(s).positions(k), torch.nonzero(want).reshape(-1))
+            ranking = ops.Ranking(s)  # many k on one ranking, the largest held set first
+            for k in sorted({1, n // 3, n // 2, n - 1} - {0, n}, reverse=True):
+                assert torch.equal(ranking.top(k), _reference(s, k)), (n, trial, k)

@@ -16,12 +16,11 @@ import numpy as np
 import pytest
 import torch
 
+from edgefl.methods.budgeted import CodedUpdate
 from edgefl.methods.stc import Residual
-from edgefl.compression import codec, stc, uveqfed
+from edgefl.compression import codec, ternary
 from edgefl.compression.codec import TopkQuantSizer, compress, encode_fixed
 from edgefl.compression.container import DECODERS, CodecError, Wire, WireTensors, on_wire
-from edgefl.compression.stc import TernarySizer
-from edgefl.compression.uveqfed import LatticeSizer
 
 SHAPES = {"conv.weight": (8, 3, 3, 3), "conv.bias": (8,), "fc.weight": (10, 720), "fc.bias": (10,)}
 N = sum(int(np.prod(s)) for s in SHAPES.values())
@@ -52,16 +51,13 @@ def _encodings(seed: int):
         "anycostfl fixed": (encode_fixed(update, kept_kernels=40, levels=5, rng=np.random.default_rng(seed)), ()),
         "qsgd/fedhq top-k": (sizer.encode(N // 3, 7), ()),
         "fedhq every element": (sizer.encode(N, 31), ()),
-        "stc": (TernarySizer(update).encode(N // 10), ()),
-        "uveqfed": (LatticeSizer(update, np.random.default_rng(seed), step=0.01).encode(N // 5),
-                    (np.random.default_rng(seed),)),
         "empty": (encode_fixed(update, kept_kernels=0, levels=1, rng=np.random.default_rng(seed)), ()),
     }  # fmt: skip
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("case", ["anycostfl compress", "anycostfl fixed", "qsgd/fedhq top-k", "fedhq every element",
-                                  "stc", "uveqfed", "empty"])  # fmt: skip
+                                  "empty"])  # fmt: skip
 def test_a_pickled_update_decodes_to_the_encoders_bits_and_carries_only_the_payload(case, seed):
     encoded, args = _encodings(seed)[case]
     wired = on_wire(encoded, *args)
@@ -76,25 +72,24 @@ def test_a_pickled_update_decodes_to_the_encoders_bits_and_carries_only_the_payl
     assert max(v.numel() for v in encoded.update.values()) * 4 > 2048  # the largest alone would break that bound
 
 
-def test_a_residual_sends_its_accumulated_update_and_the_payload_once():
-    encoded = on_wire(TernarySizer(_update(3)).encode(N // 10))
+def test_a_residual_sends_its_accumulated_update_and_the_coded_update_once():
     acc = _update(4)
-    held = Residual(acc, encoded.update)
-    blob = pickle.dumps((encoded, held), protocol=pickle.HIGHEST_PROTOCOL)
-    again, back = pickle.loads(blob)
-    assert back._sent is again.update  # one decoded update for both, as on the device
+    coded = ternary.encode(acc, N // 10)
+    held = Residual(acc, coded)
+    blob = pickle.dumps((CodedUpdate(coded), held), protocol=pickle.HIGHEST_PROTOCOL)
+    payload, back = pickle.loads(blob)
+    assert back._coded is payload.coded  # one Coded for both, as on the device
     assert back == held  # float64 acc - sent, bit for bit
-    assert len(blob) < N * 4 + len(encoded.payload) + 4096  # acc once (float32) and the payload once
+    coded_bytes = coded.positions.numel() * 4 + coded.values.numel() * 4
+    assert len(blob) < N * 4 + coded_bytes + 4096  # acc once (float32) and the sent elements once
 
 
 def test_the_decoders_table_names_each_containers_magic():
     assert DECODERS[codec._MAGIC] == ("edgefl.compression.codec", "decode_with_mask")
-    assert DECODERS[stc._MAGIC] == ("edgefl.compression.stc", "decode_ternary")
-    assert DECODERS[uveqfed._MAGIC] == ("edgefl.compression.uveqfed", "decode_lattice")
 
 
 def test_on_wire_twice_is_the_same_object_and_an_unknown_payload_fails_in_one_line():
-    encoded = on_wire(TernarySizer(_update(5)).encode(10))
+    encoded = on_wire(encode_fixed(_update(5), kept_kernels=10, levels=3, rng=np.random.default_rng(5)))
     assert on_wire(encoded) is encoded
     with pytest.raises(CodecError, match="no decoder for a payload starting with") as info:
         Wire(b"\x01\x02", ["a"]).decoded()

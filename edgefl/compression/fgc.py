@@ -187,8 +187,8 @@ class _Update:
         return self.layout.scores(self.flat, self.mags)
 
     @functools.cached_property
-    def ranking(self) -> ops.TopK:
-        return ops.TopK(self.scores, magnitudes=True)
+    def ranking(self) -> ops.Ranking:
+        return ops.Ranking(self.scores)
 
     def setting(self, k: int, levels: int) -> _Setting:
         """The exact setting keeping the top ``k`` kernels at ``levels`` intervals."""
@@ -207,9 +207,11 @@ class _Update:
             mask_bits = ops.RICE_B_BITS
             mags, u = self.mags, self.uniforms
         else:
-            mask = self.ranking.mask(k)
-            kernels = ops.flat_nonzero(mask).to(device)
-            listed = kernels if 2 * k <= lay.n_kernels else ops.flat_nonzero(~mask).to(device)
+            if 2 * k <= lay.n_kernels:  # the kept kernels are listed
+                kernels = listed = self.ranking.positions(k).to(device)
+            else:  # the dropped ones are
+                mask = self.ranking.top(k)
+                kernels, listed = ops.flatnonzero(mask).to(device), ops.flatnonzero(~mask).to(device)
             mask_bits, _ = ops.rice_size(_gaps(listed))
             positions = lay.elements(kernels)
             mags, u = self.mags.index_select(0, positions), self.uniforms.index_select(0, positions)
@@ -342,46 +344,18 @@ def _crossing(x: np.ndarray, y: np.ndarray, budget: float) -> float:
     return float(x[i] + (x[i + 1] - x[i]) * (budget - y[i]) / max(y[i + 1] - y[i], 1e-9))
 
 
-def _largest_k(u: _Update, levels: int, k0: float, slope: float, budget: float,
-               curve: tuple[np.ndarray, np.ndarray] | None = None) -> _Setting:
-    """The setting of the largest k found to fit ``budget`` by exact sizes at ``levels``, from the estimate's
-    crossing ``k0`` (``slope``: its bits per kernel there; ``curve``: the estimated (k, bits), scaled to the first
-    exact size for the second probe): each step predicts the crossing from the last two exact sizes (secant) and probes where the expected outcome closes the bracket, else
-    0.4 tolerance past the crossing on the side still far from it; bisection after six steps. Stops when a fitting
-    k and a failing one lie within max(1, K_TOLERANCE k), or every kernel fits."""
-    n_k = u.layout.n_kernels
-    tol = lambda k: max(1, int(K_TOLERANCE * k))  # noqa: E731
-    good: _Setting | None = None
-    bad = n_k + 1
-    k, last = k0 + tol(k0) / 2, None
-    for step in range(64):
-        k = int(min(max(round(k), 0 if good is None else good.k + 1, 1), bad - 1, n_k))
-        s = u.setting(k, levels)
-        if s.bits <= budget:
-            good = s if good is None or k > good.k else good
-        else:
-            bad = min(bad, k)
-        g = 0 if good is None else good.k
-        if g == n_k or bad - g <= tol(g):
-            break
-        if last is not None and last[0] != k:
-            slope = (s.bits - last[1]) / (k - last[0])
-        last = (k, s.bits)
-        crossing = k + (budget - s.bits) / max(slope, 1e-3)
-        if step == 0 and curve is not None:  # the estimated curve scaled to the first exact size
-            ks, bits = curve
-            crossing = _crossing(ks, bits * (s.bits / max(float(np.interp(k, ks, bits)), 1.0)), budget)
-        if step >= 6:
-            k = (g + bad) // 2
-        elif good is not None and bad <= n_k and crossing < g + tol(g):  # a fail here closes the bracket
-            k = g + tol(g)
-        elif good is not None and bad <= n_k and crossing > bad - tol(bad):  # a fit here closes it
-            k = bad - tol(bad - tol(bad))  # x with bad - x <= tol(x)
-        elif bad > n_k or (good is not None and bad - crossing > crossing - g):  # close on the failing side
-            k = crossing + 0.4 * tol(crossing)
-        else:  # close on the fitting side
-            k = crossing - 0.4 * tol(crossing)
-    return good if good is not None else u.setting(0, levels)
+def _largest_k(u: _Update, levels: int, budget: float, curve: tuple[np.ndarray, np.ndarray]) -> _Setting:
+    """The setting of the largest k that fits ``budget`` at ``levels`` to within max(1, K_TOLERANCE k) of one that
+    does not, by exact sizes (:func:`~.ops.largest_fitting`, guided by the estimated (k, bits) ``curve``)."""
+    tried: dict[int, _Setting] = {}
+
+    def size(k: int) -> int:
+        tried[k] = u.setting(k, levels)
+        return tried[k].bits
+
+    ks, bits = curve
+    k = ops.largest_fitting(size, u.layout.n_kernels, budget, lambda k: float(np.interp(k, ks, bits)), K_TOLERANCE)
+    return tried[k or 0]
 
 
 def _check_budget(u: _Update, budget_bits: float) -> None:
@@ -411,12 +385,10 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Gener
         bits = bits + est.n_e * _Estimates.huffman_excess(p[row], est.n_e[row], levels)
         k = _crossing(est.k, bits, budget_bits)
         e = float(np.interp(k, est.k, err)) if k >= est.k[0] else est.total
-        slope = float(np.interp(k, est.k[1:], np.diff(bits) / np.maximum(np.diff(est.k), 1e-9))) if est.k.size > 1 \
-            else float(bits[0]) / max(float(est.k[0]), 1.0)
         if best is None or e < best[0] * (1 - 1e-9):
-            best = (e, levels, k, slope, bits)
-    _, levels, k, slope, bits = best
-    return u.coded(_largest_k(u, levels, k, slope, budget_bits, (est.k, bits)))
+            best = (e, levels, bits)
+    _, levels, bits = best
+    return u.coded(_largest_k(u, levels, budget_bits, (est.k, bits)))
 
 
 def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Generator) -> Coded:

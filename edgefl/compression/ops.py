@@ -1,8 +1,8 @@
 """The operations every codec shares, each written once, in torch on the device that holds the update.
 
 - :func:`job_generator`: a job's own torch generator on its device, seeded from its numpy stream.
-- :func:`top_k` / :class:`TopK`: the mask of the k largest scores (ties: the lower index first), for many k from
-  one histogram of the scores' bit patterns; :func:`flat_nonzero`: the indices of a mask.
+- :func:`top_k` / :class:`Ranking`: the mask of the k largest magnitudes (ties: the lower index first), for many
+  k from one histogram of their float32 bit patterns; :func:`flatnonzero`: the indices of a mask.
 - :func:`stochastic_levels` / :func:`level_values`: the unbiased stochastic rounding of AnycostFL eqs. (3)-(4)
   (QSGD's and FedHQ's quantiser too) and its L + 1 points.
 - :func:`rice_size`: the size of a Golomb-Rice field of non-negative integers (6-bit parameter, unary quotients,
@@ -11,6 +11,7 @@
   and the exact size of a Huffman stream (:mod:`.wire` writes it), a function of the histogram alone.
 - :func:`a2_nearest`, :func:`a2_dither`: the hexagonal lattice A2's nearest point and its subtractive dither
   (UVeQFed).
+- :func:`largest_fitting`: the budget search over one knob from exact sizes (every codec's).
 
 The field layouts these sizes count are written down in ``docs/wire_formats.md``; :mod:`.wire` is the plain
 byte-exact writer and reader the tests hold the sizes to.
@@ -18,19 +19,22 @@ byte-exact writer and reader the tests hold the sizes to.
 
 from __future__ import annotations
 
-import heapq
 import math
 
 import numpy as np
 import torch
 
 __all__ = [
-    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "flat_nonzero", "TopK", "top_k",
-    "stochastic_levels", "level_values", "rice_size", "huffman_lengths", "canonical_codes", "huffman_size", "a2_nearest", "a2_points", "a2_dither",
+    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "Ranking", "flatnonzero",
+    "stochastic_levels", "level_values", "rice_size", "positions_rice_size", "huffman_lengths", "canonical_codes",
+    "huffman_size", "a2_nearest", "a2_points", "a2_dither", "a2_corner", "a2_cell", "uniform_gaps_bits",
+    "largest_fitting",
 ]  # fmt: skip
 
 RICE_B_BITS = 6
 """Bits of a Rice field's parameter b."""
+_HI = 16
+"""A :class:`Ranking` bins by ``bits >> 16``."""
 COUNT_BITS = 32
 """Bits of a Huffman stream's alphabet size, used-symbol count and single symbol."""
 MAX_CODE_BITS = 16
@@ -45,64 +49,11 @@ def job_generator(rng: np.random.Generator, device: torch.device | str = "cpu") 
     return gen
 
 
-def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
-    """Ascending int64 indices of the True entries of the 1-D boolean ``mask``. On the CPU through numpy's
-    ``flatnonzero`` (a view, no copy): about 10x faster there than ``torch.nonzero`` on an irregular mask of 1.7 M
-    entries."""
-    if mask.device.type == "cpu":
-        return torch.from_numpy(np.flatnonzero(mask.numpy()))
-    return torch.nonzero(mask).reshape(-1)
-
-
-class TopK:
-    """The k largest of the 1-D ``scores`` for any k, from one histogram of their float32 bit patterns.
-
-    A float32's bit pattern, read as an int32 with the negative ones' magnitude bits flipped, orders like its
-    value (-0.0 is made 0.0 first; NaN ranks above everything, as +inf's equal). The patterns' top 16 bits index
-    65,536 bins, counted once; the k-th largest lies in the bin where the count from the top reaches k, and only
-    that bin's entries are sorted. :attr:`at_least` (entries in bin b or above, shape (65536,)) lets a caller
-    read the count above any bin without a pass over the scores."""
-
-    BINS = 1 << 16
-
-    def __init__(self, scores: torch.Tensor, *, magnitudes: bool = False) -> None:
-        """``magnitudes=True``: the float32 ``scores`` are absolute values, norms or their NaN (every sign bit
-        clear, as ``abs`` and ``sqrt`` of a sum of squares leave it), so their bit patterns order as they are,
-        NaN above +inf: no copy is made and the bins are one shift."""
-        if magnitudes:
-            self.keys = scores.reshape(-1).view(torch.int32)
-            self.bins = self.keys >> 16
-        else:
-            s = torch.nan_to_num(scores.reshape(-1).to(torch.float32), nan=math.inf).add_(0.0)  # -0.0 + 0.0 = 0.0
-            bits = s.view(torch.int32)
-            self.keys = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-            self.bins = (self.keys >> 16) + (self.BINS >> 1)
-        counts = torch.bincount(self.bins, minlength=self.BINS)
-        self.at_least = counts.flip(0).cumsum(0).flip(0)
-        self.n = self.keys.numel()
-
-    def bin_of(self, k: int) -> int:
-        """The bin of the k-th largest score (1 <= k <= n)."""
-        return int((self.at_least >= k).sum()) - 1
-
-    def mask(self, k: int) -> torch.Tensor:
-        """Boolean mask of the ``k`` largest scores, ties broken towards the lower index."""
-        k = max(0, min(int(k), self.n))
-        if k in (0, self.n):
-            return torch.full((self.n,), k > 0, dtype=torch.bool, device=self.keys.device)
-        b = self.bin_of(k)
-        mask = self.bins > b
-        inside = flat_nonzero(self.bins == b).to(self.keys.device)
-        need = k - (int(self.at_least[b + 1]) if b + 1 < self.BINS else 0)
-        order = torch.sort(self.keys[inside], descending=True, stable=True).indices[:need]
-        mask[inside[order]] = True
-        return mask
-
-
 def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """Boolean mask of the ``k`` largest of the 1-D ``scores`` (NaN ranks above everything), ties broken towards
-    the lower index, so the set does not depend on how a sort or selection orders equal values (:class:`TopK`)."""
-    return TopK(scores).mask(k)
+    """Boolean mask of the ``k`` largest magnitudes |s| of the 1-D float32 ``scores`` (NaN above everything),
+    ties broken towards the lower index, so the set does not depend on how a sort orders equal values
+    (:class:`Ranking`)."""
+    return Ranking(scores).top(k)
 
 
 def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor) -> torch.Tensor:
@@ -154,12 +105,31 @@ def rice_size(values: torch.Tensor | np.ndarray) -> tuple[int, int]:
     return RICE_B_BITS + cost, b
 
 
+def positions_rice_size(positions: torch.Tensor) -> int:
+    """Size [bits] of the Rice field of the gaps before the ascending ``positions`` (``g_1 = p_1``,
+    ``g_i = p_i - p_(i-1) - 1``). When they sum to at most k (last + 1 <= 2k) the smallest best parameter is b = 0
+    (f(b) - f(0) >= k (b - 2 + 2^(1 - b)) >= 0 for b >= 1, from g >> b >= (g - 2^b + 1) / 2^b) and the field is
+    6 + last + 1 bits, from the last position alone."""
+    k = positions.numel()
+    if k == 0:
+        return RICE_B_BITS
+    last = int(positions[-1])
+    if last + 1 <= 2 * k:
+        return RICE_B_BITS + last + 1
+    positions = positions.to(torch.int64)
+    gaps = torch.empty_like(positions)
+    gaps[:1] = positions[:1]
+    torch.sub(positions[1:], positions[:-1], out=gaps[1:]).sub_(1)
+    return rice_size(gaps)[0]
+
+
 def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     """Code length of each symbol of the histogram ``counts`` (0 for an unused symbol, and for the only used one),
     at most :data:`MAX_CODE_BITS`.
 
     Textbook Huffman: merge the two least counts until one node is left; ties go to a leaf before a merged node,
-    leaves by symbol, merged nodes in the order they were made. Where a code would be longer than 16 bits the
+    leaves by symbol, merged nodes in the order they were made (two sorted queues: the leaves, and the merged
+    nodes, whose counts never decrease). Where a code would be longer than 16 bits the
     counts are halved (a used symbol keeps at least 1) and the code built again."""
     counts = np.asarray(counts, dtype=np.int64)
     lengths = np.zeros(counts.size, dtype=np.int64)
@@ -167,22 +137,30 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     if used.size <= 1:
         return lengths
     work = counts[used]
+    n = used.size
     while True:
-        heap = [(int(c), 0, i) for i, c in enumerate(work)]  # (count, leaf 0 / merged 1, order)
-        heapq.heapify(heap)
-        parent = [-1] * (2 * used.size - 1)
-        node = used.size
-        while len(heap) > 1:
-            c1, _, a = heapq.heappop(heap)
-            c2, _, b = heapq.heappop(heap)
+        order = np.argsort(work, kind="stable")  # the leaves by (count, symbol)
+        leaf_c, leaf_id = work[order].tolist(), order.tolist()
+        merged = [0] * (n - 1)  # merged nodes' counts, made in non-decreasing order: a second sorted queue
+        parent = [-1] * (2 * n - 1)
+        i = j = 0
+        for node in range(n, 2 * n - 1):  # the least head of the two queues, twice (a leaf on a tie)
+            made = node - n
+            if i < n and (j >= made or leaf_c[i] <= merged[j]):
+                c1, a, i = leaf_c[i], leaf_id[i], i + 1
+            else:
+                c1, a, j = merged[j], n + j, j + 1
+            if i < n and (j >= made or leaf_c[i] <= merged[j]):
+                c2, b, i = leaf_c[i], leaf_id[i], i + 1
+            else:
+                c2, b, j = merged[j], n + j, j + 1
             parent[a] = parent[b] = node
-            heapq.heappush(heap, (c1 + c2, 1, node))
-            node += 1
+            merged[made] = c1 + c2
         depth = [0] * len(parent)
-        for i in range(len(parent) - 2, -1, -1):  # a parent is made after its children
-            depth[i] = depth[parent[i]] + 1
-        if max(depth[: used.size]) <= MAX_CODE_BITS:
-            lengths[used] = depth[: used.size]
+        for k in range(len(parent) - 2, -1, -1):  # a parent is made after its children
+            depth[k] = depth[parent[k]] + 1
+        if max(depth[:n]) <= MAX_CODE_BITS:
+            lengths[used] = depth[:n]
             return lengths
         work = (work >> 1) | 1
 
@@ -224,29 +202,177 @@ def a2_points(a: torch.Tensor, b: torch.Tensor, d: float) -> tuple[torch.Tensor,
     return d * (a + 0.5 * b), d * (_SQRT3 / 2.0) * b
 
 
+def a2_corner(r0: torch.Tensor, r1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vertex (c0, c1) in {0, 1}^2 of the rhombus {0, g1, g2, g1 + g2} nearest to the point r0 g1 + r1 g2,
+    (r0, r1) in [0, 1]^2 (A2's basis g1 = (1, 0), g2 = (1/2, sqrt(3)/2)); bool tensors. The rhombus is two
+    equilateral triangles split at r0 + r1 = 1, and in an equilateral triangle the nearest vertex is the one of
+    largest barycentric coordinate: (1 - r0 - r1, r0, r1) for 0, g1, g2 below the split, (r0 + r1 - 1, 1 - r1,
+    1 - r0) for g1 + g2, g1, g2 above. With A = 2 r0 + r1 and B = r0 + 2 r1 that is: c0 = 1 where A > 1 and
+    (r0 >= r1 or A >= 2), c1 = 1 where B > 1 and (r1 > r0 or B >= 2) (a tie between g1 and g2 goes to g1)."""
+    big_a, big_b = 2.0 * r0 + r1, r0 + 2.0 * r1
+    first = r0 >= r1
+    c0 = (big_a > 1.0) & (first | (big_a >= 2.0))
+    c1 = (big_b > 1.0) & (~first | (big_b >= 2.0))
+    return c0, c1
+
+
 def a2_nearest(x: torch.Tensor, y: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Integer coordinates (a, b) of the A2 point nearest to (x, y) [update units], minimum distance ``d``
-    (Conway & Sloane ch. 20: A2 is the rectangular lattice d Z x d sqrt(3) Z and its coset shifted by
-    d (1/2, sqrt(3)/2); the nearer of the two cosets' rounded points, the first coset on a tie)."""
-    x, y = x.to(torch.float64) / d, y.to(torch.float64) / d
-    h = _SQRT3
-    i0, j0 = torch.round(x), torch.round(y / h)  # first coset: (i, j h)
-    i1, j1 = torch.round(x - 0.5), torch.round((y - h / 2) / h)  # second: (i + 1/2, j h + h / 2)
-    d0 = (x - i0) ** 2 + (y - j0 * h) ** 2
-    d1 = (x - i1 - 0.5) ** 2 + (y - j1 * h - h / 2) ** 2
-    second = d1 < d0
-    # (i, j h) = (a + b / 2, b h / 2): b = 2 j, a = i - j; (i + 1/2, j h + h/2): b = 2 j + 1, a = i - j
-    b = torch.where(second, 2 * j1 + 1, 2 * j0)
-    a = torch.where(second, i1 - j1, i0 - j0)
-    return a.to(torch.int64), b.to(torch.int64)
+    """Integer coordinates (a, b) of the A2 point nearest to (x, y) [update units], minimum distance ``d``: in the
+    basis' coordinates w = (x / d - w1 / 2, 2 y / (sqrt(3) d)) the point lies in the rhombus at floor(w), and the
+    nearest lattice point is that rhombus' vertex :func:`a2_corner` picks (Delaunay triangles' vertices cover
+    them: Conway & Sloane ch. 20 for A2's cells)."""
+    w1 = y.to(torch.float64) * (2.0 / (_SQRT3 * d))
+    w0 = x.to(torch.float64) / d - 0.5 * w1
+    f0, f1 = torch.floor(w0), torch.floor(w1)
+    c0, c1 = a2_corner(w0 - f0, w1 - f1)
+    return f0.to(torch.int64) + c0, f1.to(torch.int64) + c1
 
 
 def a2_dither(m: int, d: float, gen: torch.Generator, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """``m`` subtractive dither vectors uniform over A2's Voronoi cell (minimum distance ``d``): a point uniform
-    over the fundamental parallelogram d [[1, 1/2], [0, sqrt(3)/2]] [0, 1)^2 minus its nearest lattice point
-    (Zamir and Feder 1992; UVeQFed steps E2 / D2). Two uniforms per vector from ``gen``, float64."""
-    u = torch.rand((m, 2), generator=gen, dtype=torch.float64, device=device)
-    px, py = a2_points(u[:, 0], u[:, 1], d)
-    a, b = a2_nearest(px, py, d)
-    qx, qy = a2_points(a, b, d)
-    return px - qx, py - qy
+    """``m`` subtractive dither vectors uniform over A2's Voronoi cell (minimum distance ``d``): :func:`a2_cell` of
+    two uniforms per vector from ``gen`` (Zamir and Feder 1992; UVeQFed steps E2 / D2), float64."""
+    return a2_cell(torch.rand((m, 2), generator=gen, dtype=torch.float64, device=device), d)
+
+
+def a2_cell(u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The dither vectors of the uniform pairs ``u`` (rows of two U[0, 1), float64): the point u0 g1 + u1 g2 of
+    the fundamental rhombus (g1 = d (1, 0), g2 = d (1/2, sqrt(3)/2)) less its nearest vertex (:func:`a2_corner`),
+    so uniform over the Voronoi cell when u is uniform. A codec draws ``u`` for every sub-vector and maps only the
+    rows it needs."""
+    u0, u1 = u[:, 0], u[:, 1]
+    c0, c1 = a2_corner(u0, u1)
+    return a2_points(u0 - c0.to(u.dtype), u1 - c1.to(u.dtype), d)
+
+
+def flatnonzero(mask: torch.Tensor) -> torch.Tensor:
+    """int64 indices of the True elements of the 1-D boolean ``mask``, ascending, on its device. On the CPU through
+    numpy (the same indices; torch's nonzero takes 20 ms on a half-full mask of 1.66 M elements, numpy's 1 ms)."""
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return torch.nonzero(mask).reshape(-1)
+
+
+class Ranking:
+    """The top-k sets of the magnitudes of the float32 ``scores`` for many k (NaN first, ties to the lower
+    index), for a budget search that probes a few k. A non-negative float32's bit pattern
+    orders as its value, so one histogram of the top 15 bits (``above[t]``: how many have ``bits >> 16 >= t``, bins
+    of 1/128 octave) says which bin holds the k-th largest; the elements at or above a bin are materialised once
+    (:meth:`hold`) and each k ranks within its one boundary bin only."""
+
+    def __init__(self, scores: torch.Tensor) -> None:
+        self.key = scores.reshape(-1).to(torch.float32).view(torch.int32) & 0x7FFFFFFF  # a NaN's is above inf's
+        hist = torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)).cpu().numpy()
+        self.above = np.append(np.cumsum(hist[::-1])[::-1], 0)  # above[t] = sum(hist[t:])
+        self.held_bin = None
+
+    def bin_of(self, k: int) -> int:
+        """The bin of the k-th largest key (k >= 1): the largest t with above[t] >= k."""
+        return int(np.searchsorted(-self.above, -k, side="right")) - 1
+
+    def hold(self, t: int) -> None:
+        """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t): their positions
+        ``pos``, or all of them in place (``pos`` None, no gathers) when they are most of the elements."""
+        if self.held_bin is not None and self.held_bin <= t:
+            return
+        if 2 * int(self.above[t]) > self.key.numel():
+            t, self.pos, self.pkey = 0, None, self.key
+        else:
+            self.pos = flatnonzero(self.key >= (t << _HI))
+            self.pkey = self.key[self.pos]
+        self.pbin = self.pkey >> _HI
+        self.held_bin, self.bins = t, {}
+
+    def top(self, k: int) -> torch.Tensor:
+        """Boolean mask over all the scores of the top ``k`` (clamped to [0, n])."""
+        n = self.key.numel()
+        k = max(0, min(int(k), n))
+        if k in (0, n):
+            return torch.full((n,), k > 0, dtype=torch.bool, device=self.key.device)
+        mask = self.mask(k)
+        if self.pos is None:
+            return mask
+        return torch.zeros(n, dtype=torch.bool, device=mask.device).index_fill_(0, self.pos[mask], True)
+
+    def positions(self, k: int) -> torch.Tensor:
+        """Ascending positions of the top k (1 <= k < n)."""
+        sel = self.select(k)  # holds the bin first
+        return sel if self.pos is None else self.pos[sel]
+
+    def select(self, k: int) -> torch.Tensor:
+        """Which of the held elements (indices into ``pos``, ascending) are the top k (1 <= k < n)."""
+        return flatnonzero(self.mask(k))
+
+    def mask(self, k: int) -> torch.Tensor:
+        """Boolean mask over the held elements of the top k (1 <= k < n)."""
+        t = self.bin_of(k)
+        self.hold(t)
+        if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
+            inside = flatnonzero(self.pbin == t)
+            self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
+        mask = self.pbin > t
+        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
+        return mask
+
+
+def uniform_gaps_bits(k: int, n: int) -> float:
+    """About the size [bits] of the Rice field of the gaps of k positions among n if they were uniform (a size
+    model for :func:`largest_fitting`): gaps of a geometric law of mean (n - k) / k take
+    k (b + 1 + q / (1 - q)) bits, q = (1 - k / n)^(2^b), at the best b."""
+    if k <= 0:
+        return 0.0
+    p, best = min(k / n, 1.0), math.inf
+    for b in range(40):
+        q = (1.0 - p) ** (2.0**b)
+        best = min(best, b + 1 + (q / (1.0 - q) if q < 1 else math.inf))
+        if q == 0.0 or 2.0**b * p > 4:
+            break
+    return RICE_B_BITS + k * best
+
+
+def largest_fitting(size, hi: int, budget: float, model, tol: float) -> int | None:
+    """The largest k in [0, hi] with ``size(k) <= budget`` for a non-decreasing ``size`` [bits], to within
+    ``step = max(1, floor(tol * k))``: the k returned fits, and k + step does not (or k = hi); None when ``size(0)``
+    does not fit. ``model(k)``: an estimate of ``size(k)``, non-decreasing, that only needs the right shape.
+
+    Few probes: hi first if the model says it fits; after one probe, the k where the model scaled by that probe's
+    size over its estimate (both less size(0)) meets the budget; after two, the secant of the last two (the local
+    slope); once probes on both sides are near, regula falsi with the Illinois rule (the chord between the nearest
+    probes below and above; the side kept twice counts half). Each aimed half a step low, so that a probe at
+    k + step settles the answer."""
+    s0 = size(0)
+    if s0 > budget:
+        return None
+    lo, r_lo, up, r_up = 0, s0 - budget, hi + 1, math.inf  # size(lo) fits; size(up) does not (hi + 1: not known)
+    scale, last, probes = 1.0, 0, []
+    if model(hi) <= budget:  # the estimate says everything fits: that probe first
+        s = size(hi)
+        if s <= budget:
+            return hi
+        up, r_up, scale, probes = hi, s - budget, (s - s0) / max(model(hi) - s0, 1e-9), [(hi, s)]
+    while True:
+        step = max(1, int(tol * lo))
+        if lo == hi or (up <= hi and up - lo <= step):
+            return lo
+        (k1, s1), (k2, s2) = ([(0, s0)] + probes)[-2:] if probes else ((0, s0), (0, s0))
+        if math.isfinite(r_up) and lo > 0 and up - lo < max(lo, 1) // 8:
+            target = lo + (up - lo) * -r_lo / (r_up - r_lo)
+        elif len(probes) >= 2 and s2 != s1:
+            target = k2 + (budget - s2) * (k2 - k1) / (s2 - s1)
+        else:  # the least k whose scaled estimate exceeds the budget, less one
+            a, b = lo, min(up, hi + 1)
+            while b - a > 1:
+                mid = (a + b) // 2
+                a, b = (mid, b) if s0 + scale * (model(mid) - s0) <= budget else (a, mid)
+            target = a
+        k = min(max(int(target) - max(1, int(tol * target)) // 2, lo + step), up - 1, hi)
+        s = size(k)
+        scale = (s - s0) / max(model(k) - s0, 1e-9)
+        probes.append((k, s))
+        side = 1 if s <= budget else -1
+        if side > 0:
+            lo, r_lo = k, s - budget
+            r_up = r_up / 2 if last > 0 else r_up
+        else:
+            up, r_up = k, s - budget
+            r_lo = r_lo / 2 if last < 0 else r_lo
+        last = side

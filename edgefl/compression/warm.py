@@ -14,8 +14,8 @@ import torch
 
 __all__ = ["CODECS", "warm_up"]
 
-CODECS = ("anycostfl", "topk", "stc", "uveqfed")
-"""The codecs :func:`warm_up` knows: AnycostFL's FGC, top-k quantisation (QSGD, FedHQ), STC, UVeQFed."""
+CODECS = ("anycostfl", "topk")
+"""The codecs :func:`warm_up` knows: AnycostFL's FGC, top-k quantisation (QSGD, FedHQ)."""
 
 
 def _update() -> dict[str, torch.Tensor]:
@@ -27,7 +27,6 @@ def _update() -> dict[str, torch.Tensor]:
 def warm_up(codec: str) -> None:
     """Run ``codec``'s (one of :data:`CODECS`) encoders, searches and decoders once on a small random update."""
     from edgefl.compression import codec as fgc
-    from edgefl.compression import stc, uveqfed
     from edgefl.compression.search import SizeFunction, largest_fitting
 
     update = _update()
@@ -45,13 +44,5 @@ def warm_up(codec: str) -> None:
             size = SizeFunction(lambda L: sizer.bits(n, L), lambda L, b: sizer.fits(n, L, b))
             levels = largest_fitting(size, 1, fgc.MAX_LEVELS, budget)  # FedHQ's search over L
             fgc.decode_with_mask(sizer.encode(n, levels or 1).payload, names)
-    elif codec == "stc":
-        sizer = stc.TernarySizer(update)
-        k = largest_fitting(sizer.bits, 0, sizer.n, 0.05 * 32 * n)
-        stc.decode_ternary(sizer.encode(k or 0).payload, names)
-    elif codec == "uveqfed":
-        sizer = uveqfed.LatticeSizer(update, np.random.default_rng(3), step=1.0)
-        k = largest_fitting(sizer.bits, 0, sizer.m, 0.1 * 32 * n)
-        uveqfed.decode_lattice(sizer.encode(k or 0).payload, names, np.random.default_rng(3))
     else:
         raise ValueError(f"codec={codec!r}: must be one of {CODECS}")

@@ -167,9 +167,22 @@ class BudgetedMethod(Method):
         return data if data is not None else super().wire_bytes(update)
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
-        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this)."""
+        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this); coded
+        updates are added into one float64 flat sum at their positions (``scatter_add``), in arrival order."""
         from edgefl.methods.aggregate import fedavg_step
 
+        if updates and isinstance(updates[0].payload, CodedUpdate):
+            import torch
+
+            from edgefl.compression.coded import scatter_add
+
+            first, total_w = updates[0].payload.coded, float(sum(u.weight for u in updates))
+            total = torch.zeros(first.n, dtype=torch.float64, device=first.values.device)
+            for u in updates:
+                scatter_add(total, u.payload.coded, u.weight / total_w)
+            parts = torch.split(total.float(), [math.prod(s) for s in first.shapes])
+            mean = {name: part.view(shape) for name, shape, part in zip(first.names, first.shapes, parts)}
+            return {name: state[name] + mean[name].to(state[name].device) for name in state}
         return fedavg_step(state, [u.payload.update for u in updates], [u.weight for u in updates])
 
     def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:
