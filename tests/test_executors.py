@@ -146,15 +146,3 @@ def test_vectorised_groups_give_the_same_tables_on_every_executor():
     sets = [*SMALL, "train.vectorise=on", "method.clients_per_round=6"]
     assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
 
-
-def test_every_compressing_method_names_a_codec_its_workers_warm_up():
-    """A worker loads its method's codec kernels when it starts (edgefl.compression.warm): each method whose codec
-    has compiled kernels names one the warm-up knows, and the others none (AnycostFL, QSGD and FedHQ's
-    compression.fgc is plain torch)."""
-    from edgefl.methods import METHODS
-    from edgefl.compression.warm import CODECS, warm_up
-
-    named = {name: klass.codec for name, klass in METHODS.items() if klass.codec is not None}
-    assert named == {}  # every codec is plain torch now
-    with pytest.raises(ValueError, match="codec='zip': must be one of"):
-        warm_up("zip")

@@ -292,14 +292,6 @@ class AnycostFL(Method):
             flops=res.flops, steps=res.steps, train_loss=res.train_loss,
         )  # fmt: skip
 
-    def wire_bytes(self, update: ClientUpdate) -> bytes | None:
-        """The 0xA7 payload of a compressed update (:func:`edgefl.compression.fgc.to_bytes`); the dense float32
-        bytes of the w/o-FGC ablation's."""
-        from edgefl.methods.budgeted import coded_wire_bytes
-
-        data = coded_wire_bytes(update.payload)
-        return data if data is not None else super().wire_bytes(update)
-
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from optimizers.anycost import aggregation_weights
 

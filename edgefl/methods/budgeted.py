@@ -46,12 +46,11 @@ from edgefl.learning.config import steps_per_round
 from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
-    from edgefl.compression.codec import Compressed
     from edgefl.compression.coded import Coded
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate", "CodedUpdate"]
+__all__ = ["BudgetedMethod", "BudgetedSettings", "CodedUpdate"]
 
 
 class BudgetedSettings(Strict):
@@ -63,14 +62,6 @@ class BudgetedSettings(Strict):
 
     protocol: Literal["deadline", "budget"] = "deadline"
     beta_max: float = Field(1 / 15, gt=0, le=1)
-
-
-@dataclass(frozen=True)
-class CompressedUpdate:
-    """What the server decodes from a compressed full-model payload: the update and how many kernels it kept."""
-
-    update: Any
-    kept: int
 
 
 @dataclass(frozen=True)
@@ -87,17 +78,6 @@ class CodedUpdate:
     @property
     def kept(self) -> int:
         return self.coded.kept
-
-
-def coded_wire_bytes(payload: Any) -> bytes | None:
-    """The payload bytes of a ``payload`` that holds a :class:`~edgefl.compression.coded.Coded` (``.coded``), written
-    by its codec's oracle ``to_bytes``; None for any other payload."""
-    import importlib
-
-    from edgefl.compression.coded import Coded
-
-    coded = getattr(payload, "coded", None)
-    return importlib.import_module(coded.codec).to_bytes(coded) if isinstance(coded, Coded) else None
 
 
 class BudgetedMethod(Method):
@@ -140,19 +120,6 @@ class BudgetedMethod(Method):
         compresses the update to the job's bit budget, per job."""
         return LocalTraining(start=job.start)
 
-    def packed_update(self, job: TrainJob, res: TrainResult, packed: Compressed, *, memory: Any = None) -> ClientUpdate:
-        """A compressed full-model update: the decoded update the server applies (``packed.update``, sent to the
-        driver as its payload: :func:`~edgefl.compression.container.on_wire`) and the number of kept kernels,
-        charged the real encoded size ``packed.bits``; ``memory``: what the device keeps."""
-        from edgefl.compression.container import on_wire
-
-        packed = on_wire(packed)
-        return ClientUpdate(
-            device=job.device, payload=CompressedUpdate(packed.update, int(packed.kept_kernels)),
-            weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
-            train_loss=res.train_loss, memory=memory,
-        )  # fmt: skip
-
     def coded_update(self, job: TrainJob, res: TrainResult, coded: Coded, *, memory: Any = None) -> ClientUpdate:
         """A compressed full-model update carried as its codec's symbols (:class:`CodedUpdate`), charged the exact
         encoded size ``coded.bits``; ``memory``: what the device keeps."""
@@ -160,11 +127,6 @@ class BudgetedMethod(Method):
             device=job.device, payload=CodedUpdate(coded), weight=float(res.n_samples), bits=float(coded.bits),
             flops=res.flops, steps=res.steps, train_loss=res.train_loss, memory=memory,
         )  # fmt: skip
-
-    def wire_bytes(self, update: ClientUpdate) -> bytes | None:
-        """The codec's payload bytes of a :class:`CodedUpdate` (its oracle writer), else the base rule."""
-        data = coded_wire_bytes(update.payload)
-        return data if data is not None else super().wire_bytes(update)
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this); coded
