@@ -133,15 +133,6 @@ def _layout(shapes: tuple[tuple[int, ...], ...], kernel_wise: bool) -> _Layout:
     return _Layout(size, count, kstart, estart, sum(count), sum(math.prod(s) for s in shapes))
 
 
-def _gaps(ascending: torch.Tensor) -> torch.Tensor:
-    """Gaps between ascending indices, the first from -1: ``diff(a, prepend=-1) - 1`` in two passes."""
-    gaps = torch.empty_like(ascending)
-    if ascending.numel():
-        gaps[:1] = ascending[:1]
-        torch.sub(ascending[1:], ascending[:-1], out=gaps[1:]).sub_(1)
-    return gaps
-
-
 def _grouped(indices: torch.Tensor, levels: int) -> tuple[torch.Tensor, int]:
     """(symbols, alphabet): the level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` (the last group
     padded with 0 digits, Horner from the last digit), alphabet (L+1)^j <= 4,096 (int32)."""
@@ -212,7 +203,7 @@ class _Update:
             else:  # the dropped ones are
                 mask = self.ranking.top(k)
                 kernels, listed = ops.flatnonzero(mask).to(device), ops.flatnonzero(~mask).to(device)
-            mask_bits, _ = ops.rice_size(_gaps(listed))
+            mask_bits = ops.positions_rice_size(listed)
             positions = lay.elements(kernels)
             mags, u = self.mags.index_select(0, positions), self.uniforms.index_select(0, positions)
         lo, hi = (float(x) for x in torch.aminmax(mags))
