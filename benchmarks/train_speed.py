@@ -64,6 +64,11 @@ new codecs are faster where few elements are kept (STC 35 -> 14 ms, UVeQFed 51 -
 slower where most but not all are (STC 43 -> 47 ms, UVeQFed 82 -> 140 ms at 0.062 x 32n, where this preset's
 budgets mostly fall: every sub-vector quantised in float64 torch passes, about 65 ms, then 4-5 size probes).
 
+All five on the merged torch codecs, the old codec and numba removed, paired against the tree before issue #34
+(af12594), ``--repeats 1``, load 1.2-3.5 on the shared 2-core machine, 2026-11-28: AnycostFL 1.712 -> 0.770, STC
+0.169 -> 0.192, QSGD 0.776 -> 0.310, FedHQ 1.611 -> 0.593, UVeQFed 1.195 -> 1.105; bits of the round -0.11%,
+-0.015%, -0.66%, +3.46%, -0.22%.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl
