@@ -46,10 +46,12 @@ PAPER_QUICKSTART = ["physics=paper", "fleet.tx_power_dbm=20"]
 method cases compare the methods' planning, so they keep the physics of the tables they are compared with."""
 NEW_COLUMNS = (
     "wanted", "available", "t_down_s", "t_end_s", "e_down_j", "t_dl_s", "profile", "e_static_j", "e_idle_j",
+    "bandwidth_hz", "tx_power_w",
 )  # fmt: skip
-"""Columns added since the reference trees: by issue #17 (the run-long clock: ``wanted`` to ``t_dl_s``) and by
-issue #33 (each device's ``profile`` and the energy parts ``e_static_j``, ``e_idle_j`` in ``device_rounds``). A
-table that has them only after the change is compared without them."""
+"""Columns added since the reference trees: by issue #17 (the run-long clock: ``wanted`` to ``t_dl_s``), by
+issue #33 (each device's ``profile`` and the energy parts ``e_static_j``, ``e_idle_j`` in ``device_rounds``) and by
+issue #36 (each job's allocated ``bandwidth_hz`` and ``tx_power_w``). A table that has them only after the change
+is compared without them."""
 ABSOLUTE = ("t_start_s", "t_arrive_s")
 """Times that became absolute with issue #17: relative to the round start before (the previous round's end)."""
 PLANNED = ("t_cmp_planned_s", "t_com_planned_s", "e_cmp_planned_j", "e_com_planned_j")

@@ -32,7 +32,15 @@ from channel.mobility import Mobility, RandomWalk, Redraw, Static
 from channel.pathloss import pathloss_3gpp_macro_db, pathloss_free_space_db, pathloss_log_distance_db
 from channel.placement import distances_m, uniform_disk
 from channel.radio import PATHLOSS_MODELS, PathlossModel, RadioModel
-from channel.rate import BANDWIDTH_MODES, BandwidthMode, fdma_bandwidth_hz, shannon_rate_bps
+from channel.rate import (
+    ACCESS_SCHEMES,
+    BANDWIDTH_MODES,
+    Access,
+    BandwidthMode,
+    fdma_bandwidth_hz,
+    shannon_rate_bps,
+    upload_bandwidth_hz,
+)
 from channel.units import (
     db_to_linear,
     dbm_per_mhz_to_w_per_hz,
@@ -62,6 +70,9 @@ __all__ = [
     "fdma_bandwidth_hz",
     "BANDWIDTH_MODES",
     "BandwidthMode",
+    "upload_bandwidth_hz",
+    "ACCESS_SCHEMES",
+    "Access",
     # link models
     "LINK_MODELS",
     "LinkModel",

@@ -12,7 +12,7 @@ from channel.errors import ChannelInputError
 from channel.fading import lognormal_shadowing_db, rayleigh_power_gain
 from channel.link_models import LINK_DIRECTIONS, LINK_MODELS, LinkDirection, LinkModel, link_rate_bps
 from channel.pathloss import pathloss_3gpp_macro_db, pathloss_free_space_db, pathloss_log_distance_db
-from channel.rate import BANDWIDTH_MODES, BandwidthMode, fdma_bandwidth_hz
+from channel.rate import ACCESS_SCHEMES, BANDWIDTH_MODES, Access, BandwidthMode, upload_bandwidth_hz
 from channel.units import dbm_per_mhz_to_w_per_hz
 
 __all__ = ["PATHLOSS_MODELS", "PathlossModel", "RadioModel"]
@@ -40,6 +40,8 @@ class RadioModel:
     link_model: ``"shannon"`` (``b log2(1 + SINR)``, AnycostFL eq. (8)) or ``"truncated_shannon"`` (3GPP TR 36.942
         Annex A.2, at most Thr_max bit/s/Hz), :mod:`channel.link_models`.
     link_direction: ``"uplink"`` or ``"downlink"``: whose parameters ``"truncated_shannon"`` uses.
+    access: ``"fdma"`` (each device on its sub-band, ``bandwidth_mode``) or ``"tdma"`` (one device at a time on
+        the whole ``band_hz``: every rate is the whole band's at that device's SINR; who waits is the clock's).
     """
 
     pathloss: PathlossModel = "3gpp_macro"
@@ -54,12 +56,14 @@ class RadioModel:
     band_hz: float = 1e6
     link_model: LinkModel = "shannon"
     link_direction: LinkDirection = "uplink"
+    access: Access = "fdma"
 
     def __post_init__(self) -> None:
         check.choice(self.pathloss, "pathloss", PATHLOSS_MODELS)
         check.choice(self.bandwidth_mode, "bandwidth_mode", BANDWIDTH_MODES)
         check.choice(self.link_model, "link_model", LINK_MODELS)
         check.choice(self.link_direction, "link_direction", LINK_DIRECTIONS)
+        check.choice(self.access, "access", ACCESS_SCHEMES)
         check.positive_scalar(self.exponent, "exponent")
         check.positive_scalar(self.ref_distance_m, "ref_distance_m")
         check.scalar(self.ref_loss_db, "ref_loss_db")
@@ -104,10 +108,16 @@ class RadioModel:
             gain = gain * rayleigh_power_gain(rng, n)
         return gain
 
+    def upload_band_hz(self, n_transmitting: int, *, held: int = 0) -> float:
+        """Band [Hz] each of ``n_transmitting`` devices (>= 1) uploads on, with ``held`` sub-bands still taken:
+        :func:`channel.rate.upload_bandwidth_hz` (the whole band under ``"tdma"``)."""
+        n_held = check.count(held, "held", minimum=0)
+        return upload_bandwidth_hz(self.access, self.bandwidth_mode, n_transmitting + n_held, self.band_hz)
+
     def rates_bps(
         self, gain_linear: Any, tx_power_w: Any, transmitting_mask: Any = None, *, held: int = 0
     ) -> np.ndarray:
-        """Rate of every device for one round on its FDMA sub-band, under ``link_model`` (``"shannon"``:
+        """Rate of every device for one round on its FDMA sub-band (its TDMA slot's whole band), under ``link_model`` (``"shannon"``:
         AnycostFL eq. (8); ``"truncated_shannon"``: TR 36.942 Annex A.2 with ``link_direction``'s parameters).
 
         gain_linear: [linear] >= 0, shape (n,).  tx_power_w: [W] >= 0, a number or shape (n,).
@@ -132,8 +142,7 @@ class RadioModel:
         n_transmitting = int(mask.sum())
         if n_transmitting == 0:
             return rates_bps
-        n_held = check.count(held, "held", minimum=0)
-        b_hz = fdma_bandwidth_hz(self.bandwidth_mode, n_transmitting + n_held, self.band_hz)
+        b_hz = self.upload_band_hz(n_transmitting, held=held)
         rates_bps[mask] = link_rate_bps(
             self.link_model, b_hz, g[mask], p_w[mask], self.noise_psd_w_per_hz, direction=self.link_direction
         )

@@ -1,4 +1,4 @@
-"""Uplink rate over an FDMA sub-band: Shannon capacity and how the band is shared."""
+"""Uplink rate over an FDMA sub-band or a TDMA slot: Shannon capacity and how the band is shared."""
 
 from __future__ import annotations
 
@@ -8,10 +8,15 @@ import numpy as np
 
 from channel import _checks as check
 
-__all__ = ["BANDWIDTH_MODES", "BandwidthMode", "shannon_rate_bps", "fdma_bandwidth_hz"]
+__all__ = ["ACCESS_SCHEMES", "Access", "BANDWIDTH_MODES", "BandwidthMode", "shannon_rate_bps", "fdma_bandwidth_hz",
+           "upload_bandwidth_hz"]  # fmt: skip
 
 BandwidthMode = Literal["fixed", "split"]
 BANDWIDTH_MODES: tuple[str, ...] = ("fixed", "split")
+Access = Literal["fdma", "tdma"]
+ACCESS_SCHEMES: tuple[str, ...] = ("fdma", "tdma")
+"""How devices share the uplink: ``"fdma"``, each on its own sub-band at once; ``"tdma"``, one at a time on the
+whole band (Yang et al. 2021's TDMA baseline)."""
 
 
 def shannon_rate_bps(
@@ -42,3 +47,13 @@ def fdma_bandwidth_hz(mode: BandwidthMode, n_transmitting: int, band_hz: float) 
     n = check.count(n_transmitting, "n_transmitting", minimum=1)
     b_hz = check.positive_scalar(band_hz, "band_hz")
     return b_hz if mode == "fixed" else b_hz / n
+
+
+def upload_bandwidth_hz(access: Access, mode: BandwidthMode, n_transmitting: int, band_hz: float) -> float:
+    """Band [Hz] one upload occupies: under ``"fdma"`` its sub-band (:func:`fdma_bandwidth_hz`); under ``"tdma"``
+    the whole ``band_hz``, whatever ``mode`` and ``n_transmitting`` (the uploads take turns instead of sharing
+    it: each is faster than on a sub-band, but waits for its turn)."""
+    access = check.choice(access, "access", ACCESS_SCHEMES)
+    if access == "tdma":
+        return check.positive_scalar(band_hz, "band_hz")
+    return fdma_bandwidth_hz(mode, n_transmitting, band_hz)

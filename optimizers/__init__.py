@@ -11,6 +11,8 @@
   as possible (Shi et al., TWC 2021, sub-problem (a); Yang et al., TWC 2021, completion time).
 - :mod:`optimizers.alloc_min_energy` — least energy of a round under a deadline over bandwidth, power and CPU
   frequency (Yang et al., TWC 2021, problem (P-E) at a fixed local accuracy).
+- :mod:`optimizers.alloc_weighted` — least weighted round time and energy, ``w T + (1 - w) E`` (Yang et al.'s
+  weighted form, arXiv v1), over the round length on top of ``alloc_min_energy``.
 - :mod:`optimizers.fedcs` — FedCS's greedy client selection under a round deadline with serial uploads
   (Nishio and Yonetani, ICC 2019) and its exhaustive reference.
 - :mod:`optimizers.chen_assignment` — Chen et al. (TWC 2021): packet error rate (eq. (9)), the largest power
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from optimizers import (
         alloc_min_energy,
         alloc_min_time,
+        alloc_weighted,
         anycost,
         ccfedavg,
         chen_assignment,
@@ -38,7 +41,10 @@ if TYPE_CHECKING:
         fedcs,
     )
 
-_MODULES = ("anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy", "fedcs", "chen_assignment")
+_MODULES = (
+    "anycost", "cost_effective", "ccfedavg", "alloc_min_time", "alloc_min_energy", "alloc_weighted", "fedcs",
+    "chen_assignment",
+)
 """The submodules, each loaded on first use."""
 __all__ = [*_MODULES, "InfeasibleError", "OptimizerInputError", "SolverError"]
 _SUBMODULES = frozenset(_MODULES)

@@ -258,7 +258,8 @@ def chen_assignment(
     ``samples`` K_i (U,); ``gain`` h_i (U,) linear, or (U, R) for a gain per RB; ``interference_w`` I_n [W] (R,);
     ``p_max_w`` [W]; ``rb_bandwidth_hz`` B^U [Hz]; ``noise_psd_w_per_hz`` N0 [W/Hz]; ``waterfall`` m (linear);
     ``model_bits`` Z(w) [bit]; ``delay_budget_s`` gamma_T [s]; ``energy_budget_j`` gamma_E [J];
-    ``downlink_delay_s`` l_i^D [s] and ``compute_energy_j`` E_cmp,i [J]: scalars or (U,).
+    ``downlink_delay_s`` l_i^D [s] and ``compute_energy_j`` E_cmp,i [J]. ``p_max_w``, ``energy_budget_j``,
+    ``downlink_delay_s`` and ``compute_energy_j`` are scalars or (U,) (a device's own cap and budget).
     """
     k = chk.one_dimensional(samples, "samples")
     chk.require(k, "samples", k >= 0, "must be >= 0")
@@ -272,20 +273,22 @@ def chen_assignment(
     if h.shape != (users, rbs):
         raise OptimizerInputError(f"gain: shape {h.shape}: must be ({users},) or ({users}, {rbs})")
     chk.require(h, "gain", h > 0, "must be > 0")
-    p_max = chk.positive(p_max_w, "p_max_w")
+    p_max = _per_user(p_max_w, "p_max_w", users)
+    chk.require(p_max, "p_max_w", p_max > 0, "must be > 0")
     b = chk.positive(rb_bandwidth_hz, "rb_bandwidth_hz")
     n0 = chk.at_least(noise_psd_w_per_hz, "noise_psd_w_per_hz", 0.0)
     m = chk.positive(waterfall, "waterfall")
     bits = chk.positive(model_bits, "model_bits")
     t_max = chk.positive(delay_budget_s, "delay_budget_s")
-    e_max = chk.positive(energy_budget_j, "energy_budget_j")
+    e_max = _per_user(energy_budget_j, "energy_budget_j", users)
+    chk.require(e_max, "energy_budget_j", e_max > 0, "must be > 0")
     t_down = _per_user(downlink_delay_s, "downlink_delay_s", users)
     e_cmp = _per_user(compute_energy_j, "compute_energy_j", users)
 
     power = np.full((users, rbs), np.nan)
     for i in range(users):
         for n in range(rbs):
-            power[i, n] = _best_power(h[i, n], i_w[n], b, n0, bits, e_cmp[i], p_max, e_max)
+            power[i, n] = _best_power(h[i, n], i_w[n], b, n0, bits, e_cmp[i], p_max[i], e_max[i])
     has_power = np.isfinite(power) & (power > 0)
     p_safe = np.where(has_power, power, 1.0)
     snr = p_safe * h / (i_w[None, :] + b * n0)
@@ -297,7 +300,7 @@ def chen_assignment(
         packet_error_rate(p_safe, h, i_w[None, :], rb_bandwidth_hz=b, noise_psd_w_per_hz=n0, waterfall=m),
         1.0,
     )
-    feasible = has_power & (upload + t_down[:, None] <= t_max) & (energy <= e_max)
+    feasible = has_power & (upload + t_down[:, None] <= t_max) & (energy <= e_max[:, None])
 
     rb, j = assign_users_to_rbs(k, q, feasible)
     chosen = rb >= 0

@@ -182,3 +182,24 @@ def test_the_report_draws_each_gantt_devices_offline_periods(tmp_path):
     assert list(bars["offline"].base) == [2.0, 0.0] and list(bars["offline"].x) == [3.0, 1.0]
     page = (write_run(res, tmp_path / "run") / "report.html").read_text(encoding="utf-8")
     assert "device 0: offline 2 s to 5 s" in page
+
+
+@pytest.mark.parametrize("cancel_lost", [False, True])
+def test_a_job_lost_after_the_cut_off_runs_on_unless_cancel_lost(cancel_lost):
+    """Hand timeline: device 0 online [0, 10), device 1 online [0, 30). Round at 0 with a 5 s deadline and
+    late = "cancel": device 0 computes 9.5 s and uploads 1 s (due 10.5, so it is lost when it goes offline at 10,
+after the cut-off), device 1 computes 20 s.
+    Without ``cancel_lost`` device 0's job is lost at 10 and holds the device (and its sub-band) past the round end
+    at 5, while device 1's is cancelled at 5; with it (an allocation's rounds) both are cancelled at 5."""
+    clock = Clock(2, availability=TraceAvailability(2, [[(0.0, 10.0)], [(0.0, 30.0)]]))
+    assert clock.begin_round() == 0.0
+    r = _play(clock, [0, 1], [9.5, 20.0], [1.0, 1.0], policy="deadline", deadline_s=5.0, late="cancel",
+              cancel_lost=cancel_lost)  # fmt: skip
+    assert r.end_s == 5.0
+    if cancel_lost:
+        assert list(r.status) == ["cancelled", "cancelled"] and r.t_end_s.tolist() == [5.0, 5.0]
+        assert clock.n_busy() == 0
+        assert r.cmp_done_s.tolist() == [5.0, 5.0]
+    else:
+        assert list(r.status) == ["offline", "cancelled"] and r.t_end_s.tolist() == [10.0, 5.0]
+        assert clock.n_busy() == 1

@@ -183,7 +183,7 @@ def test_unknown_profile_names_the_key():
 
 PAPER_PRESETS = {  # reproduce a paper's setup: they keep the paper's devices (their comments say where unreal)
     "anycostfl_cifar10", "anycostfl_fmnist", "anycostfl_surrogate_10k", "ccfedavg_crosssilo", "ccfedavg_fmnist",
-    "heterofl_fmnist", "luo_physical", "luo_setup1", "luo_setup2", "luo_setup3",
+    "heterofl_fmnist", "luo_physical", "luo_setup1", "luo_setup2", "luo_setup3", "yang_fdma",
 }
 
 

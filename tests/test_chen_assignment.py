@@ -229,3 +229,41 @@ def test_assignment_refuses_bad_input():
         assign_users_to_rbs([1.0], np.array([[0.5, 0.5]]), np.ones((2, 2), dtype=bool))
     with pytest.raises(OptimizerInputError, match=r"gain: shape \(3,\)"):
         chen_assignment([1.0, 2.0], [1e-4, 1e-4, 1e-4], [1e-7], delay_budget_s=0.5, energy_budget_j=0.003, **PHY)
+
+
+def test_per_user_power_caps_and_energy_budgets():
+    """A device's own P_max and gamma_E (a fleet draws them per device): every pair's power is Proposition 2's with
+    that user's cap and budget (optimal_power_w, one pair at a time), each selected user meets its own budget, and
+    the assignment is still the exhaustive optimum; 100 random instances."""
+    rng = np.random.default_rng(3636)
+    below_own_cap = 0
+    for _ in range(100):
+        inst = random_instance(rng)
+        users = inst["samples"].size
+        inst["p_max_w"] = rng.uniform(0.002, 0.02, users)
+        inst["energy_budget_j"] = rng.uniform(0.001, 0.005, users)
+        res = chen_assignment(**inst)
+        for i in range(users):
+            for n, i_n in enumerate(inst["interference_w"]):
+                alone = optimal_power_w(
+                    inst["gain"][i], i_n, p_max_w=inst["p_max_w"][i], energy_budget_j=inst["energy_budget_j"][i],
+                    rb_bandwidth_hz=PHY["rb_bandwidth_hz"], noise_psd_w_per_hz=PHY["noise_psd_w_per_hz"],
+                    model_bits=PHY["model_bits"], compute_energy_j=inst["compute_energy_j"][i],
+                )  # fmt: skip
+                assert res.power_table_w[i, n] == alone or (math.isnan(alone) and math.isnan(res.power_table_w[i, n]))
+        chosen = res.rb >= 0
+        assert np.all(res.energy_j[chosen] <= inst["energy_budget_j"][chosen])
+        assert np.all(res.power_w[chosen] <= inst["p_max_w"][chosen])
+        below_own_cap += int(np.any(res.power_w[chosen] < inst["p_max_w"][chosen]))
+        ref = best_by_permutations(inst["samples"], res.error_table, res.feasible)
+        assert abs(res.objective - ref) <= 1e-12 * ref
+    assert below_own_cap >= 10  # budgets that bind below a user's own cap are exercised
+
+
+def test_per_user_arrays_must_have_one_value_per_user():
+    inst = random_instance(np.random.default_rng(1))
+    users = inst["samples"].size
+    with pytest.raises(OptimizerInputError, match=r"p_max_w: shape \(\d+,\): must be a scalar or"):
+        chen_assignment(**{**inst, "p_max_w": np.full(users + 1, 0.01)})
+    with pytest.raises(OptimizerInputError, match=r"energy_budget_j\[0\]=0.0: must be > 0"):
+        chen_assignment(**{**inst, "energy_budget_j": np.zeros(users)})

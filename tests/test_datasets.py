@@ -8,7 +8,6 @@ import io
 import os
 import pickle
 import struct
-import time
 from pathlib import Path
 
 import numpy as np
@@ -341,15 +340,12 @@ def test_well_formed_idx_with_the_wrong_content_is_rejected(tmp_path, stem, arra
     "puts it in /usr/share/datasets/fashion-mnist",
 )
 def test_real_fashion_mnist_from_the_debian_package():
-    t0 = time.perf_counter()
     d = load_fashion_mnist()
-    elapsed_s = time.perf_counter() - t0
     # Xiao et al. 2017: 60,000 training and 10,000 test images, 28x28, 10 balanced classes
     assert d.x_train.shape == (60000, 1, 28, 28) and d.x_test.shape == (10000, 1, 28, 28)
     assert np.array_equal(np.bincount(d.y_train), [6000] * 10) and np.array_equal(np.bincount(d.y_test), [1000] * 10)
     # the per-pixel mean / std used everywhere to normalise Fashion-MNIST: 0.2860 / 0.3530
     assert abs(d.x_train.mean() - 0.2860) < 5e-4 and abs(d.x_train.std() - 0.3530) < 5e-4
-    assert elapsed_s < 5.0, f"loading real Fashion-MNIST took {elapsed_s:.2f} s"
 
 
 # ---------------------------------------------------------------------------------------------- CIFAR-10

@@ -76,14 +76,17 @@ def test_device_block_records_profile_and_energy_parts_by_device():
     assert block["e_static_j"].tolist() == [0.5, 0.0, 0.25]
     assert block["e_idle_j"].tolist() == [0.75, 0.0, 0.125]
     assert block["e_cmp_j"].tolist() == [2.5, 0.0, 1.5]
-    names = list(block)  # the three follow e_down_j, before the method's own columns
-    assert names[names.index("e_down_j") + 1 :] == ["profile", "e_static_j", "e_idle_j", "own"]
+    names = list(block)  # the three follow e_down_j, then the allocation's two, before the method's own columns
+    assert names[names.index("e_down_j") + 1 :] == [
+        "profile", "e_static_j", "e_idle_j", "bandwidth_hz", "tx_power_w", "own",
+    ]  # fmt: skip
 
 
 def test_device_block_defaults_are_no_profile_and_zero_joules():
     block = _block()
     assert block["profile"].tolist() == ["", "", ""]
     assert block["e_static_j"].tolist() == [0.0, 0.0, 0.0] and block["e_idle_j"].tolist() == [0.0, 0.0, 0.0]
+    assert np.isnan(block["bandwidth_hz"]).all() and np.isnan(block["tx_power_w"]).all()  # not given: empty
 
 
 # ------------------------------------------------------------------------------------------ whole runs

@@ -21,6 +21,7 @@ MODULES = {
         "optimizers.ccfedavg",
         "optimizers.alloc_min_time",
         "optimizers.alloc_min_energy",
+        "optimizers.alloc_weighted",
         "optimizers.fedcs",
         "optimizers.chen_assignment",
     ],

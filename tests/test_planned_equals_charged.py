@@ -114,3 +114,20 @@ def test_planned_equals_charged_for_anycostfl_ablations_under_surrogate_learning
     sets = ["rounds=2", "fleet.n_devices=40", "method.clients_per_round=40", "method.name=anycostfl",
             "fleet.budget.low_j=20", "fleet.budget.high_j=40", f'method.anycostfl.ablation="{ablation}"']  # fmt: skip
     _check(run_scenario(load_scenario("anycostfl_surrogate_10k", sets)).device_rounds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", sorted(m for m, cls in METHODS.items() if not cls.needs.asynchronous))
+def test_planned_equals_charged_under_tdma(method):
+    """Under ``channel.access = "tdma"`` every method plans with the whole band's rate, the rate each upload gets
+    in its slot, so a job that runs as planned is charged its plan (the wait for the channel is idle time, charged
+    apart in ``e_idle_j``); a method that needs a deadline is refused (TDMA runs without one)."""
+    sets = [*_overrides(method, "physical", "wait_all"), "channel.access=tdma", "channel.bandwidth_mode=split"]
+    if METHODS[method].needs.deadline:
+        with pytest.raises(ScenarioError, match=rf"method.name='{method}'.*plans for a deadline") as info:
+            load_scenario("quickstart", sets)
+        assert "\n" not in str(info.value)
+        return
+    rows = run_scenario(load_scenario("quickstart", sets)).device_rounds
+    assert (rows["t_wait_s"] > 0).any(), "nobody waited for the channel: the case checks nothing"
+    _check(rows)

@@ -155,6 +155,15 @@ def test_unsorted_rounds_are_drawn_in_round_order():
 # ------------------------------------------------------------------------------------------ device timeline
 
 
+def test_timeline_hover_shows_the_allocated_band_power_and_frequency():
+    """channel.allocation's knobs per job: 0.25 MHz, 125 mW, 1.5 GHz for device 0 of round 2 (hand values)."""
+    dr = make_device_rounds()
+    dr["bandwidth_hz"], dr["tx_power_w"], dr["cpu_hz"] = 0.25e6, 0.125, 1.5e9
+    fig = build_figures(make_rounds(), dr, t_max_s=T_MAX_S)["timeline"]
+    hover = trace(fig, "upload").hovertext[0]
+    assert "band 0.25 MHz" in hover and "power 125 mW" in hover and "CPU 1.5 GHz" in hover
+
+
 def test_default_timeline_round_is_the_longest_round():
     assert default_timeline_round(make_rounds(), make_device_rounds()) == 2
 

@@ -77,3 +77,57 @@ def test_header_names_the_asynchronous_policy():
     settings = dict(run_settings(resolve_info(load_scenario("quickstart", ASYNC))))
     assert settings["server policy"] == "asynchronous: server updates as jobs arrive"
     assert settings["jobs in flight (C)"] == "3" and settings["learning"] == "surrogate (anycostfl bound)"
+
+
+UPLINK_ROWS = ("uplink access", "selection", "allocation", "packet errors")
+
+
+def test_header_and_summary_of_a_default_run_show_no_uplink_rows():
+    """Access, selection, allocation and packet errors at their defaults: no new header row, no new summary key."""
+    from edgefl.output.results import summarize
+
+    info = resolve_info(load_scenario("quickstart", []))
+    settings = dict(run_settings(info))
+    assert not set(UPLINK_ROWS) & set(settings)
+    assert settings["uplink bandwidth"] == "1 MHz per device"
+    summary = summarize(info, run_scenario(load_scenario("quickstart", ["rounds=1", "checkpoint_every=0"])).rounds)
+    assert not {"access", "selection", "allocation", "packet_errors"} & set(summary)
+
+
+def test_header_and_summary_show_the_uplink_settings_given():
+    """TDMA, FedCS and packet errors; then Chen et al.'s RBs (m shared with the packet errors) and an allocation:
+    each shown as set, in words and numbers the scenario gave."""
+    from edgefl.output.results import summarize
+
+    tdma = ["channel.access=tdma", "round.policy=deadline", "round.deadline_s=100", "selection.policy=fedcs",
+            "channel.packet_errors.waterfall=0.5", "channel.packet_errors.retransmissions=2"]  # fmt: skip
+    info = resolve_info(load_scenario("quickstart", tdma))
+    rows = dict(run_settings(info))
+    assert rows["uplink access"] == "TDMA: one upload at a time on the whole band"
+    assert rows["uplink bandwidth"] == "1 MHz taken by one upload at a time"
+    assert rows["selection"].startswith("FedCS")
+    assert rows["packet errors"] == "Chen et al.'s q, waterfall m = 0.5, up to 2 retransmissions"
+    assert "allocation" not in rows
+    summary = summarize(info, run_scenario(load_scenario("quickstart", [*tdma, "rounds=1", "checkpoint_every=0",
+                                                                         "learning=surrogate"])).rounds)  # fmt: skip
+    assert summary["access"] == "tdma" and summary["selection"] == "fedcs" and "allocation" not in summary
+    assert summary["packet_errors"] == {"waterfall": 0.5, "retransmissions": 2}
+
+    chen = ["selection.policy=chen", "channel.link_model=shannon", "selection.chen.resource_blocks=4",
+            "selection.chen.rb_bandwidth_mhz=0.18", "channel.packet_errors.waterfall=2"]  # fmt: skip
+    rows = dict(run_settings(resolve_info(load_scenario("quickstart", chen))))
+    assert rows["selection"] == "Chen et al.: devices, RBs and powers; 4 RBs of 0.18 MHz, waterfall m = 2"
+    assert rows["packet errors"] == "Chen et al.'s q, waterfall m = 2, no retransmission"
+    assert "uplink access" not in rows
+
+    alloc = ["channel.allocation=min_energy", "channel.bandwidth_mode=split", "channel.link_model=shannon",
+             "physics=paper", "channel.allocation_weight=0.25"]  # fmt: skip
+    info = resolve_info(load_scenario("quickstart", alloc))
+    assert dict(run_settings(info))["allocation"].endswith("(Yang et al.), time weight 0.25")
+    assert uplink_summary_of(info) == {"allocation": "min_energy"}
+
+
+def uplink_summary_of(info):
+    from edgefl.output.report_header import uplink_summary
+
+    return uplink_summary(info)

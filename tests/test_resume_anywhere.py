@@ -51,11 +51,19 @@ SCENARIOS = {
     # the realistic physics (issue #33) in a 1.5 km cell: downloads, fading, and devices with no link sitting out
     "realistic-no-link": [*_SMALL, *_SURROGATE, "physics=realistic", "channel.cell_radius_m=1500",
                           "round.policy=deadline", "round.deadline_s=60"],
+    # TDMA with late uploads holding the channel across rounds, and uploads lost to packet errors then sent again
+    "tdma-packet-errors": [*_SMALL, *_SURROGATE, *SLOW_FLEET, "round.policy=over_select",
+                           "round.over_select_fraction=1.0", "round.late=finish", "channel.access=tdma",
+                           "channel.packet_errors.waterfall=30", "channel.packet_errors.retransmissions=1"],
     # FedBuff, torch: trained updates in the buffer and jobs in flight at every checkpoint, devices going offline
     "fedbuff-in-flight": ["method.name=fedbuff", "method.clients_per_round=4", "method.fedbuff.buffer_size=2",
                           "fleet.n_devices=10", "model.name=logreg", "rounds=8", "checkpoint_every=3",
                           "fleet.availability.kind=markov", "fleet.availability.online_mean_s=[0.005, 0.02]",
                           "fleet.availability.offline_mean_s=0.01"],
+    # FedBuff, surrogate: jobs in flight whose uploads packet errors lose or make send again
+    "fedbuff-packet-errors": ["method.name=fedbuff", "method.clients_per_round=4", "method.fedbuff.buffer_size=2",
+                              "fleet.n_devices=10", "rounds=8", "checkpoint_every=3", *_SURROGATE,
+                              "channel.packet_errors.waterfall=30", "channel.packet_errors.retransmissions=1"],
 }  # fmt: skip
 TORCH_POINTS = 8
 """Interruption points per torch scenario (spread over the run, every kind of point included); a surrogate

@@ -226,9 +226,9 @@ def scenarios_show(name: Annotated[str, typer.Argument(help="Preset name.")]) ->
 
 def _register_optimizer_commands() -> None:
     # each optimizer family owns its command module; they add `optimize ...` / `estimate ...` sub-commands
-    from edgefl.cli import opt_anycost, opt_luo
+    from edgefl.cli import opt_allocation, opt_anycost, opt_luo
 
-    for module in (opt_anycost, opt_luo):
+    for module in (opt_anycost, opt_luo, opt_allocation):
         module.register(optimize_app, estimate_app)
 
 

@@ -15,6 +15,10 @@ model (:mod:`edgefl.methods.asynchronous`) and the update is recorded:
 - ``device_rounds.csv``: one row per job that ended in between, with its ``staleness`` (server updates
   between its download and its aggregation; empty for a lost job).
 
+With ``[channel.packet_errors]`` each dispatch draws how many times its jobs' uploads are sent (each device's
+stream keyed by the dispatch's tag, :func:`_send`): a job whose every attempt is lost ends on the clock, charged,
+and never joins the buffer (``reason = "packet error"``; it counts in ``dropped`` and ``packet_errors``).
+
 Energy is charged when a job ends (pro rata up to a loss); jobs still in flight when the run ends are not
 charged. Radio gains and mobility advance per server update; a job keeps the rates of its dispatch.
 
@@ -54,11 +58,12 @@ from edgefl.methods.base import ClientUpdate, DenseUpdate, JobTable, RoundContex
 from edgefl.engine.driver import Run
 from edgefl.errors import SimulationError
 from edgefl.learning.protocol import RoundWork
-from edgefl.engine.round_steps import NO_LINK, charge, downloads, rounds_row, without_link
+from edgefl.engine.round_steps import NO_LINK, charge, downloads, equal_bandwidth_hz, rounds_row, without_link
 from edgefl.engine.records import RoundRecord, device_block
-from edgefl.engine.clock import job_times
+from edgefl.engine.clock import PACKET_ERROR, job_times
 from edgefl.engine.run_state import RunState
 from edgefl.fleet.devices import draw_budgets_j
+from edgefl.fleet.packet_errors import upload_attempts
 
 if TYPE_CHECKING:
     from edgefl.learning.protocol import Learning
@@ -69,13 +74,17 @@ __all__ = ["AsyncDriver", "AsyncServer", "fewer_collections", "play_update"]
 _JOB_COLUMNS = tuple(f.name for f in fields(JobTable))
 _COLUMNS = (
     *_JOB_COLUMNS, "flops", "bits", "steps", "losses", "distance_m", "rate_bps", "e_max_j", "e_cmp_j", "e_com_j",
-    "e_down_j", "t_dl_s", "t_cmp_s", "t_com_s", "t_down_s", "t_end_s", "lost", "version",
+    "e_down_j", "t_dl_s", "t_cmp_s", "t_com_s", "bandwidth_hz", "q", "t_down_s", "t_end_s", "lost", "version", "uploads",
+    "failed",
 )  # fmt: skip
 _COL = {name: i for i, name in enumerate(_COLUMNS)}
-_DISPATCH_COLUMNS = [_COL[c] for c in ("t_down_s", "t_end_s", "lost", "version")]  # set when a job starts
+_DISPATCH_COLUMNS = [_COL[c] for c in ("t_down_s", "t_end_s", "lost", "version", "uploads", "failed")]  # at dispatch
 """A job as a row of floats (ids, steps and flags are exact in float64): the columns of its JobTable and of its
-work, its distance [m], rate [bit/s], budget and costs [J], durations [s]; then, set at dispatch, its download
-start and end [s], whether it is lost and the model version it downloaded."""
+work, its distance [m], rate [bit/s], budget and costs [J], durations [s], uplink sub-band [Hz] and its upload's
+packet error rate (0 without ``[channel.packet_errors]``); then, set at dispatch, its download start and end [s],
+whether it is lost offline, the model version it downloaded and, with ``[channel.packet_errors]`` (else NaN), how
+many times its upload is sent and whether every attempt is lost (its ``t_com_s`` and ``e_com_j`` then count every
+attempt)."""
 
 
 @dataclass(eq=False)
@@ -138,7 +147,8 @@ class AsyncServer:
     batches: dict[int, _Batch] = field(default_factory=dict)  # dispatches with a job in flight or in the buffer
     next_tag: int = 0
     selection: Any = None  # the current update's _Selection
-    lost_in_a_row: int = 0  # jobs lost offline since the last arrival
+    lost_in_a_row: int = 0  # jobs lost (offline or to packet errors) since the last arrival
+    packet_errors: bool = False  # the run has [channel.packet_errors] (set by each update, read at each job end)
 
     def state_dict(self, clock: Any, learning: Learning) -> tuple[dict, dict | None]:
         """The server between updates, for a checkpoint: (JSON-able part, tensors or None). The JSON part holds
@@ -219,7 +229,7 @@ def _on_end(server: AsyncServer, batch: _Batch):
     def on_end(j: int, lost: bool) -> None:
         server.in_flight -= 1
         server.ended.append((batch, j))
-        if lost:
+        if lost or (server.packet_errors and batch.rows[j, _FAILED] == 1.0):  # offline, or lost to packet errors
             server.lost_in_a_row += 1
         else:
             server.lost_in_a_row = 0
@@ -256,18 +266,25 @@ def _job_rows(jobs: JobTable, work: RoundWork, **columns: np.ndarray | float) ->
     return rows
 
 
-def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max) -> tuple:
-    """The work of ``plan``'s jobs and what it costs (uplink at ``rate_dev`` [bit/s], shape (m,)): their rows
-    and updates."""
+def _price(run: Run, state: RunState, u: int, plan: RoundPlan, gain, rate_dev, distance_m, e_max, *,
+           held: int = 0, bandwidth_hz: float) -> tuple:  # fmt: skip
+    """The work of ``plan``'s jobs and what it costs (uplink at ``rate_dev`` [bit/s], shape (m,), the rate of
+    m devices sharing the band with ``held`` more, on sub-bands of ``bandwidth_hz`` [Hz]): their rows and updates;
+    with ``[channel.packet_errors]`` each upload's packet error rate on that band
+    (:meth:`edgefl.fleet.links.Radio.packet_error_rate`)."""
     costs, jobs = run.costs, plan.jobs
     dev = jobs.device
+    waterfall = run.rules.waterfall
+    q = 0.0 if waterfall is None else run.radio.packet_error_rate(
+        gain[dev], run.fleet.tx_power_w[dev], dev.size, held=held, waterfall=waterfall
+    )
     down_s, e_down = downloads(run, jobs, gain)
     work = run.learner.work(jobs, state=state.model, round_index=u)
     t_cmp, e_cmp = costs.compute(dev, cycles=costs.cycles(dev, work.flops), steps=work.steps, f_hz=jobs.cpu_hz)
     t_com, e_com = costs.upload(dev, bits=work.bits, rate_bps=rate_dev)
     rows = _job_rows(
         jobs, work, distance_m=distance_m[dev], rate_bps=rate_dev, e_max_j=e_max[dev], e_cmp_j=e_cmp, e_com_j=e_com,
-        e_down_j=e_down, t_dl_s=down_s, t_cmp_s=t_cmp, t_com_s=t_com,
+        e_down_j=e_down, t_dl_s=down_s, t_cmp_s=t_cmp, t_com_s=t_com, q=q, bandwidth_hz=bandwidth_hz,
     )  # fmt: skip
     return rows, work.updates
 
@@ -313,7 +330,8 @@ def _plan_devices(run: Run, state: RunState, server: AsyncServer, devices: np.nd
         server.per_update, server.fleet_plan = False, None
         return False
     dev = plan.jobs.device
-    rows, updates = _price(run, state, fp.u, plan, gain, fp.rate_bps[dev], distance_m, fp.e_max_j)
+    rows, updates = _price(run, state, fp.u, plan, gain, fp.rate_bps[dev], distance_m, fp.e_max_j,
+                           bandwidth_hz=equal_bandwidth_hz(run, 1))  # fixed sub-bands
     fp.rows[dev] = rows
     fp.feasible[dev] = True
     fp.known[todo] = True
@@ -351,7 +369,8 @@ def _plan_dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: in
         rate_dev = rate_sel[np.searchsorted(selected, dev)]
     else:
         rate_dev = radio.rates_bps(gain[dev], fleet.tx_power_w[dev], held=held)
-    rows, updates = _price(run, state, u, plan, gain, rate_dev, distance_m, e_max)
+    rows, updates = _price(run, state, u, plan, gain, rate_dev, distance_m, e_max, held=held,
+                           bandwidth_hz=equal_bandwidth_hz(run, dev.size + held))  # fmt: skip
     skip = plan.skipped_device
     return rows, updates, skip, plan.skipped_reason, e_max[skip]
 
@@ -443,7 +462,7 @@ def _dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: int, di
         if d < 0:
             return 0
         if fleet_plan is not None and fleet_plan.known[d] and fleet_plan.feasible[d]:
-            return _start_one(clock, server, fleet_plan, d, state.model)
+            return _start_one(run, server, fleet_plan, d, state.model)
         selected = np.array([d], dtype=np.int64)
     else:
         selected = selection.draw(free, clock)
@@ -456,7 +475,7 @@ def _dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: int, di
             fleet_plan = None
     if fleet_plan is not None:
         if selected.size == 1 and fleet_plan.feasible[selected[0]]:
-            return _start_one(clock, server, fleet_plan, int(selected[0]), state.model)
+            return _start_one(run, server, fleet_plan, int(selected[0]), state.model)
         feasible = fleet_plan.feasible[selected]
         dev, skip = (selected, selected[:0]) if feasible.all() else (selected[feasible], selected[~feasible])
         skip_list = skip.tolist()
@@ -476,6 +495,7 @@ def _dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: int, di
         server.next_tag += 1
     rows[:, _COL["t_down_s"]] = clock.env.now
     rows[:, _COL["version"]] = server.version
+    _send(run, rows, batch.tag)
     t_end, lost = clock.dispatch(
         dev, down_s=rows[:, _COL["t_dl_s"]], t_cmp_s=rows[:, _COL["t_cmp_s"]], t_com_s=rows[:, _COL["t_com_s"]],
         on_end=_on_end(server, batch), tag=batch.tag,
@@ -488,19 +508,38 @@ def _dispatch(run: Run, state: RunState, server: AsyncServer, u: int, k: int, di
     return m + int(skip.size)
 
 
-_T_DL, _T_CMP, _T_COM, _T_DOWN, _T_END, _LOST, _VERSION = (
-    _COL[c] for c in ("t_dl_s", "t_cmp_s", "t_com_s", "t_down_s", "t_end_s", "lost", "version")
+_T_DL, _T_CMP, _T_COM, _T_DOWN, _T_END, _LOST, _VERSION, _UPLOADS, _FAILED = (
+    _COL[c] for c in ("t_dl_s", "t_cmp_s", "t_com_s", "t_down_s", "t_end_s", "lost", "version", "uploads", "failed")
 )
 
 
-def _start_one(clock: Any, server: AsyncServer, plan: _FleetPlan, device: int, model: Any) -> int:
+def _send(run: Run, rows: np.ndarray, tag: int) -> None:
+    """At dispatch, the jobs' uploads (``rows``, changed in place): once each, or with ``[channel.packet_errors]``
+    until an attempt gets through (:func:`edgefl.fleet.packet_errors.upload_attempts`, each device's stream keyed
+    by the dispatch's ``tag``), every attempt charged its time and energy."""
+    rules = run.rules
+    if rules.waterfall is None:  # the columns stay NaN: nothing reads them
+        return
+    dev = rows[:, _COL["device"]].astype(np.int64)
+    attempts, failed = upload_attempts(rows[:, _COL["q"]], dev, key=tag, retransmissions=rules.retransmissions,
+                                       streams=run.streams)  # fmt: skip
+    empty = rows[:, _COL["bits"]] <= 0  # nothing sent, nothing lost
+    failed[empty], attempts[empty] = False, 1
+    rows[:, _UPLOADS], rows[:, _FAILED] = attempts, failed
+    rows[:, _T_COM] *= attempts
+    rows[:, _COL["e_com_j"]] *= attempts
+
+
+def _start_one(run: Run, server: AsyncServer, plan: _FleetPlan, device: int, model: Any) -> int:
     """Start ``device``'s job of ``plan`` now, a dispatch of its own (what :func:`_dispatch` does for one
     selected device that can train, with Python numbers); returns 1."""
+    clock = run.clock
     rows = plan.rows[device : device + 1].copy()
     row = rows[0]
     row[_T_DOWN] = clock.env.now
     row[_VERSION] = server.version
     tag = server.next_tag
+    _send(run, rows, tag)
     batch = _Batch(rows=rows, updates=[plan.updates[device]], model=model, skipped_device=_NO_DEVICE,
                    skipped_reason=_NO_REASON, skip_distance_m=_NO_FLOAT, skip_e_max_j=_NO_FLOAT, tag=tag)  # fmt: skip
     server.batches[tag] = batch
@@ -571,6 +610,7 @@ def play_update(run: Run, state: RunState, server: AsyncServer) -> tuple[RunStat
     env, m_needed = clock.env, method.buffer_size
     k = 0
     server.dispatched = 0
+    server.packet_errors = run.rules.waterfall is not None
     server.selection = _Selection(run.streams.numpy("selection", u), run.fleet.n_devices)
     lost_limit = max(_LOST_MIN, _LOST_PER_SLOT * run.n_select)
     while len(server.buffer) < m_needed:
@@ -583,6 +623,12 @@ def play_update(run: Run, state: RunState, server: AsyncServer) -> tuple[RunStat
                 why = f" (the last device to sit out: {batch.skipped_reason[i]})"
             raise SimulationError(f"at t={env.now:g} s no job is in flight and no device can take one{why}")
         if server.lost_in_a_row >= lost_limit:
+            if run.rules.waterfall is not None:
+                raise SimulationError(
+                    f"at t={env.now:g} s the last {server.lost_in_a_row} jobs were all lost, to devices going "
+                    "offline or to packet errors: no update gets through (lower channel.packet_errors.waterfall, "
+                    "allow more retransmissions, or lengthen fleet.availability's online periods)"
+                )  # fmt: skip
             raise SimulationError(
                 f"at t={env.now:g} s the last {server.lost_in_a_row} jobs were all lost to devices going "
                 "offline before they ended: the jobs outlast the online periods (lengthen "
@@ -630,6 +676,13 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
                      updates=[b.updates[j] for b, j in ended])  # fmt: skip
     times = job_times(lost=lost, kept=kept, t_down_s=col("t_down_s"), t_dl_s=col("t_dl_s"), t_cmp_s=col("t_cmp_s"),
                       t_com_s=col("t_com_s"), t_end_s=col("t_end_s"))  # fmt: skip
+    extra: dict[str, np.ndarray] = {"staleness": staleness}
+    more: dict[str, float] = {}
+    if rules.waterfall is not None:  # [channel.packet_errors]: the uploads lost to them, and every job's attempts
+        failed = (col("failed") == 1.0) & ~lost
+        times.status[failed] = PACKET_ERROR
+        extra["uploads"] = col("uploads")
+        more["packet_errors"] = int(np.count_nonzero(failed))
     charges = charge(run, times, dev=jobs["device"], e_cmp_j=col("e_cmp_j"), e_com_j=col("e_com_j"),
                      e_down_j=col("e_down_j"))
     skip_dev = np.array([b.skipped_device[i] for b, i in skipped], dtype=np.int64)
@@ -640,8 +693,9 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
         r=u, jobs=jobs, skipped_device=skip_dev, skipped_reason=skip_reason, times=times, work=work,
         distance_m=np.concatenate([col("distance_m"), skip_distance]),
         rate_bps=col("rate_bps"), e_max_j=np.concatenate([col("e_max_j"), skip_e_max]), t_max_s=None,
-        e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra={"staleness": staleness},
-        profiles=run.fleet.profiles, e_static_j=charges.e_static_j,
+        e_cmp_j=charges.e_cmp_j, e_com_j=charges.e_com_j, e_down_j=charges.e_down_j, extra=extra,
+        profiles=run.fleet.profiles, e_static_j=charges.e_static_j, bandwidth_hz=col("bandwidth_hz"),
+        tx_power_w=run.fleet.tx_power_w[jobs["device"]],
     )  # fmt: skip
     kept_idx = np.flatnonzero(kept)
     seen_work = RoundWork(flops=work.flops[kept_idx], bits=work.bits[kept_idx], steps=work.steps[kept_idx],
@@ -649,9 +703,9 @@ def _record(run: Run, state: RunState, server: AsyncServer, u: int, taken: list[
     seen = run.learner.assess(model, seen_work, evaluate=rules.evaluates(u), global_loss=rules.global_loss)
     row = rounds_row(
         run=run, r=u, start_s=state.sim_time_s, end_s=env.now, energy_before_j=state.energy_cum_j, charges=charges,
-        selected=server.dispatched, arrived=len(taken), dropped=int(np.count_nonzero(lost)),
+        selected=server.dispatched, arrived=len(taken), dropped=int(np.count_nonzero(lost)) + int(more.get("packet_errors", 0)),
         bits_up=float(np.sum(work.bits)), seen=seen, skipped=len(skipped), learning_gain=math.nan,
         available=int(np.count_nonzero(run.clock.available())), wall0=wall0,
-        staleness_mean=float(np.mean(tau)) if tau.size else math.nan,
+        staleness_mean=float(np.mean(tau)) if tau.size else math.nan, **more,
     )  # fmt: skip
     return RoundRecord(row, block)

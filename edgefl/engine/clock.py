@@ -18,6 +18,9 @@ are online and idle (:meth:`Clock.begin_round`: when none is, it waits for the n
     job j: download [t0, t_start_j = t0 + t_dl_j), compute [t_start_j, t_start_j + t_cmp_j),
            upload until its arrival  t_arrive_j = t_start_j + (t_cmp_j + t_com_j)  (its own FDMA sub-band: no
            contention, so every arrival is known at dispatch);
+    under TDMA (``channel.access = "tdma"``) the uploads take turns on one channel instead: job j uploads from
+           max(its compute end, the previous upload's end), first come first served or in a planned order
+           (:func:`tdma_uploads`), so its arrivals are still known at dispatch; it waits idle in between;
     server: ``wait_all`` until every job has ended; ``deadline`` until every job has ended or
            t0 + deadline_s, whichever is first; ``over_select`` until the ``keep``-th arrival (or every job ended).
 
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Clock", "DeviceTimeline", "JobTimes", "RoundOutcome", "job_times", "phase_times_done", "simulate_round", "STATES", "OFFLINE", "IDLE",
-    "DOWNLOADING", "COMPUTING", "UPLOADING", "LATE_MODES",
+    "DOWNLOADING", "COMPUTING", "UPLOADING", "LATE_MODES", "PACKET_ERROR", "tdma_uploads",
 ]  # fmt: skip
 
 Policy = Literal["wait_all", "deadline", "over_select"]
@@ -71,8 +74,9 @@ STATES: tuple[str, ...] = ("offline", "idle", "downloading", "computing", "uploa
 DEADLINE_RTOL = 1e-9
 """Relative slack when judging an arrival against the deadline (floating-point rounding only)."""
 
-# how a job ended: arrived in time (kept), arrived after the server stopped waiting, cancelled, lost offline
-KEPT, LATE, CANCELLED, LOST = "kept", "late", "cancelled", "offline"
+# how a job ended: arrived in time (kept), arrived after the server stopped waiting, cancelled, lost offline,
+# its upload lost to packet errors (every attempt failed: it ended on the clock but brought nothing)
+KEPT, LATE, CANCELLED, LOST, PACKET_ERROR = "kept", "late", "cancelled", "offline", "packet error"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +105,9 @@ class JobTimes:
     Absolute [s]: ``t_down_s`` (download start = dispatch), ``t_start_s`` (compute start), ``t_arrive_s``
     (upload end; NaN for a job that never arrives), ``t_end_s`` (the device is free again). Durations [s]:
     ``t_dl_s``, ``t_cmp_s``, ``t_com_s`` as planned from the work; ``dl_done_s``, ``cmp_done_s``, ``com_done_s``
-    what was spent. ``kept_mask``: the update counts; ``status``: kept, late, cancelled or offline.
+    what was spent. ``kept_mask``: the update counts; ``status``: kept, late, cancelled, offline or packet error.
+    Under TDMA (else None): ``t_wait_s`` how long each job waited for the channel between its compute end and its
+    upload start [s], and ``wait_done_s`` the part of it spent before the job stopped.
     """
 
     t_down_s: np.ndarray
@@ -116,6 +122,8 @@ class JobTimes:
     dl_done_s: np.ndarray
     kept_mask: np.ndarray
     status: np.ndarray
+    t_wait_s: np.ndarray | None = None
+    wait_done_s: np.ndarray | None = None
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -405,14 +413,25 @@ class Clock:
         late: Late = "finish",
         jobs: Sequence[Any] | None = None,
         updates: list[Any] | None = None,
+        tdma: bool = False,
+        upload_order: np.ndarray | None = None,
+        failed: np.ndarray | None = None,
+        cancel_lost: bool = False,
     ) -> RoundOutcome:
         """Play one round from now: dispatch a job to each of ``devices`` (ids, shape (m,), online and idle) and
         wait under ``policy``; return when the server stops waiting (late jobs may still be running then).
 
+        ``tdma``: the uploads take turns on one channel (:func:`tdma_uploads`), in ``upload_order`` (job indices,
+        a permutation of range(m); None: first come, first served by compute end), after every upload of an
+        earlier round still in flight; a job waits idle for its turn. ``failed`` (bool, shape (m,)): uploads
+        lost to packet errors; they end on the clock like any other (their time spent) but are never kept.
+
         ``durations()`` is called once at dispatch and returns ``(t_cmp_s, t_com_s)``, shape (m,) [s];
         ``down_s`` is the download time [s], one number or shape (m,). ``deadline_s`` [s] is measured from the
         round start (download included); ``keep`` is K for ``over_select``; ``late`` what a job the server no
-        longer waits for does (module docstring).
+        longer waits for does (module docstring). ``cancel_lost``: under ``late = "cancel"`` a job whose device will
+        go offline after the cut-off is cancelled at the cut-off too (status cancelled) instead of running on until
+        it is lost, so that no job outlives its round (an allocation shares the whole band every round).
         """
         _check_policy(policy, deadline_s, keep, late)
         env = self.env
@@ -430,7 +449,13 @@ class Clock:
             if self.availability is None
             else np.array([self.availability.next_offline_s(int(d), start) for d in devices], dtype=float)
         )
-        lost = due > off
+        t_wait = None
+        if tdma:
+            order_up = np.lexsort((np.arange(n), t_start + t_cmp)) if upload_order is None else upload_order
+            t_wait, due, lost = tdma_uploads(t_start + t_cmp, t_com, off, order_up, free_s=self._channel_free_s(start))
+            busy = due - t_start
+        else:
+            lost = due > off
         # order of arrival: by arrival time, then (a common downlink) by busy time, then job order
         arriving = np.flatnonzero(~lost)
         order = arriving[np.lexsort((arriving, busy[arriving], due[arriving]))]
@@ -438,20 +463,24 @@ class Clock:
         chain_start = float(np.min(t_dl)) if n else float(np.max(np.asarray(down_s, dtype=float), initial=0.0))
         t_arrive[order] = _chain(start + chain_start, due[order])
         t_end = np.where(lost, off, t_arrive)
-        jobs_on = _RoundJobs(env, self._busy, devices, order, due[order], keep if policy == "over_select" else None)
+        fails = None if failed is None else failed[order].tolist()
+        jobs_on = _RoundJobs(env, self._busy, devices, order, due[order], keep if policy == "over_select" else None,
+                             fails)  # fmt: skip
         serve = self._serve(jobs_on, devices=devices, t_start=t_start, t_cmp_end=t_start + t_cmp, t_end=t_end,
                             lost=lost, off=off, chain_start=chain_start, policy=policy,
                             deadline_end_s=None if deadline_s is None else start + deadline_s)  # fmt: skip
         env.run(until=env.process(serve))
         end = env.now
 
-        kept = _kept(policy, lost, order, t_arrive - start, deadline_s, keep)
+        kept = _kept(policy, lost if failed is None else lost | failed, order, t_arrive - start, deadline_s, keep)
         status = np.where(kept, KEPT, np.where(lost, LOST, LATE)).astype(object)
+        if failed is not None:
+            status[failed & ~lost] = PACKET_ERROR
         # a kept update due within the deadline's rounding slack after the round end has arrived as far as the
         # server is concerned: its device is free at the round end (its recorded arrival stays as computed)
         running = ~np.array(jobs_on.ended, dtype=bool)
         free_now = kept & running & (t_end > end)
-        cut = ~kept & ~lost & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
+        cut = ~kept & (cancel_lost | ~lost) & running & (t_end > end) if late == "cancel" else np.zeros(n, dtype=bool)
         jobs_on.chain_limit = order.size - int(np.count_nonzero(cut))  # cancelled jobs end the chain
         for j in np.flatnonzero(free_now | cut).tolist():
             jobs_on.end_job(j)
@@ -460,14 +489,51 @@ class Clock:
         status[cut] = CANCELLED
         t_down = np.full(n, start)
         stopped = (status == CANCELLED) | (status == LOST)
-        dl_done, cmp_done, com_done = phase_times_done(stopped, t_end, t_down, t_dl, t_cmp, t_com)
+        dl_done, cmp_done, com_done = phase_times_done(stopped, t_end, t_down, t_dl, t_cmp, t_com, t_wait)
+        wait_done = None if t_wait is None else np.where(stopped, np.clip(t_end - t_start - t_cmp, 0.0, t_wait), t_wait)
         return RoundOutcome(
             start_s=start, end_s=end, jobs=range(n) if jobs is None else jobs,
             updates=[None] * n if updates is None else updates, t_down_s=t_down, t_start_s=t_start,
             t_cmp_end_s=t_start + t_cmp, t_arrive_s=t_arrive, t_end_s=t_end, t_dl_s=t_dl, t_cmp_s=t_cmp,
             t_com_s=t_com, cmp_done_s=cmp_done, com_done_s=com_done, dl_done_s=dl_done,
-            kept_mask=kept, status=status, arrival_order=order[~np.isnan(t_arrive[order])],
+            kept_mask=kept, status=status, arrival_order=order[~np.isnan(t_arrive[order])], t_wait_s=t_wait,
+            wait_done_s=wait_done,
         )  # fmt: skip
+
+    def _channel_free_s(self, now: float) -> float:
+        """When the shared TDMA channel is free of earlier rounds' uploads [s]: the last end of a job still in
+        flight (a late job keeps the slot it was given), or ``now``."""
+        ends = self._t_end[self._busy]
+        return max(now, float(np.max(ends))) if ends.size else now
+
+
+def tdma_uploads(
+    cmp_end_s: np.ndarray, t_com_s: np.ndarray, off_s: np.ndarray, order: np.ndarray, *, free_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TDMA on one channel: the jobs upload one at a time, in ``order`` (job indices), each as soon as it has
+    computed and the one before it has let go of the channel, which is free from ``free_s`` [s].
+
+    Job j computes until ``cmp_end_s[j]`` [s], uploads for ``t_com_s[j]`` [s] on the whole band and goes offline
+    at ``off_s[j]`` [s] (inf: never), shape (m,) each. Its upload starts at ``max(cmp_end_j, channel free)``;
+    a job whose device goes offline before its upload ends is lost there, and holds the channel until then only
+    if it had started sending. Returns, shape (m,) each: the wait for the channel [s] (upload start - compute
+    end), the upload end [s] (the job's due time; for a lost job the end it would have had) and whether it is
+    lost offline.
+    """
+    n = cmp_end_s.size
+    wait, due, lost = np.zeros(n), np.empty(n), np.zeros(n, dtype=bool)
+    cmp_end, t_com, off = cmp_end_s.tolist(), t_com_s.tolist(), off_s.tolist()
+    free = free_s
+    for j in np.asarray(order, dtype=np.int64).tolist():
+        begin = max(cmp_end[j], free)
+        end = begin + t_com[j]
+        if end > off[j]:  # offline while waiting (the channel stays free) or while sending (held until then)
+            lost[j] = True
+            free = max(free, off[j]) if off[j] > begin else free
+        else:
+            free = end
+        wait[j], due[j] = begin - cmp_end[j], end
+    return wait, due, lost
 
 
 class _RoundJobs:
@@ -476,11 +542,12 @@ class _RoundJobs:
     ``everyone`` (every job ended) and ``enough`` (the ``keep``-th arrival, under ``over_select``)."""
 
     __slots__ = ("env", "n", "ended", "done", "chain_limit", "everyone", "enough", "dev_list", "order_list",
-                 "due_list", "busy_flags", "keep")  # fmt: skip
+                 "due_list", "busy_flags", "keep", "fails", "useful")  # fmt: skip
 
     def __init__(self, env: simpy.Environment, busy_flags: np.ndarray, devices: np.ndarray, order: np.ndarray,
-                 due_in_order: np.ndarray, keep: int | None) -> None:  # fmt: skip
+                 due_in_order: np.ndarray, keep: int | None, fails: list[bool] | None = None) -> None:  # fmt: skip
         self.env, self.n, self.busy_flags, self.keep = env, int(devices.size), busy_flags, keep
+        self.fails, self.useful = fails, 0  # arrivals lost to packet errors, in arrival order; arrivals that count
         self.ended = [False] * self.n
         self.done, self.chain_limit = 0, int(order.size)
         self.everyone, self.enough = env.event(), env.event()
@@ -501,7 +568,11 @@ class _RoundJobs:
         self.end_job(self.order_list[k])
         if k + 1 < self.chain_limit:
             self.schedule(k + 1)
-        if k + 1 == self.keep and not self.enough.triggered:
+        if self.fails is None:
+            self.useful = k + 1
+        elif not self.fails[k]:
+            self.useful += 1
+        if self.useful == self.keep and not self.enough.triggered:
             self.enough.succeed()
 
     def schedule(self, k: int) -> None:
@@ -528,30 +599,33 @@ def _kept(policy: str, lost: np.ndarray, order: np.ndarray, since_start_s: np.nd
           keep: int | None) -> np.ndarray:  # fmt: skip
     """Which jobs' updates the server keeps (bool, shape (m,)): under ``deadline`` those arrived within it
     (``since_start_s``: arrival time from the round start [s]), under ``over_select`` the first ``keep`` arrivals
-    (``order``: job indices in order of arrival), else every job not ``lost``."""
+    not ``lost`` (``order``: job indices in order of arrival), else every job not ``lost`` (offline, or its
+    upload lost to packet errors)."""
     if policy == "deadline":
         # relative to the round start, with slack for rounding: a plan that meets T_max exactly (AnycostFL's
         # Lemma 3 makes the deadline tight) must not be dropped because start + busy rounds up by one ulp
         return ~lost & (since_start_s <= deadline_s * (1 + DEADLINE_RTOL))
     if policy == "over_select":
         kept = np.zeros(lost.size, dtype=bool)
-        kept[order[:keep]] = True
+        kept[order[~lost[order]][:keep]] = True  # ``lost`` may hold arrivals lost to packet errors
         return kept
     return ~lost
 
 
 def phase_times_done(
     stopped: np.ndarray, t_end_s: np.ndarray, t_down_s: np.ndarray, t_dl_s: np.ndarray, t_cmp_s: np.ndarray,
-    t_com_s: np.ndarray,
+    t_com_s: np.ndarray, t_wait_s: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Time [s] each job spent downloading, computing and uploading, shape (m,) each: the whole phase, or for a
     ``stopped`` job (cancelled at the cut-off, or lost offline) the part of it before ``t_end_s``. A job downloads
-    from ``t_down_s`` for ``t_dl_s``, then computes ``t_cmp_s`` and uploads ``t_com_s``; the charge of its energy
-    is pro rata of these (:func:`edgefl.fleet.costs.prorated_energy_j`)."""
+    from ``t_down_s`` for ``t_dl_s``, then computes ``t_cmp_s``, waits ``t_wait_s`` for the channel (TDMA; None:
+    no wait) and uploads ``t_com_s``; the charge of its energy is pro rata of these
+    (:func:`edgefl.fleet.costs.prorated_energy_j`)."""
     t_start = t_down_s + t_dl_s
     dl_done = np.where(stopped, np.clip(t_end_s - t_down_s, 0.0, t_dl_s), t_dl_s)
     cmp_done = np.where(stopped, np.clip(t_end_s - t_start, 0.0, t_cmp_s), t_cmp_s)
-    com_done = np.where(stopped, np.clip(t_end_s - (t_start + t_cmp_s), 0.0, t_com_s), t_com_s)
+    up_start = t_start + t_cmp_s if t_wait_s is None else t_start + t_cmp_s + t_wait_s
+    com_done = np.where(stopped, np.clip(t_end_s - up_start, 0.0, t_com_s), t_com_s)
     return dl_done, cmp_done, com_done
 
 

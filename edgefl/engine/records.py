@@ -7,12 +7,14 @@ then the method's own columns (``Method.device_columns``).
 The timeline columns are absolute simulated times [s] on the run's clock: ``t_start_s`` (compute start) and
 ``t_arrive_s`` (upload end, empty for a job that never arrived), then ``t_down_s`` (download start: the job's
 dispatch) and ``t_end_s`` (the device is free again: its arrival, or where it stopped). ``t_cmp_s`` and ``t_com_s`` are the time spent computing and uploading
-(less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so).
+(less than planned for a job cancelled at the cut-off or lost offline, whose ``reason`` says so; more than planned
+for an upload sent again after packet errors, ``reason = "packet error"`` when every attempt was lost).
 
 After ``e_down_j`` and before the method's own columns come the device's identity and the parts of its energy:
 ``profile`` (its catalogue profile key, '' for a device drawn from ranges without one), ``e_static_j`` (the
 static, idle-power part of the compute energy, already included in ``e_cmp_j``) and ``e_idle_j`` (energy spent
-waiting idle inside the round) [J].
+waiting idle inside the round) [J]; then the job's uplink ``bandwidth_hz`` [Hz] and ``tx_power_w`` [W], as the round's
+allocation set them (``channel.allocation``; under ``"equal"`` the band's share and the device's own power).
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def _budget(e_max_j: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(e_max_j), e_max_j, math.nan)
 
 
+def _or_nan(values: np.ndarray | None, m: int) -> np.ndarray:
+    """``values`` as floats, shape (m,), or m NaNs when None."""
+    return np.full(m, math.nan) if values is None else np.asarray(values, dtype=float)
+
+
 def _frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if df.empty:
@@ -130,6 +137,8 @@ def device_block(
     profiles: np.ndarray | None = None,
     e_static_j: np.ndarray | None = None,
     e_idle_j: np.ndarray | None = None,
+    bandwidth_hz: np.ndarray | None = None,
+    tx_power_w: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Round (server update) ``r``'s device rows as columns (jobs, then skipped devices), sorted by device id.
 
@@ -142,14 +151,15 @@ def device_block(
     deadline [s] (None: none). ``extra``: the method's own columns, one value per job (skipped devices get NaN).
     ``profiles``: the fleet's catalogue profile keys, shape (n_devices,), indexed by device id ('' for none; None:
     no device has one). ``e_static_j`` (the static part of ``e_cmp_j``) and ``e_idle_j`` (idle waiting) [J], per job
-    (shape (m,)): None records zeros; skipped devices get 0."""
+    (shape (m,)): None records zeros; skipped devices get 0. ``bandwidth_hz`` [Hz] and ``tx_power_w`` [W], per job
+    (shape (m,)): its uplink sub-band and transmit power (the round's allocation); None and skipped devices: NaN."""
     skip = skipped_device
     flops, bits, steps, losses = work.flops, work.bits, work.steps, work.losses
     m, s = jobs["device"].size, skip.size
     nan_s, zero_s = np.full(s, math.nan), np.zeros(s)
     dev = np.concatenate([jobs["device"], skip])
     status = times.status
-    reason = np.where(status == "cancelled", "cancelled", np.where(status == "offline", "offline", ""))
+    reason = np.where(np.isin(status, ("cancelled", "offline", "packet error")), status, "")
     cols: dict[str, np.ndarray] = {
         "round": np.full(m + s, r, dtype=np.int64),
         "device": dev,
@@ -187,6 +197,8 @@ def device_block(
         "profile": np.full(m + s, "", dtype=object) if profiles is None else np.asarray(profiles, dtype=object)[dev],
         "e_static_j": np.concatenate([np.zeros(m) if e_static_j is None else np.asarray(e_static_j, float), zero_s]),
         "e_idle_j": np.concatenate([np.zeros(m) if e_idle_j is None else np.asarray(e_idle_j, float), zero_s]),
+        "bandwidth_hz": np.concatenate([_or_nan(bandwidth_hz, m), nan_s]),
+        "tx_power_w": np.concatenate([_or_nan(tx_power_w, m), nan_s]),
     }
     for name, values in extra.items():  # numbers as floats (NaN when skipped), anything else as text ("")
         col = np.asarray(values)

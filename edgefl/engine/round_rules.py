@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from edgefl.fleet.devices import EnergyBudgets
+    from edgefl.scenario.selection_settings import SelectionConfig
 
 __all__ = ["RoundRules"]
 
@@ -26,7 +27,14 @@ class RoundRules:
     downloads cost no energy); ``width``: the global model's width; ``budget``: how each round draws the energy budgets;
     ``eval_every``: rounds between evaluations (and the last round); ``global_loss``: also record the training loss
     of the global model over every device's data; ``fixed_bands``: a device's uplink and downlink rates do not
-    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links).
+    depend on how many devices share the band (``bandwidth_mode = "fixed"`` on both links); ``selection``: the
+    ``[selection]`` policy and its settings (None: ``"random"``, every candidate runs; :mod:`edgefl.engine.selection`);
+    ``charge_idle``: a
+    device waiting inside its job (for its TDMA slot) is charged its static power (``round.charge_idle``);
+    ``waterfall``: Chen et al.'s m of ``[channel.packet_errors]`` (None: no upload is lost to packet errors) and
+    ``retransmissions``: how many times a lost upload is sent again;
+    ``allocation``: how each round shares the uplink (``channel.allocation``, :mod:`edgefl.fleet.allocation`) and
+    ``allocation_weight`` the weight of time in min_energy's weighted form (rounds without a deadline).
     """
 
     rounds: int
@@ -43,6 +51,12 @@ class RoundRules:
     eval_every: int
     global_loss: bool
     fixed_bands: bool
+    selection: SelectionConfig | None = None
+    charge_idle: bool = False
+    waterfall: float | None = None
+    retransmissions: int = 0
+    allocation: str = "equal"
+    allocation_weight: float = 0.5
 
     def evaluates(self, r: int) -> bool:
         """Whether round (server update) ``r`` evaluates the global model: every ``eval_every`` and the last."""

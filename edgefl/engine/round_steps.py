@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from channel import fdma_bandwidth_hz
+from edgefl.fleet.allocation import Allocation, allocate
 from edgefl.fleet.costs import prorated_energy_j
 
 if TYPE_CHECKING:
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
     from edgefl.engine.round_rules import RoundRules
     from edgefl.engine.clock import JobTimes
 
-__all__ = ["Charges", "Parts", "charge", "downloads", "rounds_row", "select_devices"]
+__all__ = [
+    "Charges", "Parts", "allocation_step", "charge", "downloads", "equal_bandwidth_hz", "rounds_row", "select_devices",
+]  # fmt: skip
 
 
 class Parts(Protocol):
@@ -83,17 +87,43 @@ def without_link(run: Parts, devices: np.ndarray, gain: np.ndarray, *, held: int
     return dead
 
 
+def allocation_step(
+    run: Parts, selected: np.ndarray, gain: np.ndarray, *, t_budget_s: float | None, t_before_s: np.ndarray | float
+) -> Allocation:
+    """The round's allocation (``channel.allocation`` other than ``"equal"``, :func:`edgefl.fleet.allocation.allocate`)
+    of the ``selected`` devices (ids, shape (m,)) on the whole uplink band, for the work of a full-width job of
+    FedAvg's (its cycles and its uncompressed update): ``gain``, every device's channel gain, shape (n,);
+    ``t_budget_s`` [s] the time a device has for compute and upload (None: no deadline, min_energy's weighted form
+    with ``channel.allocation_weight``); ``t_before_s`` [s] each device's download (part of min_time's finish)."""
+    rules, wl, costs = run.rules, run.workload, run.costs
+    cycles = costs.cycles(selected, wl.flops_per_sample(rules.width) * wl.samples_per_round(selected))
+    return allocate(
+        rules.allocation, costs=costs, radio=run.radio.model, devices=selected, gain=gain[selected], cycles=cycles,
+        bits=float(wl.update_bits), deadline_s=t_budget_s, weight=rules.allocation_weight,
+        t_before_s=t_before_s,
+    )  # fmt: skip
+
+
+def equal_bandwidth_hz(run: Parts, n_sharing: int) -> float:
+    """The uplink sub-band [Hz] of a device under ``"equal"``: the band as ``channel.bandwidth_mode`` says, shared by
+    ``n_sharing`` devices (>= 1) under ``"split"``."""
+    model = run.radio.model
+    return fdma_bandwidth_hz(model.bandwidth_mode, max(int(n_sharing), 1), model.band_hz)
+
+
 @dataclass(frozen=True, eq=False)
 class Charges:
     """What each job is charged [J], shape (m,) each: computing, uploading, downloading; ``total_j`` the sum over
-    the jobs (downloads only under the downlink model). ``e_static_j``: the static part of ``e_cmp_j`` (the
-    device's static power over the compute time done; 0 in the papers' model)."""
+    the jobs (downloads only under the downlink model; idle waits when charged). ``e_static_j``: the static part
+    of ``e_cmp_j`` (the device's static power over the compute time done; 0 in the papers' model); ``e_idle_j``:
+    waiting for a TDMA slot at the static power under ``round.charge_idle`` (None: nothing charged)."""
 
     e_cmp_j: np.ndarray
     e_com_j: np.ndarray
     e_down_j: np.ndarray
     total_j: float
     e_static_j: np.ndarray
+    e_idle_j: np.ndarray | None = None
 
 
 def charge(
@@ -101,14 +131,20 @@ def charge(
 ) -> Charges:
     """The planned energies [J] of the jobs of ``times`` (a round's :class:`~edgefl.engine.clock.RoundOutcome`) charged up
     to where each stopped: a job cancelled at the cut-off or lost offline pays each phase pro rata of the time it
-    spent in it (:func:`edgefl.fleet.costs.prorated_energy_j`); every job, kept or not, counts in the total."""
+    spent in it (:func:`edgefl.fleet.costs.prorated_energy_j`); every job, kept or not, counts in the total.
+    Under TDMA with ``round.charge_idle`` the time each job waited for the channel is charged at its static
+    power (:meth:`edgefl.fleet.costs.CostModel.idle_energy_j`; 0 in the papers' model)."""
     e_cmp = prorated_energy_j(e_cmp_j, times.t_cmp_s, times.cmp_done_s)
     e_com = prorated_energy_j(e_com_j, times.t_com_s, times.com_done_s)
     e_down = prorated_energy_j(e_down_j, times.t_dl_s, times.dl_done_s)
     total = float(np.sum(e_cmp) + np.sum(e_com))
     if run.rules.downlink_rx_power_w is not None:
         total += float(np.sum(e_down))
-    return Charges(e_cmp, e_com, e_down, total, run.costs.static_energy_j(dev, times.cmp_done_s))
+    e_idle = None
+    if run.rules.charge_idle and times.wait_done_s is not None:
+        e_idle = run.costs.idle_energy_j(dev, times.wait_done_s)
+        total += float(np.sum(e_idle))
+    return Charges(e_cmp, e_com, e_down, total, run.costs.static_energy_j(dev, times.cmp_done_s), e_idle)
 
 
 def rounds_row(

@@ -38,6 +38,7 @@ def radio_model(cfg: ChannelConfig) -> RadioModel:
         band_hz=cfg.bandwidth_hz,
         link_model=cfg.link_model,
         link_direction="uplink",
+        access=cfg.access,
     )
 
 
@@ -52,7 +53,8 @@ class Radio:
         self.model = radio_model(cfg)
         dl = cfg.downlink
         self.downlink = None if dl is None else replace(
-            self.model, band_hz=dl.bandwidth_hz, bandwidth_mode=dl.bandwidth_mode, link_direction="downlink"
+            self.model, band_hz=dl.bandwidth_hz, bandwidth_mode=dl.bandwidth_mode, link_direction="downlink",
+            access="fdma",
         )  # the uplink's gains, noise and link model, with the downlink's band and link parameters
         self.bs_power_w = None if dl is None else dl.tx_power_w
         self.streams = streams
@@ -101,6 +103,37 @@ class Radio:
         depends only on its own gain and power and on how many share the band, so the rates of the transmitting
         devices alone (their gains, no mask) are the same numbers."""
         return self.model.rates_bps(gain, tx_power_w, transmitting, held=held)
+
+    @property
+    def tdma(self) -> bool:
+        """Whether uploads take turns on the whole band (``channel.access = "tdma"``)."""
+        return self.model.access == "tdma"
+
+    def packet_error_rate(
+        self, gain: np.ndarray, tx_power_w: np.ndarray, n_transmitting: int, *, held: int = 0, waterfall: float,
+        band_hz: np.ndarray | None = None, interference_w: np.ndarray | float = 0.0,
+    ) -> np.ndarray:
+        """Chen et al.'s packet error rate of each upload (2021, eq. (9) on this round's channel, reused from
+        :func:`optimizers.chen_assignment.packet_error_rate`): ``q = 1 - exp(-m B N0 / (P h))`` on the band
+        ``B`` each of ``n_transmitting`` devices uploads on (:meth:`channel.RadioModel.upload_band_hz`), with the
+        noise PSD N0 that already holds the interference rise, so ``q = 1 - exp(-m / SINR)`` at the SINR of its
+        rate. ``gain``, ``tx_power_w``: the uploading devices', shape (m,); ``waterfall``: m [linear]; ``band_hz``:
+        each upload's own band [Hz], shape (m,), where an allocation or Chen et al.'s RBs set it (None: the share
+        above); ``interference_w``: I [W] each upload receives on top of that noise, shape (m,) or one number
+        (Chen et al.'s I_n of its RB, ``[selection.chen]``; default 0), so ``q = 1 - exp(-m (I + B N0) / (P h))``."""
+        from optimizers.chen_assignment import packet_error_rate  # scipy loads only for runs with packet errors
+
+        if gain.size == 0:
+            return np.zeros(0)
+        n0 = self.model.noise_psd_w_per_hz
+        if band_hz is None:
+            band_hz = self.model.upload_band_hz(n_transmitting, held=held)
+            return packet_error_rate(tx_power_w, gain, interference_w, rb_bandwidth_hz=band_hz,
+                                     noise_psd_w_per_hz=n0, waterfall=waterfall)  # fmt: skip
+        # a band per upload: the solver takes one B, so each upload's noise B N0 joins its I over a unit band
+        noise_w = np.asarray(interference_w, dtype=float) + np.asarray(band_hz, dtype=float) * n0
+        return packet_error_rate(tx_power_w, gain, noise_w, rb_bandwidth_hz=1.0, noise_psd_w_per_hz=0.0,
+                                 waterfall=waterfall)  # fmt: skip
 
     def downlink_rates_bps(self, gain: np.ndarray, receiving: np.ndarray | None = None) -> np.ndarray:
         """Downlink rate [bit/s] per device, shape (n,) (of ``gain``), under ``channel.link_model`` (``"shannon"``:

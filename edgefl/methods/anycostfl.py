@@ -103,6 +103,7 @@ class AnycostFL(Method):
     name = "anycostfl"
     Settings = AnycostFLSettings
     needs = Needs(deadline=True, budget=True, surrogate=True, cost_modes=("physical",))
+    takes_allocation = "radio"  # plans with ctx.rate_bps and ctx.costs; its frequency is eq. (26)'s
 
     def __init__(self, *, settings=None, setup) -> None:
         super().__init__(settings=settings, setup=setup)

@@ -77,6 +77,7 @@ class AsyncMethod(FedAvg):
     """FedAvg's planning and local work with an asynchronous server step (:meth:`server_step`)."""
 
     needs = Needs(surrogate=True, asynchronous=True)
+    takes_allocation = "none"  # jobs are dispatched one at a time (the load check says why)
     device_columns = ("staleness",)
 
     @property

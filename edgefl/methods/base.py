@@ -82,7 +82,11 @@ class RoundContext:
     none; net of the planned download's energy, which the budget pays first), shape (n,).
     ``t_budget_s``: the time a device has for compute and upload, the round deadline net of the downlink [s],
     or None without a deadline. ``costs``: the cost model (``costs.fleet`` the devices); ``rng``: this round's
-    stream for the method (built on its first use, :class:`edgefl.seeding.LazyGenerator`).
+    stream for the method (built on its first use, :class:`edgefl.seeding.LazyGenerator`). ``cpu_hz``: the CPU
+    frequency [Hz] the round's allocation (``channel.allocation``) set for each selected device, shape (n,), which a
+    method that takes the whole allocation (:attr:`Method.takes_allocation` ``"all"``) runs at; None under
+    ``"equal"`` (the method chooses). Under an allocation ``rate_bps`` and ``costs`` are the allocated bandwidth's
+    and power's.
     """
 
     round_index: int
@@ -92,6 +96,7 @@ class RoundContext:
     t_budget_s: float | None
     costs: CostModel
     rng: np.random.Generator | LazyGenerator
+    cpu_hz: np.ndarray | None = None
 
     @property
     def fleet(self) -> Fleet:
@@ -195,12 +200,16 @@ class JobTable:
 class RoundPlan:
     """The jobs to run this round and the selected devices that sit it out.
 
-    ``skipped_device``: ids, shape (s,); ``skipped_reason``: why, shape (s,) of str.
+    ``skipped_device``: ids, shape (s,); ``skipped_reason``: why, shape (s,) of str. ``upload_order``: under
+    ``channel.access = "tdma"``, the jobs' device ids in the order they take the channel (shape (m,)); None, the
+    default, serves them first come, first served, in the order they finish computing. A planner that schedules
+    the uploads itself (an allocator, FedCS) sets it; under FDMA it plays no part.
     """
 
     jobs: JobTable
     skipped_device: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     skipped_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    upload_order: np.ndarray | None = None
 
     def with_skipped(self, devices: np.ndarray, reasons: Sequence[str] | np.ndarray) -> RoundPlan:
         """This plan with ``devices`` (ids, shape (s,)) also sitting out, for ``reasons`` (shape (s,)), after
@@ -330,7 +339,16 @@ class Method(ABC):
       selected nor on ``ctx.rng``, and its jobs follow ``ctx.selected``'s order. Then planning every device at
       once and taking the selected ones gives the same plan (the asynchronous driver does so once per server
       update, :mod:`edgefl.engine.async_driver`). A subclass that overrides :meth:`plan_round` is taken not to, unless
-      it declares the flag again.
+      it declares the flag again;
+    - ``takes_allocation``: what it takes of the round's allocation (``channel.allocation`` other than
+      ``"equal"``, :mod:`edgefl.fleet.allocation`): ``"all"`` (bandwidth, power and CPU frequency,
+      :attr:`RoundContext.cpu_hz`), ``"radio"`` (bandwidth and power through ``ctx.rate_bps`` and ``ctx.costs``; it
+      sets its own frequency) or ``"none"`` (refused at load). A subclass that overrides :meth:`plan_round` is taken
+      to take none, unless it declares it again;
+    - :meth:`plans_to_t_max`: whether, with given settings, its plan stretches a device's compute or upload to
+      fill the round's T_max (:attr:`RoundContext.t_budget_s`'s value). Such a plan holds only when each upload
+      starts as its compute ends (FDMA), so TDMA under a deadline refuses it at load. A subclass that overrides
+      :meth:`plan_round` is taken to plan to T_max, unless it declares the method again.
 
     It is constructed with keyword arguments only: its settings and a :class:`MethodSetup`.
     """
@@ -340,11 +358,22 @@ class Method(ABC):
     needs: ClassVar[Needs] = Needs()
     device_columns: ClassVar[tuple[str, ...]] = ()
     plans_each_device_alone: ClassVar[bool] = False
+    takes_allocation: ClassVar[str] = "none"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "plan_round" in cls.__dict__ and "plans_each_device_alone" not in cls.__dict__:
             cls.plans_each_device_alone = False
+        if ("plan_round" in cls.__dict__ or "local_work" in cls.__dict__) and "takes_allocation" not in cls.__dict__:
+            cls.takes_allocation = "none"
+        if "plan_round" in cls.__dict__ and "plans_to_t_max" not in cls.__dict__:
+            cls.plans_to_t_max = Method.__dict__["plans_to_t_max"]
+
+    @classmethod
+    def plans_to_t_max(cls, settings: BaseModel) -> bool:
+        """Whether the plan under ``settings`` (its ``[method.<name>]`` table) depends on the value of T_max, not
+        only on whether there is one (the class docstring); True unless a method says otherwise."""
+        return True
 
     def __init__(self, *, settings: BaseModel | None = None, setup: MethodSetup) -> None:
         self.settings = type(self).Settings() if settings is None else settings

@@ -90,6 +90,7 @@ class BudgetedMethod(Method):
     """
 
     needs = Needs(cost_modes=("physical",))
+    takes_allocation = "radio"  # upload_budget plans with ctx.rate_bps and ctx.costs, and sets the frequency
     Settings = BudgetedSettings
     device_columns = ("payload_kept",)
 

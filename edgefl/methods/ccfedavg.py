@@ -33,6 +33,7 @@ from edgefl.methods.base import (
     ClientUpdate, DenseUpdate, JobTable, LocalTraining, RoundContext, RoundPlan, TrainJob,
 )  # fmt: skip
 from edgefl.methods.ccfedavg_schedule import ProbabilityMethod, SkipPlanner, TrainingProbabilitySettings
+from edgefl.methods.fedavg import FedAvg
 
 if TYPE_CHECKING:
     from edgefl.methods.base import MethodSetup
@@ -89,6 +90,7 @@ class CCFedAvg(ProbabilityMethod):
     """CC-FedAvg and Strategies 1/2/3/c with client, server or mixed backup (``[method.ccfedavg]``)."""
 
     name = "ccfedavg"
+    plans_to_t_max = FedAvg.__dict__["plans_to_t_max"]  # FedAvg's plan; only whether there is a deadline counts
     Settings = CCFedAvgSettings
 
     def __init__(self, *, settings=None, setup) -> None:

@@ -45,13 +45,21 @@ class FedAvg(Method):
     frequency that still meets the deadline (``"min_energy"``, f_min without a deadline).
 
     A selected device whose planned energy exceeds its per-round budget E_max sits the round out
-    (reason recorded); FedAvg has no knob to make it cheaper.
+    (reason recorded); FedAvg has no knob to make it cheaper. Under ``channel.allocation`` other than ``"equal"``
+    it runs at the allocated CPU frequency, bandwidth and power (``cpu_policy`` is then not used).
     """
 
     name = "fedavg"
     Settings = FedAvgSettings
     needs = Needs(surrogate=True)
     plans_each_device_alone = True  # every step of plan_round is per device (local_work must stay so too)
+    takes_allocation = "all"  # under channel.allocation it runs at the allocated frequency, not cpu_policy's
+
+    @classmethod
+    def plans_to_t_max(cls, settings: FedAvgSettings) -> bool:
+        """Only ``cpu_policy = "min_energy"`` stretches the compute to T_max less the upload; at ``"max"`` the
+        plan is the same whatever the deadline."""
+        return settings.cpu_policy == "min_energy"
 
     def local_work(self, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(SGD steps, samples processed) of each device's local training in a round, by the trainer's rule
@@ -68,7 +76,9 @@ class FedAvg(Method):
         bits = float(wl.update_bits)
         t_com, e_com = costs.upload(dev, bits=bits, rate_bps=ctx.rate_bps[dev])
         policy = self.settings.cpu_policy
-        if policy == "min_energy" and ctx.t_budget_s is not None:
+        if ctx.cpu_hz is not None:  # the round's allocation sets the frequency (channel.allocation)
+            f = ctx.cpu_hz[dev]
+        elif policy == "min_energy" and ctx.t_budget_s is not None:
             f, _ = costs.deadline_frequency_hz(dev, cycles, ctx.t_budget_s - t_com)
         else:
             f = costs.free_frequency_hz(dev, policy)

@@ -16,6 +16,7 @@ import numpy as np
 
 from edgefl.methods.base import ClientUpdate, RoundContext, RoundPlan
 from edgefl.methods.ccfedavg_schedule import ProbabilityMethod, expected_participations
+from edgefl.methods.fedavg import FedAvg
 
 __all__ = ["FedAvgDropout", "dropout_quota"]
 
@@ -29,6 +30,7 @@ class FedAvgDropout(ProbabilityMethod):
     """FedAvg where device i stops for good after ``dropout_quota`` trained rounds."""
 
     name = "fedavg_dropout"
+    plans_to_t_max = FedAvg.__dict__["plans_to_t_max"]  # FedAvg's plan; only whether there is a deadline counts
 
     def __init__(self, *, settings=None, setup) -> None:
         super().__init__(settings=settings, setup=setup)

@@ -22,6 +22,7 @@ import numpy as np
 
 from edgefl.methods.base import ClientUpdate, LocalTraining, RoundContext, RoundPlan, TrainJob
 from edgefl.methods.ccfedavg_schedule import ProbabilityMethod
+from edgefl.methods.fedavg import FedAvg
 from edgefl.learning.config import samples_per_round, steps_per_round
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class FedNova(ProbabilityMethod):
     """FedAvg planning with tau_i local steps and FedNova's normalised averaging."""
 
     name = "fednova"
+    plans_to_t_max = FedAvg.__dict__["plans_to_t_max"]  # FedAvg's plan; only whether there is a deadline counts
 
     def __init__(self, *, settings=None, setup) -> None:
         super().__init__(settings=settings, setup=setup)

@@ -102,6 +102,13 @@ class HeteroFL(Method):
     """Width levels a..e (1, 1/2, 1/4, 1/8, 1/16) assigned fixed, dynamically or by capability."""
 
     name = "heterofl"
+    takes_allocation = "radio"  # plans with ctx.rate_bps and ctx.costs at its own frequencies
+
+    @classmethod
+    def plans_to_t_max(cls, settings: HeteroFLSettings) -> bool:
+        """``assignment = "capability"`` fits the level and the frequency to T_max; ``"fix"`` and ``"dynamic"``
+        plan at f_max whatever the deadline."""
+        return settings.assignment == "capability"
     Settings = HeteroFLSettings
 
     def __init__(self, *, settings=None, setup) -> None:

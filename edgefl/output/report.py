@@ -5,7 +5,8 @@ The page has a header with a summary table and five plotly figures:
 1. test accuracy vs simulated time [s],
 2. test accuracy vs cumulative energy [J],
 3. test accuracy vs round,
-4. one round's device timeline (compute and upload bars, straggler and deadline marked),
+4. one round's device timeline (compute and upload bars, under TDMA the wait for the channel between them,
+   uploads lost to packet errors marked, straggler and deadline marked),
 5. a multi-round Gantt of device states on the run's absolute clock for the first devices: offline periods
    (given by the caller: the run's availability schedule, regenerated from its seed), download, compute and
    upload bars of every job, idle between them, jobs lost offline marked (needs ``t_down_s``, ``t_start_s``,
@@ -94,11 +95,16 @@ _COLOURS = {
     "upload": "#ff7f0e",
     "compute (dropped)": "#9aa5b1",
     "upload (dropped)": "#c7b299",
+    "waiting for the channel": "#d9d9d9",
+    "waiting for the channel (dropped)": "#eeeeee",
+    "packet error": "#7f3fbf",
     "straggler": "#d62728",
     "deadline": "#d62728",
     "round end": "#555555",
 }
 _TEMPLATE = "plotly_white"
+PACKET_ERROR = "packet error"
+"""The ``reason`` of a device whose upload was lost to packet errors (``[channel.packet_errors]``)."""
 
 
 class ReportError(EdgeflError, ValueError):
@@ -385,10 +391,11 @@ def _round_rows(device_rounds: pd.DataFrame, round_: int) -> pd.DataFrame:
 
 
 def _phase_times(rows: pd.DataFrame) -> pd.DataFrame:
-    """Add ``_start``, ``_cmp_end``, ``_arrive`` [s from round start], ``_trained`` and ``_arrived``.
+    """Add ``_start``, ``_cmp_end``, ``_up_start``, ``_arrive`` [s from round start], ``_trained`` and ``_arrived``.
 
-    Devices that did not train get NaN times. A trained device without ``t_arrive_s`` arrives at
-    ``t_start_s + t_cmp_s + t_com_s``.
+    Devices that did not train get NaN times. A device's upload starts when it has computed and, under TDMA,
+    waited ``t_wait_s`` for the channel. A trained device without ``t_arrive_s`` arrives at its upload start +
+    ``t_com_s``.
     """
     rows = rows.copy()
     trained = _as_bool(rows["trained"])
@@ -400,11 +407,13 @@ def _phase_times(rows: pd.DataFrame) -> pd.DataFrame:
         start, arrive = start - offset, arrive - offset
     start = start.fillna(0.0)
     cmp_end = start + _numeric(rows["t_cmp_s"])
-    arrive = arrive.fillna(cmp_end + _numeric(rows["t_com_s"]))
+    up_start = cmp_end + _numeric(rows["t_wait_s"]).fillna(0.0) if "t_wait_s" in rows.columns else cmp_end
+    arrive = arrive.fillna(up_start + _numeric(rows["t_com_s"]))
     rows["_trained"] = trained
     rows["_arrived"] = _as_bool(rows["arrived"]) & trained
     rows["_start"] = start.where(trained)
     rows["_cmp_end"] = cmp_end.where(trained)
+    rows["_up_start"] = up_start.where(trained)
     rows["_arrive"] = arrive.where(trained)
     return rows
 
@@ -493,6 +502,7 @@ def _timeline_figure(
     rows["_label"] = labels
     _add_phase_bars(fig, rows[rows["_trained"]])
     _add_idle_markers(fig, rows[~rows["_trained"]])
+    _add_packet_error_marks(fig, rows[rows["_trained"]])
 
     title = f"Device timeline, {words.round} {round_}"
     if straggler is not None:
@@ -515,18 +525,22 @@ def _timeline_figure(
 
 
 def _add_phase_bars(fig: go.Figure, trained: pd.DataFrame) -> None:
-    """Horizontal bars of the compute and upload phases [s since round start] of the devices that trained; the
-    phases of devices whose upload was dropped (late) are hatched and named "<phase> (dropped)"."""
-    for phase, lo, hi in (("compute", "_start", "_cmp_end"), ("upload", "_cmp_end", "_arrive")):
+    """Horizontal bars of the compute and upload phases [s since round start] of the devices that trained, and
+    under TDMA their wait for the channel between the two; the phases of devices whose upload was dropped (late,
+    or lost to packet errors) are hatched and named "<phase> (dropped)"."""
+    waits = bool((trained["_up_start"] > trained["_cmp_end"]).any())
+    phases = (("compute", "_start", "_cmp_end"), ("waiting for the channel", "_cmp_end", "_up_start"),
+              ("upload", "_up_start", "_arrive")) if waits else (("compute", "_start", "_cmp_end"),
+                                                                  ("upload", "_cmp_end", "_arrive"))  # fmt: skip
+    for phase, lo, hi in phases:
         for dropped in (False, True):
             part = trained[(~trained["_arrived"] if dropped else trained["_arrived"]) & trained[hi].notna()]
             if part.empty:
                 continue
             name = f"{phase} (dropped)" if dropped else phase
-            status = "dropped (late)" if dropped else "arrived"
             hover = [
-                f"{r['_label']}: {phase}<br>{r[lo]:.4g} s to {r[hi]:.4g} s ({r[hi] - r[lo]:.4g} s)<br>{status}"
-                + _device_details(r)
+                f"{r['_label']}: {phase}<br>{r[lo]:.4g} s to {r[hi]:.4g} s ({r[hi] - r[lo]:.4g} s)<br>"
+                + (_dropped_why(r) if dropped else "arrived") + _device_details(r)
                 for _, r in part.iterrows()
             ]
             fig.add_trace(
@@ -544,6 +558,35 @@ def _add_phase_bars(fig: go.Figure, trained: pd.DataFrame) -> None:
                     hoverinfo="text",
                 )
             )
+
+
+def _dropped_why(row: pd.Series) -> str:
+    """Why a trained device's update did not count, for a hover text."""
+    reason = row["reason"] if "reason" in row.index else None
+    return "lost to packet errors" if reason == PACKET_ERROR else "dropped (late)"
+
+
+def _add_packet_error_marks(fig: go.Figure, trained: pd.DataFrame) -> None:
+    """A cross at the end of each upload lost to packet errors [s since round start], with how many times it was
+    sent (``uploads``) in its hover text."""
+    if "reason" not in trained.columns:
+        return
+    lost = trained[trained["reason"] == PACKET_ERROR]
+    if lost.empty:
+        return
+    sent = lost["uploads"] if "uploads" in lost.columns else pd.Series(math.nan, index=lost.index)
+    fig.add_trace(
+        go.Scatter(
+            name=PACKET_ERROR,
+            x=[float(v) for v in lost["_arrive"]],
+            y=list(lost["_label"]),
+            mode="markers",
+            marker={"symbol": "x-thin-open", "size": 12, "color": _COLOURS[PACKET_ERROR], "line": {"width": 2}},
+            hovertext=[f"{r['_label']}: upload lost to packet errors at {r['_arrive']:.4g} s"
+                       + ("" if pd.isna(n) else f" after {int(n)} attempt(s)") for (_, r), n in zip(lost.iterrows(), sent)],
+            hoverinfo="text",
+        )
+    )
 
 
 def _add_idle_markers(fig: go.Figure, idle: pd.DataFrame) -> None:
@@ -584,12 +627,20 @@ def _mark_straggler(fig: go.Figure, rows: pd.DataFrame, straggler: int, words: W
     return f" ({words.straggler}: {label})"
 
 
+_DETAILS = (
+    ("width", "width {:.3g}", 1.0), ("cpu_hz", "CPU {:.3g} GHz", 1e9), ("rate_bps", "rate {:.3g} Mbit/s", 1e6),
+    ("bandwidth_hz", "band {:.3g} MHz", 1e6), ("tx_power_w", "power {:.3g} mW", 1e-3),
+)  # fmt: skip
+"""The job's knobs a timeline bar's hover shows: (column, text, unit [SI per shown unit]); the allocated CPU
+frequency, sub-band and transmit power among them (``channel.allocation``)."""
+
+
 def _device_details(row: pd.Series) -> str:
     parts = []
-    for col, text in (("width", "width {:.3g}"), ("cpu_hz", "CPU {:.3g} GHz"), ("rate_bps", "rate {:.3g} Mbit/s")):
+    for col, text, unit in _DETAILS:
         value = _float_or_none(row[col]) if col in row.index else None
         if value is not None:
-            parts.append(text.format(value / 1e9 if col == "cpu_hz" else value / 1e6 if col == "rate_bps" else value))
+            parts.append(text.format(value / unit))
     return "<br>" + ", ".join(parts) if parts else ""
 
 
@@ -626,7 +677,7 @@ def gantt_devices(device_rounds: pd.DataFrame) -> list[int]:
 def _states_figure(device_rounds: pd.DataFrame, offline: Mapping[int, Sequence[tuple[float, float]]]) -> go.Figure:
     """Gantt of the first :data:`GANTT_DEVICES` devices' jobs over the whole run [s, absolute]: offline periods
     (``offline``, device -> intervals [s]), download [t_down, t_start), compute [t_start, t_start + t_cmp),
-    upload [.., t_end); idle between them."""
+    under TDMA the wait for the channel (``t_wait_s``), upload [.., t_end); idle between them."""
     fig = go.Figure()
     fig.update_layout(
         title=f"Device states over the run (first {GANTT_DEVICES} devices)", template=_TEMPLATE,
@@ -642,6 +693,13 @@ def _states_figure(device_rounds: pd.DataFrame, offline: Mapping[int, Sequence[t
     rows = rows[dev.isin(first)]
     down, start, end = (_numeric(rows[c]) for c in needed)
     cmp_end = (start + _numeric(rows["t_cmp_s"])).clip(upper=end)
+    phases = [("download", down, start, "#2ca02c"), ("compute", start, cmp_end, _COLOURS["compute"])]
+    if "t_wait_s" in rows.columns:  # TDMA: the wait for the channel, then the upload
+        up_start = (cmp_end + _numeric(rows["t_wait_s"]).fillna(0.0)).clip(upper=end)
+        phases.append(("waiting for the channel", cmp_end, up_start, _COLOURS["waiting for the channel"]))
+    else:
+        up_start = cmp_end
+    phases.append(("upload", up_start, end, _COLOURS["upload"]))
     labels = [_device_label(d) for d in rows["device"]]
     periods = [(_device_label(d), a, b) for d in first for a, b in offline.get(d, ())]
     if periods:
@@ -650,8 +708,7 @@ def _states_figure(device_rounds: pd.DataFrame, offline: Mapping[int, Sequence[t
             x=[p[2] - p[1] for p in periods], marker={"color": "#c7c7c7"}, hoverinfo="text",
             hovertext=[f"{lab}: offline {a:.4g} s to {b:.4g} s" for lab, a, b in periods],
         ))  # fmt: skip
-    for phase, lo, hi, colour in (("download", down, start, "#2ca02c"), ("compute", start, cmp_end, _COLOURS["compute"]),
-                                  ("upload", cmp_end, end, _COLOURS["upload"])):  # fmt: skip
+    for phase, lo, hi, colour in phases:
         fig.add_trace(go.Bar(
             name=phase, orientation="h", y=labels, base=lo.tolist(), x=(hi - lo).clip(lower=0).tolist(),
             marker={"color": colour}, hovertext=[f"{lab}: {phase} {a:.4g} s to {b:.4g} s" for lab, a, b in zip(labels, lo, hi)],

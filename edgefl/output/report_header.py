@@ -3,6 +3,9 @@ what tells two runs apart.
 
 Method, devices N, devices per round K (jobs in flight for an asynchronous method), uplink bandwidth, round
 policy and deadline, cost mode, learning mode, model, data and seed, and the target accuracy when one is set.
+How the uplink is shared and scheduled (issue #36) is shown only where it departs from the defaults, so a default
+run's header is as it always was: TDMA access, a selection policy other than random (FedCS, Chen et al. with its
+RBs), an allocation other than equal, and packet errors (:func:`uplink_settings`).
 Above them, one line names the physics the run was simulated with (:func:`physics_line`): the papers' idealised
 model or the realistic one.
 """
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from edgefl.output.run_info import RunInfo
 
-__all__ = ["PHYSICS_WORDS", "physics_line", "run_settings", "report_header"]
+__all__ = ["PHYSICS_WORDS", "physics_line", "run_settings", "report_header", "uplink_settings", "uplink_summary"]
 
 PHYSICS_WORDS = {
     "paper": "the papers' idealised model (Shannon rate, dynamic CPU power only, radiated transmit power only, "
@@ -50,15 +53,61 @@ def _trainer(info: RunInfo) -> str:
     return f"{info.executor}, {workers}, {info.device}"
 
 
+_ALLOCATION_WORDS = {
+    "min_time": "min_time: the bandwidth split at which the round's devices finish together (Shi et al.)",
+    "min_energy": "min_energy: bandwidth, power and CPU frequency of least energy (Yang et al.)",
+}  # fmt: skip
+
+
+def uplink_settings(info: RunInfo) -> list[tuple[str, str]]:
+    """The header's rows on how the uplink is shared and scheduled, each only where it is not the default."""
+    rows = []
+    if info.access == "tdma":
+        rows.append(("uplink access", "TDMA: one upload at a time on the whole band"))
+    if info.selection == "fedcs":
+        rows.append(("selection", "FedCS: the most devices whose uploads, one after another, meet the deadline"))
+    elif info.selection == "chen":
+        rows.append(("selection", f"Chen et al.: devices, RBs and powers; {info.chen_rbs} RBs of "
+                                  f"{info.chen_rb_hz / 1e6:g} MHz, waterfall m = {info.chen_waterfall:g}"))  # fmt: skip
+    if info.allocation != "equal":
+        words = _ALLOCATION_WORDS.get(info.allocation, info.allocation)
+        if info.allocation == "min_energy" and info.policy != "deadline":
+            words += f", time weight {info.allocation_weight:g}"
+        rows.append(("allocation", words))
+    if info.waterfall is not None:
+        n = info.retransmissions
+        again = "no retransmission" if n == 0 else f"up to {n} retransmission{'s' if n > 1 else ''}"
+        rows.append(("packet errors", f"Chen et al.'s q, waterfall m = {info.waterfall:g}, {again}"))
+    return rows
+
+
+def uplink_summary(info: RunInfo) -> dict[str, Any]:
+    """summary.json's keys on how the uplink is shared and scheduled, each only where it is not the default (so a
+    default run's summary keeps its keys): ``access``, ``selection``, ``allocation``, ``packet_errors``."""
+    out: dict[str, Any] = {}
+    if info.access != "fdma":
+        out["access"] = info.access
+    if info.selection != "random":
+        out["selection"] = info.selection
+    if info.allocation != "equal":
+        out["allocation"] = info.allocation
+    if info.waterfall is not None:
+        out["packet_errors"] = {"waterfall": info.waterfall, "retransmissions": info.retransmissions}
+    return out
+
+
 def run_settings(info: RunInfo) -> list[tuple[str, str]]:
     """The header's rows, ``(label, value)`` with values in engineer units (MHz, s)."""
     asynchronous, torch = info.asynchronous, info.learning == "torch"
     share = "per device" if info.bandwidth_mode == "fixed" else "shared by a round's devices"
+    if info.access == "tdma":
+        share = "taken by one upload at a time"
     rows = [
         ("method", info.method),
         ("devices (N)", f"{info.n_devices:,}"),
         ("jobs in flight (C)" if asynchronous else "devices per round (K)", f"{info.clients_per_round:,}"),
         ("uplink bandwidth", f"{info.bandwidth_hz / 1e6:g} MHz {share}"),
+        *uplink_settings(info),
         ("server policy" if asynchronous else "round policy", _policy(info)),
         ("cost mode", info.cost_mode),
         ("learning", info.learning if torch else f"surrogate ({info.surrogate_bound} bound)"),

@@ -64,6 +64,7 @@ def summarize(info: RunInfo, rounds: pd.DataFrame) -> dict[str, Any]:
     """summary.json: the report's headline numbers (accuracies in [0, 1], time [s], energy [J]) plus what
     identifies the run; ``complete`` is true once every round the run asks for is in ``rounds``."""
     from edgefl.output.report import summarize as headline
+    from edgefl.output.report_header import uplink_summary
     from edgefl.output.targets import run_target_summary
 
     return {
@@ -76,6 +77,7 @@ def summarize(info: RunInfo, rounds: pd.DataFrame) -> dict[str, Any]:
         "wall_time_s": float(rounds["wall_time_s"].sum()) if len(rounds) else 0.0,
         **run_target_summary(info.target_accuracy, rounds),
         "training_jobs": {"executor": info.executor, "workers": info.workers, "device": info.device},
+        **uplink_summary(info),
     }
 
 

@@ -24,7 +24,11 @@ class RunInfo:
     ``"parquet"`` for the device table; ``executor``, ``workers``, ``device``: where the training jobs ran
     (``train.executor``, its worker count, ``"cpu"``; ``"none"`` and 0 under surrogate learning); ``physics``: the
     scenario's physics, ``"paper"`` (the papers' idealised model, also for a scenario that names none) or
-    ``"realistic"``.
+    ``"realistic"``. How the uplink is shared and scheduled (issue #36), each at its default unless the scenario
+    says otherwise: ``access`` (``channel.access``, ``"fdma"``), ``selection`` (``selection.policy``,
+    ``"random"``) with Chen et al.'s ``chen_rbs`` (R), ``chen_rb_hz`` [Hz] and ``chen_waterfall`` (m) under
+    ``"chen"``, ``allocation`` (``channel.allocation``, ``"equal"``) with its ``allocation_weight``, and the packet
+    errors' ``waterfall`` (m; None: no ``[channel.packet_errors]``) and ``retransmissions``.
     """
 
     name: str
@@ -53,3 +57,12 @@ class RunInfo:
     workers: int = 1
     device: str = "cpu"
     physics: str = "paper"
+    access: str = "fdma"
+    selection: str = "random"
+    chen_rbs: int = 0
+    chen_rb_hz: float = 0.0
+    chen_waterfall: float = 0.0
+    allocation: str = "equal"
+    allocation_weight: float = 0.5
+    waterfall: float | None = None
+    retransmissions: int = 0

@@ -35,6 +35,7 @@ from edgefl.training.learner import Executor, InlineExecutor, make_learner, trai
 from edgefl.engine.round_steps import select_devices
 from edgefl.fleet.links import Radio
 from edgefl.engine.records import Records
+from edgefl.engine.selection import check_policy
 from edgefl.output.results import RunResult
 from edgefl.output.run_info import RunInfo
 from edgefl.engine.sync_driver import SyncDriver
@@ -158,6 +159,12 @@ def build_run(scenario: Scenario, payloads_dir: str | Path | None = None) -> Run
     devices = draw_devices(scenario)
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     method, costs = build_method(scenario, devices)
+    check_policy(scenario.selection, fleet)
+    if scenario.channel.allocation == "min_energy" and fleet.has_power_parts and scenario.round.policy != "deadline":
+        raise ScenarioError("channel.allocation='min_energy' with the device table's power columns (static or circuit "
+                            f"power) and round.policy={scenario.round.policy!r}: the least energy is planned exactly "
+                            "only under a deadline; set round.policy = 'deadline' and round.deadline_s, or use "
+                            "channel.allocation = 'min_time'")  # fmt: skip
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()
@@ -205,6 +212,12 @@ def round_rules(scenario: Scenario, n_devices: int) -> RoundRules:
         eval_every=scenario.train.eval_every,
         global_loss=scenario.train.global_loss,
         fixed_bands=ch.bandwidth_mode == "fixed" and (dl is None or dl.bandwidth_mode == "fixed"),
+        selection=None if scenario.selection.policy == "random" else scenario.selection,
+        charge_idle=rcfg.charge_idle,
+        waterfall=None if ch.packet_errors is None else ch.packet_errors.waterfall,
+        retransmissions=0 if ch.packet_errors is None else ch.packet_errors.retransmissions,
+        allocation=ch.allocation,
+        allocation_weight=ch.allocation_weight,
     )
 
 
@@ -220,7 +233,20 @@ def resolve_info(scenario: Scenario) -> RunInfo:
         model=scenario.model.name, dataset=data.dataset, partition=data.partition,
         target_accuracy=scenario.train.target_accuracy, flops_per_cycle_scale=scenario.fleet.flops_per_cycle_scale,
         output_format=scenario.output.format, physics=physics_of(scenario), **trainer_info(scenario),
+        **uplink_info(scenario),
     )  # fmt: skip
+
+
+def uplink_info(scenario: Scenario) -> dict[str, Any]:
+    """How the scenario shares and schedules the uplink, for :class:`RunInfo`: access, selection policy (Chen et
+    al.'s RBs), allocation and packet errors."""
+    ch, chen, lost = scenario.channel, scenario.selection.chen, scenario.channel.packet_errors
+    return {
+        "access": ch.access, "selection": scenario.selection.policy, "chen_rbs": chen.resource_blocks,
+        "chen_rb_hz": chen.rb_bandwidth_hz, "chen_waterfall": chen.waterfall, "allocation": ch.allocation,
+        "allocation_weight": ch.allocation_weight, "waterfall": None if lost is None else lost.waterfall,
+        "retransmissions": 0 if lost is None else lost.retransmissions,
+    }  # fmt: skip
 
 
 def physics_of(scenario: Scenario) -> str:

@@ -24,7 +24,11 @@ allowed as a scenario key, and an error gives the range in the column's unit (``
 - the number of rows is ``fleet.n_devices`` (a ``fleet.n_devices`` given beside a table must equal it);
 - ``device``: the device's index 0..N-1 in the results (any order; default: the row order);
 - ``e_max_j`` [J]: a per-round energy budget (the range of ``fleet.budget.value_j``), read only by ``edgefl
-  optimize anycost --devices`` (a run draws its budgets from ``fleet.budget``).
+  optimize anycost --devices`` (a run draws its budgets from ``fleet.budget``);
+- ``gain_db`` [dB]: the uplink's power gain (path loss and shadowing included, so at most 0 dB) in place of a
+  position, and ``cycles``: the CPU cycles of the device's computation in one round, in place of its data and the
+  model; both read only by ``edgefl optimize allocation --devices`` (a run computes gains from positions and
+  cycles from the model's FLOPs).
 
 An empty cell means "not given" for that device. What a row does not give is drawn as the scenario says, from
 the same streams as without a table; the profile a row names replaces draws and the scenario's own keys;
@@ -76,6 +80,9 @@ _DISTANCE = Limit(1.0, 1e5, "m", "from 1 m to 100 km (LTE's extended-range cells
 _ANY_DISTANCE = Limit(0.0, math.inf, "m", "a distance")
 _SAMPLES = Limit(1.0, 1e9, "samples", "at least one sample, at most 1e9 (above any dataset a device holds)")
 _SHARE = Limit(0.0, 1.0, "of the training set", "a share of the training set", low_open=True)
+_GAIN_DB = Limit(-250.0, 0.0, "dB", "a passive channel's power gain: at most 0 dB, and above -250 dB (the 3GPP macro "
+                 "path loss at 100 km, 203 dB, with 40 dB of shadowing to spare)")  # fmt: skip
+_CYCLES = Limit(0.0, 1e18, "cycles", "more than 0, at most 1e18 (a year of a 30 GHz CPU)", low_open=True)
 
 #: column -> what it sets; the scenario's quantities take the range of the ``[fleet]`` field they set, so a value
 #: is allowed in a table exactly when the scenario allows it as a key (``f_max_ghz`` checked in GHz, ...)
@@ -92,7 +99,10 @@ COLUMNS: dict[str, _Column] = {
     "n_samples": _Column("n_samples", _SAMPLES),
     "e_max_j": _Column("e_max_j", limits_of(BudgetConfig)["value_j"]),
     "data_share": _Column("data_share", _SHARE),
+    "gain_db": _Column("gain_db", _GAIN_DB),
+    "cycles": _Column("cycles", _CYCLES),
 }  # fmt: skip
+
 _TEXT_COLUMNS = ("profile", "device")
 STEP_COST_FIELDS = ("step_time_s", "comm_time_s", "step_energy_j", "comm_energy_j")
 DISTANCE_AGREE_M = 1e-3
@@ -469,6 +479,11 @@ def checked_fleet_section(data: Any) -> Any:
         if "e_max_j" in table.values:
             raise ScenarioError(f"device table {table.where}: column e_max_j is read only by `edgefl optimize "
                                 "anycost`; a run draws energy budgets from fleet.budget")  # fmt: skip
+        only = [c for c in ("gain_db", "cycles") if c in table.values]
+        if only:
+            raise ScenarioError(f"device table {table.where}: column(s) {', '.join(only)} are read only by `edgefl "
+                                "optimize allocation`; a run computes each device's gain from its position and its "
+                                "cycles from the model")  # fmt: skip
         step_given = [c for c in STEP_COST_FIELDS if c in table.values]
         costs = data.get("step_costs")
         kind = costs.get("kind", "none") if isinstance(costs, dict) else "none"

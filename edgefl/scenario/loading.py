@@ -29,6 +29,7 @@ from edgefl.scenario.did_you_mean import nearest_key
 from edgefl.scenario.luo_settings import LuoSettings
 from edgefl.scenario.physics import Physics, with_physics_defaults
 from edgefl.scenario.section_base import Strict as _Strict
+from edgefl.scenario.selection_settings import SelectionConfig
 
 __all__ = [
     "Scenario",
@@ -43,6 +44,7 @@ __all__ = [
     "StepCostsConfig",
     "ChannelConfig",
     "SurrogateConfig",
+    "SelectionConfig",
     "load_scenario",
     "scenario_from_dict",
     "scenario_to_toml",
@@ -180,12 +182,40 @@ class Scenario(_Strict):
     channel: ChannelConfig = ChannelConfig()
     surrogate: SurrogateConfig = SurrogateConfig()
     output: OutputConfig = OutputConfig()
+    selection: SelectionConfig = SelectionConfig()
 
     @model_validator(mode="before")
     @classmethod
     def _physics(cls, data: Any) -> Any:
         """Under ``physics = "realistic"``, that physics' defaults for the keys the scenario leaves out."""
         return with_physics_defaults(data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_waterfall(cls, data: Any) -> Any:
+        """Under ``selection.policy = "chen"`` with ``[channel.packet_errors]``, one waterfall m for Chen et al.'s
+        planning and the loss draw: the one given of ``selection.chen.waterfall`` and
+        ``channel.packet_errors.waterfall`` fills the other; both given must be equal (one line otherwise)."""
+        if not isinstance(data, dict):
+            return data
+        sel, ch = data.get("selection"), data.get("channel")
+        if not (isinstance(sel, dict) and sel.get("policy") == "chen" and isinstance(ch, dict)):
+            return data
+        chen, lost = sel.get("chen", {}), ch.get("packet_errors")
+        if not (isinstance(chen, dict) and isinstance(lost, dict)):
+            return data
+        mine, theirs = chen.get("waterfall"), lost.get("waterfall")
+        if mine is not None and theirs is not None and mine != theirs:
+            raise ValueError(
+                f"selection.chen.waterfall={mine!r} with channel.packet_errors.waterfall={theirs!r}: Chen et al.'s "
+                "selection plans with the packet error rate the uploads are then lost with, so one m; give it in "
+                "one of the two keys (the other takes it) or the same number in both"
+            )
+        m = theirs if mine is None else mine
+        if m is None:
+            return data
+        return {**data, "selection": {**sel, "chen": {**chen, "waterfall": m}},
+                "channel": {**ch, "packet_errors": {**lost, "waterfall": m}}}  # fmt: skip
 
     @model_validator(mode="before")
     @classmethod
@@ -249,11 +279,13 @@ class Scenario(_Strict):
                     f"method.name={name!r} with surrogate.bound={self.surrogate.bound!r}: asynchronous surrogate "
                     "steps follow the AnycostFL bound; set surrogate.bound = 'anycostfl'"
                 )
+        _check_access(self, methods[name])
         if self.channel.downlink is not None and self.round.downlink_s > 0:
             raise ValueError(
                 f"round.downlink_s={self.round.downlink_s} with [channel.downlink]: give either the constant "
                 "download time or the per-device downlink, not both; set round.downlink_s = 0"
             )
+        _check_selection(self, name, needs.asynchronous)
         mode = cost_mode(self.fleet)
         if mode not in needs.cost_modes:
             raise ValueError(
@@ -261,7 +293,113 @@ class Scenario(_Strict):
                 f"under the {' or '.join(needs.cost_modes)} cost model, not {mode!r}; set fleet.step_costs.kind="
                 f"{'none' if mode == 'per_step' else 'normal'!r}"
             )
+        why = self._allocation_refusal(methods, mode)
+        if why:
+            raise ValueError(f"channel.allocation={self.channel.allocation!r} {why}")
         return self
+
+    def _allocation_refusal(self, methods: Mapping[str, Any], mode: str) -> str:
+        """Why the scenario's ``channel.allocation`` cannot run (edgefl.fleet.allocation), or '' when it can."""
+        ch, name = self.channel, self.method.name
+        kind, cls = ch.allocation, methods[name]
+        if kind == "equal":
+            return ""
+        takes = {m: c.takes_allocation for m, c in sorted(methods.items()) if not c.needs.asynchronous}
+        if cls.needs.asynchronous:
+            return (f"with method.name={name!r}: an asynchronous method dispatches jobs one at a time while others "
+                    "hold their sub-bands, which a round's allocation does not share; use channel.allocation = 'equal'")
+        if takes[name] == "none":
+            all_ = ", ".join(m for m, t in takes.items() if t == "all")
+            radio = ", ".join(m for m, t in takes.items() if t == "radio")
+            return (f"with method.name={name!r}: {name} plans its devices without the allocation; it combines with "
+                    f"{all_} (bandwidth, power and CPU frequency) and {radio} (bandwidth and power)")
+        if ch.access == "tdma":
+            return ("with channel.access='tdma': TDMA gives each upload the whole band in turn, the allocators "
+                    "share it out at once (FDMA); use channel.access = 'fdma'")
+        if self.selection.policy == "chen":
+            return ("with selection.policy='chen': Chen et al.'s assignment sets each device's resource block and "
+                    "power itself; use channel.allocation = 'equal'")
+        if mode == "per_step":
+            return (f"with fleet.step_costs.kind={self.fleet.step_costs.kind!r}: per-step costs do not depend on "
+                    "bandwidth, power or frequency; set fleet.step_costs.kind = 'none'")
+        if ch.bandwidth_mode != "split":
+            return ("with channel.bandwidth_mode='fixed': the allocation shares one band among the round's devices; "
+                    "set channel.bandwidth_mode = 'split'")
+        realistic = ch.link_model != "shannon" or self.physics == "realistic" or self.fleet.explicit_power_fields()
+        if kind == "min_energy" and realistic and self.round.policy != "deadline":
+            return (f"with round.policy={self.round.policy!r} under the truncated Shannon link or static or circuit "
+                    "power: the least energy is planned exactly only under a deadline (the weighted form without one "
+                    "knows only Shannon's rate and eps c f^2 + p t); set round.policy = 'deadline' and "
+                    "round.deadline_s")
+        if self.round.policy != "wait_all" and self.round.late == "finish":
+            return (f"with round.policy={self.round.policy!r} and round.late='finish': a late job keeps its "
+                    "sub-band into the next round, which that round's allocation cannot share; set round.late = "
+                    "'cancel'")
+        return ""
+
+
+def _check_selection(scenario: Scenario, name: str, asynchronous: bool) -> None:
+    """A ``[selection]`` policy other than ``"random"`` against the rest of the scenario: one ValueError line naming
+    the keys that clash and what to set."""
+    policy = scenario.selection.policy
+    if policy == "random":
+        return
+    if asynchronous:
+        raise ValueError(
+            f"selection.policy={policy!r} with the asynchronous method {name!r}: it dispatches one device at a time "
+            "into a free slot, so there is no round's set to choose; leave selection.policy = 'random'"
+        )
+    if scenario.round.policy == "over_select":
+        raise ValueError(
+            f"selection.policy={policy!r} with round.policy='over_select': over-selection starts more devices than "
+            f"it keeps, {policy} chooses the set itself; set round.policy to 'deadline' or 'wait_all'"
+        )
+    if policy == "fedcs" and scenario.round.policy != "deadline":
+        raise ValueError(
+            f"selection.policy='fedcs' with round.policy={scenario.round.policy!r}: FedCS selects the devices that "
+            "finish within the round's deadline; set round.policy='deadline' and round.deadline_s"
+        )
+    if policy == "chen":
+        if scenario.channel.link_model != "shannon":
+            raise ValueError(
+                f"selection.policy='chen' with channel.link_model={scenario.channel.link_model!r}: Chen et al.'s "
+                "powers and RBs are planned with Shannon's rate on each RB; set channel.link_model='shannon'"
+            )
+        if cost_mode(scenario.fleet) != "physical":
+            raise ValueError(
+                "selection.policy='chen' with fleet.step_costs: Chen et al.'s powers are planned from the upload's "
+                "rate and radiated energy, which per-step costs replace; set fleet.step_costs.kind='none'"
+            )
+
+
+def _check_access(scenario: Scenario, cls: Any) -> None:
+    """Refuse, in one line, what TDMA cannot play exactly (``cls``: the chosen method's class): TDMA under an
+    asynchronous method (its jobs end at times fixed when each is dispatched, on a sub-band of its own; on one
+    shared channel a job's end would depend on jobs dispatched after it), and TDMA under ``round.policy =
+    "deadline"`` with a method whose plan fills T_max (:meth:`edgefl.methods.base.Method.plans_to_t_max`: it plans
+    compute and upload within T_max as if each upload started when its compute ended, as under FDMA; under TDMA it
+    waits for the channel, so those plans would miss T_max). Under FedCS a method that plans each device alone is
+    let through whatever it plans: FedCS schedules the uploads from that very plan, so the schedule is exact."""
+    channel, name = scenario.channel, scenario.method.name
+    if channel.access != "tdma":
+        return
+    if cls.needs.asynchronous:
+        raise ValueError(
+            f"channel.access='tdma' with method.name={name!r}: an asynchronous method's jobs each end at a time "
+            "fixed at dispatch on a sub-band of their own, which one shared TDMA channel does not give; set "
+            "channel.access = 'fdma'"
+        )
+    if scenario.round.policy != "deadline" or not cls.plans_to_t_max(scenario.method.settings_of(name)):
+        return
+    if scenario.selection.policy == "fedcs" and cls.plans_each_device_alone:
+        return
+    raise ValueError(
+        f"channel.access='tdma' with round.policy='deadline' and method.name={name!r}: {name} plans each device's "
+        "compute and upload to fill T_max as if its upload started when it finished computing (FDMA), but under "
+        "TDMA it waits for the channel; use round.policy = 'wait_all' or 'over_select', channel.access = 'fdma', "
+        "or a plan that does not fill T_max (fedavg, fednova, fedavg_dropout, ccfedavg with cpu_policy = 'max'; "
+        "heterofl with assignment = 'fix' or 'dynamic')"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- loading

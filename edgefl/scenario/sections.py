@@ -27,7 +27,8 @@ from edgefl.scenario.section_base import check_range
 
 __all__ = [
     "DataConfig", "ModelConfig", "ModelName", "TrainConfig", "RoundConfig", "FleetConfig", "BudgetConfig",
-    "StepCostsConfig", "AvailabilityConfig", "ChannelConfig", "DownlinkConfig", "SurrogateConfig", "UNIT_ALIASES",
+    "StepCostsConfig", "AvailabilityConfig", "ChannelConfig", "DownlinkConfig", "PacketErrorsConfig", "SurrogateConfig",
+    "UNIT_ALIASES",
     "MAX_DEVICE_ENERGY_J", "OutputConfig",
 ]  # fmt: skip
 
@@ -492,6 +493,8 @@ _CARRIER_HZ = Limit(1e6, 300e9, "Hz", "from 1 MHz (below any cellular or WLAN ba
                     "radio spectrum, ITU)")  # fmt: skip
 _IOT_DB = Limit(0.0, 30.0, "dB", "uplink interference over thermal: 0 dB in an isolated cell, a few dB in loaded "
                 "macro networks' link budgets, rarely above 10 dB")  # fmt: skip
+_ALLOC_WEIGHT = Limit(0.0, 1.0, "", "the weight of time in Yang et al.'s weighted objective w T + (1 - w) E: w = 1 "
+                      "is the least round time, w -> 0 lets the round grow without bound", low_open=True)  # fmt: skip
 _SHADOWING_DB = Limit(0.0, 20.0, "dB", "measured log-normal shadowing has a std of 4-12 dB")
 _NOISE_PSD = Limit(_dbm_per_mhz_to_w_per_hz(-124.0), _dbm_per_mhz_to_w_per_hz(-54.0), "W/Hz", "thermal noise at "
                    "290 K is -114 dBm/MHz; from 10 dB below it (a cooled receiver) to 60 dB above (noise figure and "
@@ -501,9 +504,26 @@ _WALK_M = Limit(0.0, 1e5, "m", "a device moves at most 100 km (an hour at motorw
                 low_open=True)  # fmt: skip
 
 
+_WATERFALL = Limit(1e-9, 1e9, "", "the waterfall threshold m is an SINR [linear]: from -90 dB (no upload is ever "
+                   "lost) to +90 dB (every upload is); Chen et al. quote 0.023 dB (1.0053), their code 1.08")  # fmt: skip
+
+
+class PacketErrorsConfig(_Physical):
+    """``[channel.packet_errors]``: each upload is lost with Chen et al.'s packet error rate (2021, eq. (9) on the
+    round's channel) ``q = 1 - exp(-m (I + B N0) / (P h))`` = ``1 - exp(-m / SINR)``, with the SINR of the band it
+    uploads on (its FDMA sub-band, or the whole band under TDMA; the interference I is
+    ``channel.interference_db``'s rise over the noise). ``waterfall``: m [linear, an SINR], from 1e-9 to 1e9;
+    ``retransmissions``: how many times a lost upload is sent again at once (0 to 100, default 0), each attempt
+    charged its time and energy. Draws come from each device's own stream (``packet_errors``, round, device)."""
+
+    waterfall: Annotated[PositiveFloat, _WATERFALL] = 1.08
+    retransmissions: int = Field(0, ge=0, le=100)
+
+
 class ChannelConfig(_Strict):
-    """Uplink radio: path loss, fading, FDMA sub-bands, placement and mobility; ``downlink`` (optional): the
-    per-device downlink, :class:`DownlinkConfig`. ``link_model``: the rate a link gets at its SINR, on the uplink
+    """Uplink radio: path loss, fading, FDMA sub-bands or TDMA (``access``), placement and mobility; ``downlink``
+    (optional): the per-device downlink, :class:`DownlinkConfig`; ``packet_errors`` (optional): uploads lost to
+    packet errors, :class:`PacketErrorsConfig`. ``link_model``: the rate a link gets at its SINR, on the uplink
     and the downlink alike (:mod:`channel.link_models`): ``"shannon"`` (``b log2(1 + SINR)``, the papers' bound,
     no cap) or ``"truncated_shannon"`` (3GPP TR 36.942 Annex A.2: 0 below -10 dB, ``alpha log2(1 + SINR)``
     above, at most ``Thr_max``; uplink alpha 0.4 and Thr_max 2.0 bit/s/Hz, downlink 0.6 and 4.4)."""
@@ -527,6 +547,16 @@ class ChannelConfig(_Strict):
     # inter-cell interference as a rise over thermal noise [dB] (IoT): the noise PSD both links see is
     # N0 10^(interference_db / 10); 0 = an isolated cell (the papers' model)
     interference_db: Annotated[NonNegFloat, _IOT_DB] = 0.0
+    # how the uplink is shared: "fdma" (each device on its sub-band, bandwidth_mode) or "tdma" (one upload at a
+    # time on the whole bandwidth_hz, in the order devices finish computing)
+    access: Literal["fdma", "tdma"] = "fdma"
+    packet_errors: PacketErrorsConfig | None = None
+    # how each round shares the uplink among the devices it starts (edgefl.fleet.allocation): "equal" (the
+    # band as bandwidth_mode says, every device at its own tx power), "min_time" (Shi et al.'s common finish),
+    # "min_energy" (Yang et al.'s least energy under the round's deadline; without one, least
+    # allocation_weight * T [s] + (1 - allocation_weight) * E [J], their weighted form)
+    allocation: Literal["equal", "min_time", "min_energy"] = "equal"
+    allocation_weight: Annotated[float, Field(gt=0, le=1), _ALLOC_WEIGHT] = 0.5
 
     @model_validator(mode="before")
     @classmethod
