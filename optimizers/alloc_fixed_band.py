@@ -29,7 +29,7 @@ import numpy as np
 
 from optimizers import _checks as chk
 from optimizers.alloc_min_energy import MinEnergyAllocation
-from optimizers.alloc_min_time import _per_device, shannon_rate_bps
+from optimizers.alloc_min_time import _per_device, device_inputs, shannon_rate_bps
 from optimizers.errors import InfeasibleError
 
 __all__ = ["min_energy_fixed_bandwidth"]
@@ -56,16 +56,8 @@ def min_energy_fixed_bandwidth(
     (a scalar: every device on that band). Per device (scalars broadcast): ``cycles`` [cycles], ``kappa``
     [J s^2/cycle^3], ``f_min_hz`` <= ``f_max_hz`` [Hz], ``p_max_w`` [W], ``update_bits`` [bit], ``gain``
     (linear); ``n0_w_per_hz`` N0 [W/Hz]. ``price_j_per_hz`` of the answer is NaN (no band is shared)."""
-    c = chk.one_dimensional(cycles, "cycles")
-    c = chk.require(c, "cycles", c > 0, "must be > 0")
+    c, kap, f_min, f_max, p_max, s, g = device_inputs(cycles, kappa, f_min_hz, f_max_hz, p_max_w, update_bits, gain)
     n = c.size
-    kap = _per_device(kappa, "kappa", n)
-    f_min = _per_device(f_min_hz, "f_min_hz", n)
-    f_max = _per_device(f_max_hz, "f_max_hz", n)
-    chk.require(f_min, "f_min_hz", f_min <= f_max, "must be <=", other=("f_max_hz", f_max))
-    p_max = _per_device(p_max_w, "p_max_w", n)
-    s = _per_device(update_bits, "update_bits", n)
-    g = _per_device(gain, "gain", n)
     b = _per_device(bandwidth_hz, "bandwidth_hz", n)
     n0 = chk.positive(n0_w_per_hz, "n0_w_per_hz")
     deadline = chk.positive(deadline_s, "deadline_s")

@@ -45,7 +45,9 @@ import numpy as np
 from scipy.special import lambertw
 
 from optimizers import _checks as chk
-from optimizers.alloc_min_time import _per_device, min_time_allocation, required_bandwidth_hz, shannon_rate_bps
+from optimizers.alloc_min_time import (
+    device_inputs, min_time_allocation, required_bandwidth_hz, shannon_rate_bps,
+)  # fmt: skip
 from optimizers.errors import OptimizerInputError
 
 __all__ = ["MinEnergyAllocation", "min_energy_allocation"]
@@ -97,16 +99,8 @@ def min_energy_allocation(
     [bit]; ``gain`` g_i (linear). Shared: ``n0_w_per_hz`` N0 [W/Hz], ``bandwidth_hz`` B [Hz], ``deadline_s`` T [s].
     Raises :class:`InfeasibleError` (one line naming the device) when no allocation meets the deadline.
     """
-    c = chk.one_dimensional(cycles, "cycles")
-    c = chk.require(c, "cycles", c > 0, "must be > 0")
+    c, kap, f_min, f_max, p_max, s, g = device_inputs(cycles, kappa, f_min_hz, f_max_hz, p_max_w, update_bits, gain)
     n = c.size
-    kap = _per_device(kappa, "kappa", n)
-    f_min = _per_device(f_min_hz, "f_min_hz", n)
-    f_max = _per_device(f_max_hz, "f_max_hz", n)
-    chk.require(f_min, "f_min_hz", f_min <= f_max, "must be <=", other=("f_max_hz", f_max))
-    p_max = _per_device(p_max_w, "p_max_w", n)
-    s = _per_device(update_bits, "update_bits", n)
-    g = _per_device(gain, "gain", n)
     n0 = chk.positive(n0_w_per_hz, "n0_w_per_hz")
     band = chk.positive(bandwidth_hz, "bandwidth_hz")
     deadline = chk.positive(deadline_s, "deadline_s")

@@ -49,7 +49,7 @@ import numpy as np
 from scipy.special import lambertw
 
 from optimizers import _checks as chk
-from optimizers.alloc_min_time import _per_device, min_time_allocation, required_bandwidth_hz
+from optimizers.alloc_min_time import _per_device, device_inputs, min_time_allocation, required_bandwidth_hz
 from optimizers.alloc_min_time_truncated import min_time_truncated_allocation
 from optimizers.errors import OptimizerInputError
 
@@ -114,16 +114,8 @@ def min_energy_realistic_allocation(
     ``max_bps_per_hz`` Thr_max [bit/s/Hz] (Shannon's rate: 1, 0, inf; the truncated link needs gamma_min > 0).
     Raises :class:`InfeasibleError` (one line naming the device) when no allocation meets the deadline.
     """
-    c = chk.one_dimensional(cycles, "cycles")
-    c = chk.require(c, "cycles", c > 0, "must be > 0")
+    c, eps, f_min, f_max, p_max, s, g = device_inputs(cycles, kappa, f_min_hz, f_max_hz, p_max_w, update_bits, gain)
     n = c.size
-    eps = _per_device(kappa, "kappa", n)
-    f_min = _per_device(f_min_hz, "f_min_hz", n)
-    f_max = _per_device(f_max_hz, "f_max_hz", n)
-    chk.require(f_min, "f_min_hz", f_min <= f_max, "must be <=", other=("f_max_hz", f_max))
-    p_max = _per_device(p_max_w, "p_max_w", n)
-    s = _per_device(update_bits, "update_bits", n)
-    g = _per_device(gain, "gain", n)
     p_s = _nonnegative(static_power_w, "static_power_w", n)
     p_c = _nonnegative(circuit_power_w, "circuit_power_w", n)
     eta = _per_device(pa_efficiency, "pa_efficiency", n)

@@ -137,6 +137,22 @@ def _compute_times(t_cmp_s: Any, cycles: Any, cpu_hz: Any) -> np.ndarray:
     return c / f
 
 
+def device_inputs(
+    cycles: Any, kappa: Any, f_min_hz: Any, f_max_hz: Any, p_max_w: Any, update_bits: Any, gain: Any
+) -> tuple[np.ndarray, ...]:
+    """(c, kappa, f_min, f_max, p_max, S, g), each shape (n,): the per-device inputs of the least-energy allocators,
+    checked (all > 0, f_min <= f_max) and broadcast over the n devices of ``cycles``."""
+    c = chk.one_dimensional(cycles, "cycles")
+    c = chk.require(c, "cycles", c > 0, "must be > 0")
+    n = c.size
+    kap = _per_device(kappa, "kappa", n)
+    f_min = _per_device(f_min_hz, "f_min_hz", n)
+    f_max = _per_device(f_max_hz, "f_max_hz", n)
+    chk.require(f_min, "f_min_hz", f_min <= f_max, "must be <=", other=("f_max_hz", f_max))
+    return (c, kap, f_min, f_max, _per_device(p_max_w, "p_max_w", n), _per_device(update_bits, "update_bits", n),
+            _per_device(gain, "gain", n))  # fmt: skip
+
+
 def _per_device(value: Any, name: str, n: int) -> np.ndarray:
     """A positive scalar or length-n array, broadcast to shape (n,)."""
     arr = chk.real_array(value, name)

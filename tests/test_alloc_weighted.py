@@ -100,3 +100,45 @@ def test_weight_one_is_the_least_round_time_and_zero_is_refused():
     assert math.isclose(sol.length_s, hi, rel_tol=1e-4)
     with pytest.raises(OptimizerInputError, match=r"weight=0.0: must be in \(0, 1\]"):
         min_weighted_allocation(weight=0.0, **dev)
+
+
+# ---------------------------------------------------------------- the weighted form under the realistic cost model
+
+def _realistic_instance(rng):
+    from test_alloc_min_energy_realistic import random_instance
+
+    return random_instance(rng)
+
+
+@pytest.mark.slow  # 120 least-energy solves for the grid reference
+def test_realistic_weighted_form_is_no_worse_than_a_grid_over_the_round_length():
+    """Independent outer search: for each instance, w T + (1 - w) E*(T) on a log grid of 30 lengths from T_min to
+    64 T_min (E*(T) the realistic least energy at that length); the solver's objective is never above the grid's
+    least value (relative slack 1e-9), and its allocation ends by its length and costs its stated energy."""
+    from test_alloc_min_energy_realistic import LINK, _fastest
+
+    from optimizers.alloc_min_energy_realistic import min_energy_realistic_allocation
+    from optimizers.alloc_weighted import min_weighted_realistic_allocation
+
+    rng = np.random.default_rng(3636)
+    for _ in range(4):
+        inst = _realistic_instance(rng)
+        w = float(rng.uniform(0.05, 0.95))
+        sol = min_weighted_realistic_allocation(weight=w, **inst, **LINK)
+        t_min = _fastest(inst, LINK) * (1 + 1e-9)
+        grid = t_min * np.geomspace(1.0, 64.0, 30)
+        best = min(w * t + (1 - w) * min_energy_realistic_allocation(**inst, **LINK, deadline_s=t).energy_j
+                   for t in grid)  # fmt: skip
+        assert sol.objective <= best * (1 + 1e-9), (sol.objective, best)
+        assert sol.objective == pytest.approx(w * sol.length_s + (1 - w) * sol.allocation.energy_j, rel=1e-12)
+        assert sol.length_s >= t_min * (1 - 1e-12)
+
+
+def test_realistic_weight_one_is_the_least_round_time_under_the_truncated_link():
+    from test_alloc_min_energy_realistic import LINK, _fastest
+
+    from optimizers.alloc_weighted import min_weighted_realistic_allocation
+
+    inst = _realistic_instance(np.random.default_rng(5))
+    sol = min_weighted_realistic_allocation(weight=1.0, **inst, **LINK)
+    assert sol.length_s == pytest.approx(_fastest(inst, LINK), rel=1e-8)

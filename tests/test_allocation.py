@@ -213,8 +213,7 @@ def test_realistic_physics_charges_the_truncated_link_and_the_power_parts_as_pla
         (["channel.allocation_weight=0"], r"allocation_weight=0: outside \(0, 1\]"),
         (["channel.allocation_weight=1.5"], r"allocation_weight=1.5: outside \(0, 1\]"),
         (["channel.allocation=min_time", "channel.bandwidth_mode=fixed"], "set channel.bandwidth_mode = 'split'"),
-        (["channel.allocation=min_energy", "channel.link_model=truncated_shannon"], "planned exactly only under a"),
-        (["channel.allocation=min_energy", "physics=realistic", "channel.link_model=shannon"], "planned exactly only un"),
+        (["channel.allocation=min_time", "channel.access=tdma"], "use channel.access = 'fdma'"),
         (["channel.allocation=min_time", "round.policy=deadline", "round.deadline_s=1"], "set round.late = 'cancel'"),
         (["channel.allocation=min_time", "fleet.step_costs.kind=normal"], "per-step costs do not depend"),
     ],
@@ -223,6 +222,16 @@ def test_bad_allocation_settings_are_refused_in_one_line(sets, fragment):
     with pytest.raises(ScenarioError, match=fragment) as info:
         load_scenario("quickstart", [*PAPER, *sets])
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "sets", [["channel.link_model=truncated_shannon"], ["physics=realistic", "channel.link_model=shannon"]]
+)
+def test_min_energy_without_a_deadline_loads_under_the_realistic_cost_model(sets):
+    """The weighted form (optimizers.alloc_weighted.min_weighted_realistic_allocation) plans under the truncated link
+    and with static or circuit power, so a round without a deadline is no longer refused."""
+    sc = load_scenario("quickstart", [*PAPER, "channel.allocation=min_energy", *sets])
+    assert sc.channel.allocation == "min_energy" and sc.round.policy != "deadline"
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))

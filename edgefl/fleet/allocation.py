@@ -116,9 +116,6 @@ def allocate(
     if kind != "equal" and costs.mode != "physical":
         raise ValueError(f"channel.allocation={kind!r}: plans only with the physical cost model")
     realistic = radio.link_model != "shannon" or fl.has_power_parts
-    if kind == "min_energy" and realistic and deadline_s is None:
-        raise ValueError("channel.allocation='min_energy' without a deadline: the weighted form plans only with "
-                         "Shannon's rate and without static or circuit power")
     if not dev.size:
         b = p = f = np.zeros(0)
     elif kind == "equal":
@@ -130,7 +127,12 @@ def allocate(
         solver = dict(cycles=c, kappa=fl.energy_coeff[dev], f_min_hz=f_min, f_max_hz=f_max, p_max_w=p_max,
                       update_bits=s, gain=g, n0_w_per_hz=n0, bandwidth_hz=band)  # fmt: skip
         try:
-            if realistic:
+            if realistic and deadline_s is None:
+                from optimizers.alloc_weighted import min_weighted_realistic_allocation
+
+                sol = min_weighted_realistic_allocation(weight=weight, **solver, **_power_parts(fl, dev),
+                                                        **_link(radio.link_model)).allocation  # fmt: skip
+            elif realistic:
                 from optimizers.alloc_min_energy_realistic import min_energy_realistic_allocation
 
                 sol = min_energy_realistic_allocation(deadline_s=deadline_s, **solver, **_power_parts(fl, dev),

@@ -160,11 +160,6 @@ def build_run(scenario: Scenario, payloads_dir: str | Path | None = None) -> Run
     streams, workload, fleet, radio = devices.streams, devices.workload, devices.fleet.fleet, devices.radio
     method, costs = build_method(scenario, devices)
     check_policy(scenario.selection, fleet)
-    if scenario.channel.allocation == "min_energy" and fleet.has_power_parts and scenario.round.policy != "deadline":
-        raise ScenarioError("channel.allocation='min_energy' with the device table's power columns (static or circuit "
-                            f"power) and round.policy={scenario.round.policy!r}: the least energy is planned exactly "
-                            "only under a deadline; set round.policy = 'deadline' and round.deadline_s, or use "
-                            "channel.allocation = 'min_time'")  # fmt: skip
     availability = make_availability(scenario.fleet.availability, fleet.n_devices, streams)
     clock = Clock(fleet.n_devices, availability=availability)
     driver: Driver = AsyncDriver() if method.needs.asynchronous else SyncDriver()

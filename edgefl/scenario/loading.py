@@ -325,12 +325,6 @@ class Scenario(_Strict):
         if ch.bandwidth_mode != "split":
             return ("with channel.bandwidth_mode='fixed': the allocation shares one band among the round's devices; "
                     "set channel.bandwidth_mode = 'split'")
-        realistic = ch.link_model != "shannon" or self.physics == "realistic" or self.fleet.explicit_power_fields()
-        if kind == "min_energy" and realistic and self.round.policy != "deadline":
-            return (f"with round.policy={self.round.policy!r} under the truncated Shannon link or static or circuit "
-                    "power: the least energy is planned exactly only under a deadline (the weighted form without one "
-                    "knows only Shannon's rate and eps c f^2 + p t); set round.policy = 'deadline' and "
-                    "round.deadline_s")
         if self.round.policy != "wait_all" and self.round.late == "finish":
             return (f"with round.policy={self.round.policy!r} and round.late='finish': a late job keeps its "
                     "sub-band into the next round, which that round's allocation cannot share; set round.late = "
