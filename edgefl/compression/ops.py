@@ -56,16 +56,18 @@ def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
     return Ranking(scores).top(k)
 
 
-def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor) -> torch.Tensor:
+def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor,
+                      work: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """Level index of each magnitude under AnycostFL's unbiased stochastic rounding (eqs. (3)-(4)): with the L + 1
     points Q_l = lo + l (hi - lo) / L, x = (m - lo) L / (hi - lo) and the element's uniform u in [0, 1), the index
     is floor(x + u) clamped to [0, L]: floor(x) + 1 with probability x - floor(x), else floor(x), for x in
     [0, L] (0 below, L above); all 0 when hi <= lo. Float32 arithmetic in five passes (x + u is clamped before
-    the conversion truncates it, which then equals the floor); int32 indices in [0, L]."""
+    the conversion truncates it, which then equals the floor); int32 indices in [0, L]. ``work``: a float32 tensor
+    of the magnitudes' shape to compute x in (it may be ``mags`` itself, which is then overwritten)."""
     if not hi > lo:
         return torch.zeros(mags.shape, dtype=torch.int32, device=mags.device)
-    x = (mags.to(torch.float32) - lo).mul_(levels / (hi - lo)).add_(uniforms)
-    return x.clamp_(0.0, float(levels)).to(torch.int32)
+    x = torch.sub(mags.to(torch.float32), lo, out=work) if work is not None else mags.to(torch.float32) - lo
+    return x.mul_(levels / (hi - lo)).add_(uniforms).clamp_(0.0, float(levels)).to(torch.int32)
 
 
 def level_values(indices: torch.Tensor, lo: float, hi: float, levels: int) -> torch.Tensor:
@@ -75,8 +77,30 @@ def level_values(indices: torch.Tensor, lo: float, hi: float, levels: int) -> to
     return (lo + indices.to(torch.float64) * ((hi - lo) / levels)).to(torch.float32)
 
 
-def _rice_cost(values: torch.Tensor, b: int) -> int:
-    return int(torch.bitwise_right_shift(values, b).sum()) + values.numel() * (b + 1)
+def _host(values: torch.Tensor | np.ndarray):
+    """A CPU tensor as its numpy view (integer shifts and sums take half the time there), an array as an array, a
+    tensor on another device as it is: the Rice sizes below use only the operators both share."""
+    if isinstance(values, torch.Tensor):
+        return values.numpy() if values.device.type == "cpu" else values
+    return np.asarray(values)
+
+
+def _rice_walk(cost, mean: float) -> tuple[int, int]:
+    """(least cost, smallest b reaching it) of a Rice field whose cost at parameter b is ``cost(b)`` (convex in b),
+    walking from b = floor(log2(mean)) of the values' mean."""
+    b = max(0, int(math.floor(math.log2(mean))) if mean >= 1 else 0)
+    best = cost(b)
+    while b > 0:
+        lower = cost(b - 1)
+        if lower > best:
+            break
+        b, best = b - 1, lower
+    while b < 62:
+        higher = cost(b + 1)
+        if higher >= best:
+            break
+        b, best = b + 1, higher
+    return RICE_B_BITS + best, b
 
 
 def rice_size(values: torch.Tensor | np.ndarray) -> tuple[int, int]:
@@ -85,42 +109,29 @@ def rice_size(values: torch.Tensor | np.ndarray) -> tuple[int, int]:
 
     The cost f(b) is convex in b: f(b) - f(b + 1) = sum_i ceil((v_i >> b) / 2) - m, which does not increase with b.
     So a walk from b near log2 of the mean reaches the smallest minimiser in a few evaluations."""
-    v = torch.as_tensor(values).reshape(-1).to(torch.int64)
-    m = v.numel()
+    v = _host(values).reshape(-1)
+    m = len(v)
     if m == 0:
         return RICE_B_BITS, 0
-    mean = float(v.sum()) / m
-    b = max(0, int(math.floor(math.log2(mean))) if mean >= 1 else 0)
-    cost = _rice_cost(v, b)
-    while b > 0:
-        lower = _rice_cost(v, b - 1)
-        if lower > cost:
-            break
-        b, cost = b - 1, lower
-    while b < 62:
-        higher = _rice_cost(v, b + 1)
-        if higher >= cost:
-            break
-        b, cost = b + 1, higher
-    return RICE_B_BITS + cost, b
+    return _rice_walk(lambda b: int((v >> b).sum()) + m * (b + 1), float(v.sum()) / m)
 
 
 def positions_rice_size(positions: torch.Tensor) -> int:
     """Size [bits] of the Rice field of the gaps before the ascending ``positions`` (``g_1 = p_1``,
     ``g_i = p_i - p_(i-1) - 1``). When they sum to at most k (last + 1 <= 2k) the smallest best parameter is b = 0
     (f(b) - f(0) >= k (b - 2 + 2^(1 - b)) >= 0 for b >= 1, from g >> b >= (g - 2^b + 1) / 2^b) and the field is
-    6 + last + 1 bits, from the last position alone."""
+    6 + last + 1 bits, from the last position alone. Otherwise the gaps after the first, in one pass (int32 where
+    the positions fit), and their sum last + 1 - k without one."""
     k = positions.numel()
     if k == 0:
         return RICE_B_BITS
-    last = int(positions[-1])
+    first, last = int(positions[0]), int(positions[-1])
     if last + 1 <= 2 * k:
         return RICE_B_BITS + last + 1
-    positions = positions.to(torch.int64)
-    gaps = torch.empty_like(positions)
-    gaps[:1] = positions[:1]
-    torch.sub(positions[1:], positions[:-1], out=gaps[1:]).sub_(1)
-    return rice_size(gaps)[0]
+    p = _host(positions.to(torch.int32) if last < 2**31 else positions)
+    gaps = p[1:] - p[:-1]
+    gaps -= 1
+    return _rice_walk(lambda b: int((gaps >> b).sum()) + (first >> b) + k * (b + 1), (last + 1 - k) / k)[0]
 
 
 def huffman_lengths(counts: np.ndarray) -> np.ndarray:
@@ -278,7 +289,7 @@ class Ranking:
             t, self.pos, self.pkey = 0, None, self.key
         else:
             self.pos = flatnonzero(self.key >= (t << _HI))
-            self.pkey = self.key[self.pos]
+            self.pkey = self.key.index_select(0, self.pos)
         self.pbin = self.pkey >> _HI
         self.held_bin, self.bins = t, {}
 
@@ -296,7 +307,7 @@ class Ranking:
     def positions(self, k: int) -> torch.Tensor:
         """Ascending positions of the top k (1 <= k < n)."""
         sel = self.select(k)  # holds the bin first
-        return sel if self.pos is None else self.pos[sel]
+        return sel if self.pos is None else self.pos.index_select(0, sel)
 
     def select(self, k: int) -> torch.Tensor:
         """Which of the held elements (indices into ``pos``, ascending) are the top k (1 <= k < n)."""
@@ -309,9 +320,7 @@ class Ranking:
         if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
             inside = flatnonzero(self.pbin == t)
             self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
-        mask = self.pbin > t
-        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
-        return mask
+        return (self.pbin > t).index_fill_(0, self.bins[t][: k - int(self.above[t + 1])], True)
 
 
 def uniform_gaps_bits(k: int, n: int) -> float:
