@@ -77,19 +77,23 @@ class _Layout:
     n: int
 
     def elements(self, kernels: torch.Tensor) -> torch.Tensor:
-        """Ascending element positions of the ascending kernel indices ``kernels``."""
+        """Ascending element positions of the ascending kernel indices ``kernels`` (written in place, tensor by
+        tensor, into one output)."""
         if all(s == 1 for s in self.size):
             return kernels
-        parts = []
         cuts = torch.searchsorted(kernels, torch.tensor([*self.kstart, self.n_kernels], device=kernels.device))
+        cuts = cuts.tolist()
+        out = kernels.new_empty(sum((cuts[t + 1] - cuts[t]) * z for t, z in enumerate(self.size)))
+        at = 0
         for t, size in enumerate(self.size):
-            mine = kernels[int(cuts[t]) : int(cuts[t + 1])]
+            mine, part = kernels[cuts[t] : cuts[t + 1]], out[at : at + (cuts[t + 1] - cuts[t]) * size]
             if size == 1:
-                parts.append(mine + (self.estart[t] - self.kstart[t]))
+                torch.add(mine, self.estart[t] - self.kstart[t], out=part)
             else:
-                first = (mine - self.kstart[t]) * size + self.estart[t]
-                parts.append((first[:, None] + torch.arange(size, device=kernels.device)).reshape(-1))
-        return torch.cat(parts) if parts else kernels
+                first = (mine - self.kstart[t]).mul_(size).add_(self.estart[t])
+                torch.add(first[:, None], torch.arange(size, device=kernels.device), out=part.view(-1, size))
+            at += part.numel()
+        return out
 
     def kernels(self, positions: torch.Tensor) -> torch.Tensor:
         """Ascending kernel indices of the ascending element ``positions`` of whole kernels."""
@@ -135,26 +139,32 @@ def _layout(shapes: tuple[tuple[int, ...], ...], kernel_wise: bool) -> _Layout:
 
 def _grouped(indices: torch.Tensor, levels: int) -> tuple[torch.Tensor, int]:
     """(symbols, alphabet): the level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` (the last group
-    padded with 0 digits, Horner from the last digit), alphabet (L+1)^j <= 4,096 (int32)."""
+    padded with 0 digits, Horner from the last digit), alphabet (L+1)^j <= 4,096 (int32; the int32 indices
+    themselves when j = 1)."""
     j, base = group(levels), levels + 1
-    pad = (-indices.numel()) % j
-    digits = indices.to(torch.int32)
-    if pad:
-        digits = torch.cat([digits, digits.new_zeros(pad)])
-    digits = digits.reshape(-1, j)
-    symbols = digits[:, j - 1].clone()
+    if j == 1:
+        return indices.to(torch.int32), base
+    m = indices.numel()
+    full = m // j
+    symbols = torch.empty(-(-m // j), dtype=torch.int32, device=indices.device)
+    digits, head = indices[: full * j].reshape(full, j), symbols[:full]
+    head.copy_(digits[:, j - 1])
     for t in range(j - 2, -1, -1):
-        symbols.mul_(base).add_(digits[:, t])
+        head.mul_(base).add_(digits[:, t])
+    if full < symbols.numel():  # the padded last group
+        tail = indices[full * j :].tolist()
+        symbols[full] = sum(d * base**t for t, d in enumerate(tail))
     return symbols, base**j
 
 
 @dataclass
 class _Setting:
-    """One (k, L) of an update, exact: kept kernels and element positions, level indices, range, size [bits]."""
+    """One (k, L) of an update, exact: kept kernels and element positions (None: every element), level indices,
+    range, size [bits]."""
 
     k: int
     levels: int
-    positions: torch.Tensor
+    positions: torch.Tensor | None
     indices: torch.Tensor
     lo: float
     hi: float
@@ -172,6 +182,7 @@ class _Update:
         self.uniforms = torch.rand(self.flat.numel(), generator=gen, device=self.flat.device)
         self.mags = self.flat.abs()
         self.header = wire.header_bits(self.shapes, flag=True)
+        self._work: dict[int, torch.Tensor] = {}
 
     @functools.cached_property
     def scores(self) -> torch.Tensor:
@@ -193,10 +204,9 @@ class _Update:
         if k == 0:
             empty = torch.zeros(0, dtype=torch.int64, device=device)
             return _Setting(0, levels, empty, empty, 0.0, 0.0, 8 * math.ceil(self.header / 8))
-        if k == lay.n_kernels:
-            positions = torch.arange(lay.n, dtype=torch.int32, device=device)
-            mask_bits = ops.RICE_B_BITS
-            mags, u = self.mags, self.uniforms
+        if k == lay.n_kernels:  # every element: positions None (all of them), no gathers
+            positions, mask_bits = None, ops.RICE_B_BITS
+            mags, u, work = self.mags, self.uniforms, self._scratch(0, lay.n)
         else:
             if 2 * k <= lay.n_kernels:  # the kept kernels are listed
                 kernels = listed = self.ranking.positions(k).to(device)
@@ -205,24 +215,36 @@ class _Update:
                 kernels, listed = ops.flatnonzero(mask).to(device), ops.flatnonzero(~mask).to(device)
             mask_bits = ops.positions_rice_size(listed)
             positions = lay.elements(kernels)
-            mags, u = self.mags.index_select(0, positions), self.uniforms.index_select(0, positions)
+            m = positions.numel()
+            mags = work = torch.index_select(self.mags, 0, positions, out=self._scratch(0, m))
+            u = torch.index_select(self.uniforms, 0, positions, out=self._scratch(1, m))
         lo, hi = (float(x) for x in torch.aminmax(mags))
-        indices = ops.stochastic_levels(mags, lo, hi, levels, u)
-        bits = self.header + 1 + mask_bits + 64 + 16 + 4 + positions.numel()
+        indices = ops.stochastic_levels(mags, lo, hi, levels, u, work)
+        bits = self.header + 1 + mask_bits + 64 + 16 + 4 + indices.numel()
         if hi > lo:
             symbols, alphabet = _grouped(indices, levels)
             bits += ops.huffman_size(torch.bincount(symbols, minlength=alphabet))
         return _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
+
+    def _scratch(self, i: int, m: int) -> torch.Tensor:
+        """The first ``m`` elements of float32 work space ``i`` (one per update, reused by every setting)."""
+        if i not in self._work:
+            self._work[i] = torch.empty(self.layout.n, dtype=torch.float32, device=self.flat.device)
+        return self._work[i][:m]
 
     def coded(self, s: _Setting) -> Coded:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
         q = points.index_select(0, s.indices)  # Q_l of eq. (3), one float32 per level
-        signs = self.flat if s.k == self.layout.n_kernels else self.flat.index_select(0, s.positions)
-        values = torch.copysign(q, signs)  # the value's sign bit (-0.0 sends a 1)
+        signs = self.flat if s.positions is None else self.flat.index_select(0, s.positions)
+        values = torch.copysign(q, signs, out=q)  # the value's sign bit (-0.0 sends a 1)
         small = torch.uint8 if s.levels <= 255 else torch.int16
-        pos = s.positions.to(torch.int32 if self.layout.n < 2**31 else torch.int64)
+        wide = torch.int32 if self.layout.n < 2**31 else torch.int64
+        if s.positions is None:
+            pos = torch.arange(self.layout.n, dtype=wide, device=self.flat.device)
+        else:
+            pos = s.positions.to(wide)
         meta = {"levels": s.levels, "lo": s.lo, "hi": s.hi, "kernel_wise": self.kernel_wise,
                 "indices": s.indices.to(small)}  # fmt: skip
         return Coded(positions=pos, values=values, names=self.names, shapes=self.shapes, bits=s.bits, kept=s.k,
