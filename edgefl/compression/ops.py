@@ -131,7 +131,10 @@ def positions_rice_size(positions: torch.Tensor) -> int:
     p = _host(positions.to(torch.int32) if last < 2**31 else positions)
     gaps = p[1:] - p[:-1]
     gaps -= 1
-    return _rice_walk(lambda b: int((gaps >> b).sum()) + (first >> b) + k * (b + 1), (last + 1 - k) / k)[0]
+    def cost(b: int) -> int:  # summed in the gaps' own type: they add up to at most last
+        return int((gaps >> b).sum(dtype=gaps.dtype)) + (first >> b) + k * (b + 1)
+
+    return _rice_walk(cost, (last + 1 - k) / k)[0]
 
 
 def huffman_lengths(counts: np.ndarray) -> np.ndarray:
@@ -282,15 +285,18 @@ class Ranking:
 
     def hold(self, t: int) -> None:
         """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t): their positions
-        ``pos``, or all of them in place (``pos`` None, no gathers) when they are most of the elements."""
+        ``pos``, or all of them in place (``pos`` None, no gathers) when they are most of the elements. The held
+        bins and positions are also kept as host arrays (:func:`_host`: numpy views on the CPU, where comparisons
+        and boolean selections are several times faster than torch's)."""
         if self.held_bin is not None and self.held_bin <= t:
             return
         if 2 * int(self.above[t]) > self.key.numel():
             t, self.pos, self.pkey = 0, None, self.key
         else:
-            self.pos = flatnonzero(self.key >= (t << _HI))
+            self.pos = flatnonzero(torch.as_tensor(_host(self.key) >= (t << _HI)))
             self.pkey = self.key.index_select(0, self.pos)
         self.pbin = self.pkey >> _HI
+        self._bin, self._pos = _host(self.pbin), None if self.pos is None else _host(self.pos)
         self.held_bin, self.bins = t, {}
 
     def top(self, k: int) -> torch.Tensor:
@@ -299,15 +305,16 @@ class Ranking:
         k = max(0, min(int(k), n))
         if k in (0, n):
             return torch.full((n,), k > 0, dtype=torch.bool, device=self.key.device)
-        mask = self.mask(k)
+        mask = self._mask(k)
         if self.pos is None:
-            return mask
-        return torch.zeros(n, dtype=torch.bool, device=mask.device).index_fill_(0, self.pos[mask], True)
+            return torch.as_tensor(mask)
+        kept = torch.as_tensor(self._pos[mask])
+        return torch.zeros(n, dtype=torch.bool, device=self.key.device).index_fill_(0, kept, True)
 
     def positions(self, k: int) -> torch.Tensor:
         """Ascending positions of the top k (1 <= k < n)."""
-        sel = self.select(k)  # holds the bin first
-        return sel if self.pos is None else self.pos.index_select(0, sel)
+        mask = self._mask(k)  # holds the bin first
+        return flatnonzero(torch.as_tensor(mask)) if self.pos is None else torch.as_tensor(self._pos[mask])
 
     def select(self, k: int) -> torch.Tensor:
         """Which of the held elements (indices into ``pos``, ascending) are the top k (1 <= k < n)."""
@@ -315,12 +322,18 @@ class Ranking:
 
     def mask(self, k: int) -> torch.Tensor:
         """Boolean mask over the held elements of the top k (1 <= k < n)."""
+        return torch.as_tensor(self._mask(k))
+
+    def _mask(self, k: int):
+        """:meth:`mask` as a host array (:func:`_host`)."""
         t = self.bin_of(k)
         self.hold(t)
         if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
-            inside = flatnonzero(self.pbin == t)
-            self.bins[t] = inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices]
-        return (self.pbin > t).index_fill_(0, self.bins[t][: k - int(self.above[t + 1])], True)
+            inside = flatnonzero(torch.as_tensor(self._bin == t))
+            self.bins[t] = _host(inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices])
+        mask = self._bin > t
+        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
+        return mask
 
 
 def uniform_gaps_bits(k: int, n: int) -> float:
