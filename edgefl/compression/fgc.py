@@ -406,7 +406,8 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Gener
 
 def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torch.Generator) -> Coded:
     """FedHQ: every element at the largest L in [1, MAX_LEVELS] whose exact size fits ``budget_bits`` (L fits and
-    L + 1 does not), searched from an estimate (:class:`_Estimates` at every element kept). Raises
+    L + 1 does not), searched from an estimate (:class:`_Estimates` at every element kept), then its exact
+    neighbour and the secant of the last two exact sizes (bisection after four probes). Raises
     :class:`BudgetError` when not even L = 1 fits (the method then sends the header alone)."""
     u = _Update(update, gen, kernel_wise=False)
     _check_budget(u, budget_bits)
@@ -422,17 +423,19 @@ def fit_levels(update: Mapping[str, torch.Tensor], budget_bits: float, gen: torc
         bits, _, p = est.at(mid, slice(-1, None))
         bits = bits[0] + n * _Estimates.huffman_excess(p[0], n, mid)
         lo, hi = (mid, hi) if bits <= budget_bits else (lo, mid)
-    good, bad = 0, MAX_LEVELS + 1  # exact: good fits (0: none found), bad does not
-    step, probe = 1, max(lo, 1)
-    while bad - good > 1:  # gallop from the estimate until a bracket, then bisect
+    good, bad, seen = 0, MAX_LEVELS + 1, []  # exact: good fits (0: none found), bad does not; (L, bits) probed
+    probe = max(lo, 1)
+    while bad - good > 1:
+        seen.append((probe, exact(probe).bits))
         good, bad = (probe, bad) if fits(probe) else (good, probe)
-        if bad > MAX_LEVELS:
-            probe = min(good + step, MAX_LEVELS)
-        elif good == 0:
-            probe = max(bad - step, 1)
-        else:
-            probe = (good + bad) // 2
-        step *= 2
+        (l1, b1), (l2, b2) = seen[-2:] if len(seen) > 1 else seen * 2
+        if len(seen) == 1:  # the estimate's neighbour on the far side
+            aim = probe + 1 if probe == good else probe - 1
+        elif len(seen) <= 4 and (b2 - b1) * (l2 - l1) > 0:  # where the line through the last two sizes meets it
+            aim = l2 + math.floor((budget_bits - b2) * (l2 - l1) / (b2 - b1))
+        else:  # bisect, or double while nothing above has been probed
+            aim = (good + bad) // 2 if bad <= MAX_LEVELS else 2 * good
+        probe = min(max(aim, good + 1), bad - 1)
     if good == 0:
         raise BudgetError(f"budget_bits={budget_bits!r}: every element at L = 1 takes {exact(1).bits} bits")
     return u.coded(exact(good))
