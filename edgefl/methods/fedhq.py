@@ -56,15 +56,23 @@ class QuantizedUpdate:
 
 def relative_error(quantized, original) -> float:
     """Measured relative quantisation error ``||Q(u) - u||^2 / ||u||^2`` of one update (flat vectors of one
-    shape, tensors or arrays; float64 sums); 0 for a zero update (nothing to lose)."""
+    shape, tensors or arrays; ``original`` may also be the update's tensors in order, read as the float32
+    concatenation the codec quantised, without building it); float64 sums; 0 for a zero update (nothing to
+    lose)."""
     import torch
 
-    q = torch.as_tensor(quantized).reshape(-1).to(torch.float64)
-    u = torch.as_tensor(original).reshape(-1).to(torch.float64)
+    d = torch.as_tensor(quantized).reshape(-1).to(torch.float64, copy=True)
+    if isinstance(original, (list, tuple)):
+        u, at = torch.empty_like(d), 0
+        for part in original:
+            u[at : at + part.numel()].copy_(part.detach().reshape(-1).to(torch.float32))
+            at += part.numel()
+    else:
+        u = torch.as_tensor(original).reshape(-1).to(device=d.device, dtype=torch.float64)
     norm2 = float(u @ u)
     if norm2 == 0.0:
         return 0.0
-    d = q - u
+    d -= u
     return float(d @ d) / norm2
 
 
@@ -121,14 +129,13 @@ class FedHQ(BudgetedMethod):
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import fgc, ops
-        from edgefl.compression.coded import flat_update
 
         device = next(iter(res.update.values())).device
         gen = ops.job_generator(job.rng("quantization"), device)
         try:
             coded = fgc.fit_levels(res.update, job.job.bits_planned, gen)
             levels = coded.meta["levels"]
-            q = relative_error(coded.values, flat_update(res.update)[2])  # every element sent, in element order
+            q = relative_error(coded.values, list(res.update.values()))  # every element sent, in element order
         except fgc.BudgetError:  # not even L = 1 fits: the header alone
             coded, levels, q = fgc.encode(res.update, kept=0, levels=1, gen=gen, kernel_wise=False), 0, None
         return ClientUpdate(
