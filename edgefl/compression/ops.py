@@ -57,17 +57,18 @@ def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def stochastic_levels(mags: torch.Tensor, lo: float, hi: float, levels: int, uniforms: torch.Tensor,
-                      work: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+                      work: torch.Tensor | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:  # fmt: skip
     """Level index of each magnitude under AnycostFL's unbiased stochastic rounding (eqs. (3)-(4)): with the L + 1
     points Q_l = lo + l (hi - lo) / L, x = (m - lo) L / (hi - lo) and the element's uniform u in [0, 1), the index
     is floor(x + u) clamped to [0, L]: floor(x) + 1 with probability x - floor(x), else floor(x), for x in
     [0, L] (0 below, L above); all 0 when hi <= lo. Float32 arithmetic in five passes (x + u is clamped before
-    the conversion truncates it, which then equals the floor); int32 indices in [0, L]. ``work``: a float32 tensor
+    the conversion truncates it, which then equals the floor); indices in [0, L] of the integer ``dtype`` (one
+    that holds L: uint8 up to 255 halves the conversion and the histogram after it). ``work``: a float32 tensor
     of the magnitudes' shape to compute x in (it may be ``mags`` itself, which is then overwritten)."""
     if not hi > lo:
-        return torch.zeros(mags.shape, dtype=torch.int32, device=mags.device)
+        return torch.zeros(mags.shape, dtype=dtype, device=mags.device)
     x = torch.sub(mags.to(torch.float32), lo, out=work) if work is not None else mags.to(torch.float32) - lo
-    return x.mul_(levels / (hi - lo)).add_(uniforms).clamp_(0.0, float(levels)).to(torch.int32)
+    return x.mul_(levels / (hi - lo)).add_(uniforms).clamp_(0.0, float(levels)).to(dtype)
 
 
 def level_values(indices: torch.Tensor, lo: float, hi: float, levels: int) -> torch.Tensor:
