@@ -63,6 +63,11 @@ def group(levels: int) -> int:
     return j
 
 
+def _small(levels: int) -> torch.dtype:
+    """The integer type of level indices in [0, L]: uint8 up to L = 255, else int16."""
+    return torch.uint8 if levels <= 255 else torch.int16
+
+
 @dataclass(frozen=True)
 class _Layout:
     """Where the kernels of a flat update lie, tensor by tensor: ``size[t]`` elements per kernel (the spatial
@@ -139,11 +144,11 @@ def _layout(shapes: tuple[tuple[int, ...], ...], kernel_wise: bool) -> _Layout:
 
 def _grouped(indices: torch.Tensor, levels: int) -> tuple[torch.Tensor, int]:
     """(symbols, alphabet): the level indices j at a time as one symbol ``sum_t d_t (L+1)^t`` (the last group
-    padded with 0 digits, Horner from the last digit), alphabet (L+1)^j <= 4,096 (int32; the int32 indices
-    themselves when j = 1)."""
+    padded with 0 digits, Horner from the last digit), alphabet (L+1)^j <= 4,096 (int32; the indices themselves
+    when j = 1)."""
     j, base = group(levels), levels + 1
     if j == 1:
-        return indices.to(torch.int32), base
+        return indices, base
     m = indices.numel()
     full = m // j
     symbols = torch.empty(-(-m // j), dtype=torch.int32, device=indices.device)
@@ -219,7 +224,7 @@ class _Update:
             mags = work = torch.index_select(self.mags, 0, positions, out=self._scratch(0, m))
             u = torch.index_select(self.uniforms, 0, positions, out=self._scratch(1, m))
         lo, hi = (float(x) for x in torch.aminmax(mags))
-        indices = ops.stochastic_levels(mags, lo, hi, levels, u, work)
+        indices = ops.stochastic_levels(mags, lo, hi, levels, u, work, _small(levels))
         bits = self.header + 1 + mask_bits + 64 + 16 + 4 + indices.numel()
         if hi > lo:
             symbols, alphabet = _grouped(indices, levels)
@@ -236,17 +241,16 @@ class _Update:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
-        q = points.index_select(0, s.indices)  # Q_l of eq. (3), one float32 per level
+        q = points.index_select(0, s.indices.to(torch.int32))  # Q_l of eq. (3), one float32 per level
         signs = self.flat if s.positions is None else self.flat.index_select(0, s.positions)
         values = torch.copysign(q, signs, out=q)  # the value's sign bit (-0.0 sends a 1)
-        small = torch.uint8 if s.levels <= 255 else torch.int16
         wide = torch.int32 if self.layout.n < 2**31 else torch.int64
         if s.positions is None:
             pos = torch.arange(self.layout.n, dtype=wide, device=self.flat.device)
         else:
             pos = s.positions.to(wide)
         meta = {"levels": s.levels, "lo": s.lo, "hi": s.hi, "kernel_wise": self.kernel_wise,
-                "indices": s.indices.to(small)}  # fmt: skip
+                "indices": s.indices.to(_small(s.levels))}  # fmt: skip
         return Coded(positions=pos, values=values, names=self.names, shapes=self.shapes, bits=s.bits, kept=s.k,
                      codec=CODEC, meta=meta)  # fmt: skip
 
@@ -506,7 +510,7 @@ def from_bytes(payload: bytes, names: Sequence[str]) -> Coded:
         q = ops.level_values(indices, lo, hi, levels)
         values = torch.where(negative, -q, q)
         meta.update(levels=levels, lo=lo, hi=hi)
-    meta["indices"] = indices.to(torch.uint8 if meta["levels"] <= 255 else torch.int16)
+    meta["indices"] = indices.to(_small(meta["levels"]))
     pos = positions.to(torch.int32 if lay.n < 2**31 else torch.int64)
     return Coded(positions=pos, values=values, names=tuple(names), shapes=shapes, bits=8 * len(payload), kept=kept,
                  codec=CODEC, meta=meta)  # fmt: skip
