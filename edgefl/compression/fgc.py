@@ -194,6 +194,11 @@ class _Update:
         return self.layout.scores(self.flat, self.mags)
 
     @functools.cached_property
+    def range(self) -> tuple[float, float]:
+        """The smallest and largest magnitude of the whole update."""
+        return tuple(float(x) for x in torch.aminmax(self.mags))
+
+    @functools.cached_property
     def ranking(self) -> ops.Ranking:
         return ops.Ranking(self.scores)
 
@@ -223,7 +228,7 @@ class _Update:
             m = positions.numel()
             mags = work = torch.index_select(self.mags, 0, positions, out=self._scratch(0, m))
             u = torch.index_select(self.uniforms, 0, positions, out=self._scratch(1, m))
-        lo, hi = (float(x) for x in torch.aminmax(mags))
+        lo, hi = self.range if positions is None else (float(x) for x in torch.aminmax(mags))
         indices = ops.stochastic_levels(mags, lo, hi, levels, u, work, _small(levels))
         bits = self.header + 1 + mask_bits + 64 + 16 + 4 + indices.numel()
         if hi > lo:
@@ -232,7 +237,8 @@ class _Update:
         return _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
 
     def _scratch(self, i: int, m: int) -> torch.Tensor:
-        """The first ``m`` elements of float32 work space ``i`` (one per update, reused by every setting)."""
+        """The first ``m`` elements of float32 work space ``i`` (one per update, reused by every setting and by
+        :meth:`coded`)."""
         if i not in self._work:
             self._work[i] = torch.empty(self.layout.n, dtype=torch.float32, device=self.flat.device)
         return self._work[i][:m]
@@ -241,7 +247,8 @@ class _Update:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
-        q = points.index_select(0, s.indices.to(torch.int32))  # Q_l of eq. (3), one float32 per level
+        at = self._scratch(0, s.indices.numel()).view(torch.int32).copy_(s.indices)  # widened for the gather
+        q = points.index_select(0, at)  # Q_l of eq. (3), one float32 per level
         signs = self.flat if s.positions is None else self.flat.index_select(0, s.positions)
         values = torch.copysign(q, signs, out=q)  # the value's sign bit (-0.0 sends a 1)
         wide = torch.int32 if self.layout.n < 2**31 else torch.int64
@@ -301,7 +308,7 @@ class _Estimates:
         energy = np.cumsum(mags**2) * scale
         self.total = float(energy[-1])
         self.dropped = self.total - energy[self.m - 1]
-        lo, hi = (float(x) for x in torch.aminmax(u.mags))
+        lo, hi = u.range
         top_score = hi  # the RMS of the kernel holding the largest magnitude: hi itself for a one-element kernel
         for t, size in enumerate(lay.size):
             seg = u.mags[lay.estart[t] : lay.estart[t] + lay.count[t] * size]
