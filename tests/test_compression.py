@@ -52,3 +52,21 @@ def test_huffman_lengths_equal_the_merge_that_counts_every_leaf() -> None:
         want = by_leaves(counts)
         if want.max(initial=0) <= ops.MAX_CODE_BITS:  # no length limit reached: the plain merge's lengths
             assert np.array_equal(ops.huffman_lengths(counts), want), counts
+
+
+def test_positions_rice_size_equals_the_exhaustive_search_over_the_gaps() -> None:
+    """The Rice size of the gaps before ascending positions (g_1 = p_1, g_i = p_i - p_(i-1) - 1), found from the
+    positions in one pass, equals the least over every parameter b of 6 + sum(g >> b) + m (b + 1), computed here
+    from the gaps written out: sparse and clustered sets, a far first position, positions beyond 2^31."""
+    import torch
+
+    rng = np.random.default_rng(11)
+    cases = [np.sort(rng.choice(n, size=k, replace=False)) for n, k in [(10**6, 3000), (5000, 900), (300, 2)]]
+    cases += [np.cumsum(rng.geometric(0.02, size=2000)) * (1 + (rng.random(2000) < 0.1) * 40), np.array([123456])]
+    cases += [np.array([5, 2**31 + 7, 2**33]), 2**31 + np.sort(rng.choice(10**5, size=50, replace=False))]
+    for pos in cases:
+        pos = np.unique(pos).astype(np.int64)
+        gaps = np.diff(pos, prepend=-1) - 1
+        top = max(int(gaps.max()).bit_length(), 1)
+        want = min(ops.RICE_B_BITS + int((gaps >> b).sum()) + gaps.size * (b + 1) for b in range(top + 1))
+        assert ops.positions_rice_size(torch.from_numpy(pos)) == want, pos[:4]

@@ -122,7 +122,7 @@ def positions_rice_size(positions: torch.Tensor) -> int:
     ``g_i = p_i - p_(i-1) - 1``). When they sum to at most k (last + 1 <= 2k) the smallest best parameter is b = 0
     (f(b) - f(0) >= k (b - 2 + 2^(1 - b)) >= 0 for b >= 1, from g >> b >= (g - 2^b + 1) / 2^b) and the field is
     6 + last + 1 bits, from the last position alone. Otherwise the gaps after the first, in one pass (int32 where
-    the positions fit), and their sum last + 1 - k without one."""
+    the positions fit); their sum (the cost at b = 0) is last + 1 - k without a pass."""
     k = positions.numel()
     if k == 0:
         return RICE_B_BITS
@@ -132,8 +132,8 @@ def positions_rice_size(positions: torch.Tensor) -> int:
     p = _host(positions.to(torch.int32) if last < 2**31 else positions)
     gaps = p[1:] - p[:-1]
     gaps -= 1
-    def cost(b: int) -> int:  # summed in the gaps' own type: they add up to at most last
-        return int((gaps >> b).sum(dtype=gaps.dtype)) + (first >> b) + k * (b + 1)
+    def cost(b: int) -> int:  # at b = 0 the gaps' known sum; else summed in their own type (they add up to <= last)
+        return (last + 1 - k if b == 0 else int((gaps >> b).sum(dtype=gaps.dtype)) + (first >> b)) + k * (b + 1)
 
     return _rice_walk(cost, (last + 1 - k) / k)[0]
 
