@@ -320,6 +320,8 @@ class _Estimates:
         self.hi = np.where(score[self.m - 1] <= top_score, hi, self.hi)
         self.lo[-1] = lo
         self.mags = mags
+        self.over = mags[None, :] - self.lo[:, None]  # each sampled magnitude above each row's lo
+        self.kept = np.arange(mags.size)[None, :] < self.m[:, None]  # each row's sampled elements
         self.fixed = u.header + 1 + 84 + self.n_e + np.minimum(
             _rice_estimate(self.k, lay.n_kernels), _rice_estimate(lay.n_kernels - self.k, lay.n_kernels))
 
@@ -328,10 +330,10 @@ class _Estimates:
         (those of ``rows``), ``levels`` intervals."""
         m, lo, hi, n_e = self.m[rows], self.lo[rows], self.hi[rows], self.n_e[rows]
         width = np.where(hi > lo, (hi - lo) / levels, 0.0)
-        x = np.clip((self.mags[None, :] - lo[:, None]) / np.where(width > 0, width, 1.0)[:, None], 0, levels)
+        x = np.clip(self.over[rows] / np.where(width > 0, width, 1.0)[:, None], 0, levels)
         base = np.minimum(np.floor(x), levels - 1)
         f = x - base
-        kept = np.arange(self.mags.size)[None, :] < m[:, None]
+        kept = self.kept[rows]
         at = (np.arange(m.size)[:, None] * (levels + 1) + base).astype(np.int64).ravel()
         size = m.size * (levels + 1)
         hist = np.bincount(at, ((1 - f) * kept).ravel(), size) + np.bincount(at + 1, (f * kept).ravel(), size)
