@@ -153,9 +153,9 @@ def _grouped(indices: torch.Tensor, levels: int) -> tuple[torch.Tensor, int]:
     full = m // j
     symbols = torch.empty(-(-m // j), dtype=torch.int32, device=indices.device)
     digits, head = indices[: full * j].reshape(full, j), symbols[:full]
-    head.copy_(digits[:, j - 1])
-    for t in range(j - 2, -1, -1):
-        head.mul_(base).add_(digits[:, t])
+    torch.add(digits[:, j - 2], digits[:, j - 1], alpha=base, out=head)  # < (L+1)^2 <= 256: exact in uint8 too
+    for t in range(j - 3, -1, -1):  # Horner, one fused pass per digit
+        torch.add(digits[:, t], head, alpha=base, out=head)
     if full < symbols.numel():  # the padded last group
         tail = indices[full * j :].tolist()
         symbols[full] = sum(d * base**t for t, d in enumerate(tail))
