@@ -143,6 +143,7 @@ def positions_rice_size(positions: torch.Tensor) -> int:
     p = _host(positions.to(torch.int32) if last < 2**31 else positions)
     gaps = p[1:] - p[:-1]
     gaps -= 1
+
     def cost(b: int) -> int:  # at b = 0 the gaps' known sum; else summed in their own type (they add up to <= last)
         return (last + 1 - k if b == 0 else int((gaps >> b).sum(dtype=gaps.dtype)) + (first >> b)) + k * (b + 1)
 
