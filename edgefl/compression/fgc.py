@@ -184,7 +184,7 @@ class _Update:
         self.names, self.shapes, self.flat = flat_update(update)
         self.kernel_wise = bool(kernel_wise)
         self.layout = _layout(self.shapes, self.kernel_wise)
-        self.uniforms = ops.uniforms(self.flat.numel(), gen).to(self.flat.device)
+        self.uniforms = torch.rand(self.flat.numel(), generator=gen, device=self.flat.device)
         self.mags = self.flat.abs()
         self.header = wire.header_bits(self.shapes, flag=True)
         self._work: dict[int, torch.Tensor] = {}
