@@ -1,7 +1,6 @@
 """The operations every codec shares, each written once, in torch on the device that holds the update.
 
-- :func:`job_generator`: a job's own torch generator on its device, seeded from its numpy stream;
-  :func:`uniforms`: one U[0, 1) per element from it.
+- :func:`job_generator`: a job's own torch generator on its device, seeded from its numpy stream.
 - :func:`top_k` / :class:`Ranking`: the mask of the k largest magnitudes (ties: the lower index first), for many
   k from one histogram of their float32 bit patterns; :func:`flatnonzero`: the indices of a mask.
 - :func:`stochastic_levels` / :func:`level_values`: the unbiased stochastic rounding of AnycostFL eqs. (3)-(4)
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 
 __all__ = [
-    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "uniforms", "top_k", "Ranking", "flatnonzero",
+    "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "Ranking", "flatnonzero",
     "stochastic_levels", "level_values", "rice_size", "positions_rice_size", "huffman_lengths", "canonical_codes",
     "huffman_size", "a2_nearest", "a2_points", "a2_dither", "a2_corner", "a2_cell", "uniform_gaps_bits",
     "largest_fitting",
@@ -48,16 +47,6 @@ def job_generator(rng: np.random.Generator, device: torch.device | str = "cpu") 
     gen = torch.Generator(device=device)
     gen.manual_seed(int(rng.integers(0, 2**63 - 1)))
     return gen
-
-
-def uniforms(n: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` float32 U[0, 1) draws on the generator's device, one per element in element order, from the job's
-    generator ``gen``: on the CPU from numpy's PCG64 seeded by one draw from ``gen`` (twice as fast there as
-    torch's own CPU generator), elsewhere ``torch.rand`` on the device."""
-    if gen.device.type == "cpu":
-        seed = int(torch.randint(0, 2**63 - 1, (1,), generator=gen))
-        return torch.from_numpy(np.random.default_rng(seed).random(n, dtype=np.float32))
-    return torch.rand(n, generator=gen, device=gen.device)
 
 
 def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
