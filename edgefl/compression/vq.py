@@ -20,8 +20,10 @@ element (Conway & Sloane: G(A2) = 5 / (36 sqrt 3)).
 Wire format 0xC7 version 2 (``docs/wire_formats.md``): header without the flag (kept count k sub-vectors); if
 k > 0: Rice gaps of the kept indices, d (float32), base (32 bits: one more than the largest zigzag b), u (32: the
 distinct points), Rice gaps of the sorted distinct symbols, and the Huffman stream of the k indices over u. The
-size is a function of the kept indices' gaps and the points' histogram (:func:`size_bits`), so :func:`fit` searches
-k by exact sizes (:func:`~.ops.largest_fitting`) after quantising a superset of the kept sub-vectors once.
+size is a function of the kept indices' gaps and the points' histogram (:meth:`Lattice.size`), so :func:`fit` searches
+k by exact sizes (:func:`~.ops.largest_fitting`) after quantising a superset of the kept sub-vectors once. Where that
+superset is every sub-vector, the search's model is the exact size of all less the dropped sub-vectors' code lengths
+(:meth:`Lattice.model`): its first probe lands near the answer, and usually two probes settle it.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class Lattice:
             if rank.pos is not None:
                 if self.done != rank.held_bin:
                     self.pos, self.done = rank.pos, rank.held_bin
-                    self.pid, self.values = self._quantised(self.x[rank.pos], self.u[rank.pos])
+                    self.pid, self.values = self._quantised(_rows(self.x, rank.pos), _rows(self.u, rank.pos))
                 return False
         if self.done != -1:
             self.pos, self.done = None, -1
@@ -102,7 +104,7 @@ class Lattice:
         of the top ``k`` sub-vectors (1 <= k; :meth:`_prepare`)."""
         if not self._prepare(k):
             sel = self.ranking.select(k)
-            return self.pos[sel], sel
+            return self.pos.index_select(0, sel), sel
         if k >= self.m:
             return torch.arange(self.m, device=self.x.device), None
         sel = self.ranking.positions(k)  # the held arrays are in order: sel is also the indices
@@ -141,13 +143,13 @@ class Lattice:
             mask = self.ranking.mask(k)
             drop = ops.flatnonzero(~mask)
             every = self._all_counts()
-            counts = every - torch.bincount(self.pid[drop], minlength=every.numel())
+            counts = every - torch.bincount(self.pid.index_select(0, drop), minlength=every.numel())
             tail = int((drop - torch.arange(drop.numel(), device=drop.device) == self.m - drop.numel()).sum())
             last = self.m - 1 - tail  # the last kept: before the run of dropped ones at the end
             gaps = ops.RICE_B_BITS + last + 1 if last + 1 <= 2 * k else ops.positions_rice_size(ops.flatnonzero(mask))
             return _size(self.header, gaps, *self._symbols(counts))
         idx, sel = self.kept(k)
-        pid = self.pid if sel is None else self.pid[sel]
+        pid = self.pid if sel is None else self.pid.index_select(0, sel)
         return _size(self.header, ops.positions_rice_size(idx), *self._symbols(self._counts(pid)))
 
     def _counts(self, pid: torch.Tensor) -> torch.Tensor:
@@ -216,6 +218,13 @@ class Lattice:
         return model
 
 
+def _rows(t: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """The rows ``at`` of the (rows, 2) tensor ``t`` (float32 or float64), each row moved as one element of
+    twice the width (one index_select; row indexing of a 2-column tensor is several times slower here)."""
+    wide = {torch.float32: torch.int64, torch.float64: torch.complex128}[t.dtype]
+    return t.contiguous().view(wide).view(-1).index_select(0, at).view(t.dtype).view(-1, 2)
+
+
 def _quantise(x: torch.Tensor, u: torch.Tensor, lat: Lattice, values: torch.Tensor, pid: torch.Tensor) -> None:
     """E2-E3 and D2 of the sub-vectors ``x`` (rows of float32) with the uniforms ``u``: writes each one's value
     B (a, b) - z (float32) into ``values`` and the pair id (a + oa) base + (b + ob) of the A2 point (a, b) nearest
@@ -254,7 +263,7 @@ def _coded(lat: Lattice, k: int, bits: int | None = None) -> Coded:
         idx, values = lat.x.new_zeros(0, dtype=torch.int64), lat.x[:0]
     else:
         idx, sel = lat.kept(k)
-        values = lat.values if sel is None else lat.values[sel]
+        values = lat.values if sel is None else _rows(lat.values, sel)
     return _sent(lat.names, lat.shapes, idx, values, lat.d, lat.seed, lat.size(k) if bits is None else bits)
 
 
@@ -264,7 +273,9 @@ def _sent(names, shapes, idx: torch.Tensor, values: torch.Tensor, d: float, seed
     if idx.numel() == (n + 1) // 2:  # every sub-vector
         positions = torch.arange(2 * idx.numel(), dtype=torch.int32, device=idx.device)
     else:
-        positions = torch.stack([2 * idx, 2 * idx + 1], dim=1).reshape(-1)
+        positions = torch.empty((idx.numel(), 2), dtype=torch.int32, device=idx.device)
+        torch.add(torch.mul(idx, 2, out=positions[:, 0]), 1, out=positions[:, 1])
+        positions = positions.view(-1)
     values = values.reshape(-1)
     if n % 2 and idx.numel() and int(idx[-1]) == n // 2:  # the last sub-vector's padding is not sent
         values, positions = values[:-1], positions[:-1]
