@@ -139,7 +139,12 @@ class Lattice:
         the kept, the index gaps from the last kept alone where they are dense)."""
         if k == 0:
             return 8 * math.ceil(self.header / 8)
-        if k < self.m and 4 * k >= 3 * self.m and self._prepare(k) and self._all_counts() is not None:
+        if k >= self.m:  # every sub-vector: gaps all 0 (6 + m bits), the histogram of all
+            self._prepare(k)
+            every = self._all_counts()
+            every = self._counts(self.pid) if every is None else every
+            return _size(self.header, ops.RICE_B_BITS + self.m, *self._symbols(every))
+        if 4 * k >= 3 * self.m and self._prepare(k) and self._all_counts() is not None:
             mask = self.ranking.mask(k)
             drop = ops.flatnonzero(~mask)
             every = self._all_counts()
