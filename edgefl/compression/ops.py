@@ -245,9 +245,9 @@ def a2_cell(u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
     the fundamental rhombus (g1 = d (1, 0), g2 = d (1/2, sqrt(3)/2)) less its nearest vertex (:func:`a2_corner`),
     so uniform over the Voronoi cell when u is uniform. A codec draws ``u`` for every sub-vector and maps only the
     rows it needs."""
-    u0, u1 = u[:, 0], u[:, 1]
+    u0, u1 = u[:, 0].contiguous(), u[:, 1].contiguous()  # comparisons into floats are several times slower strided
     c0, c1 = a2_corner(u0, u1)
-    return a2_points(torch.sub(u0, c0, out=c0), torch.sub(u1, c1, out=c1), d)
+    return a2_points(c0.neg_().add_(u0), c1.neg_().add_(u1), d)  # u - c, exact
 
 
 def flatnonzero(mask: torch.Tensor) -> torch.Tensor:
