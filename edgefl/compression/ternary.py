@@ -46,7 +46,7 @@ def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
 def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bits: int | None = None) -> Coded:
     """The ternary update of the elements of ``flat`` at ``positions`` (ascending; None: every element): mu with
     each element's sign bit, mu = the float64 mean of their magnitudes rounded to float32."""
-    kept = flat if positions is None else flat[positions]
+    kept = flat if positions is None else flat.index_select(0, positions)  # several times faster than flat[...]
     k = kept.numel()
     mu = float(np.float32(float(kept.abs().sum(dtype=torch.float64)) / k)) if k else 0.0
     values = torch.copysign(kept.new_full((), mu), kept)  # one pass: mu with each element's sign bit
