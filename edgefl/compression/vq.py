@@ -77,7 +77,8 @@ class Lattice:
         self.u = _uniforms(self.seed, self.m, flat.device)
         self.done: int | None = None  # the ranking's held bin E2-E3 ran for (-1: every sub-vector, in order)
         self.header = wire.header_bits(self.shapes, flag=False)
-        top = float(self.x.abs().amax()) / self.d + 1.0 if self.n else 1.0  # |x + z| / d <= top per coordinate
+        lo, hi = torch.aminmax(self.x) if self.n else (torch.tensor(0.0), torch.tensor(0.0))  # one pass, no copy
+        top = max(-float(lo), float(hi)) / self.d + 1.0  # |x + z| / d <= top per coordinate (|z| <= d / sqrt(3))
         self.ob = math.ceil(2.0 / _SQRT3 * top) + 2  # > |b|: |w1| <= 2 top / sqrt(3), |b| <= |w1| + 1
         self.oa = math.ceil(top + top / _SQRT3) + 2  # > |a|: |w0| <= top + |w1| / 2
         self.pair_base = 2 * self.ob + 1  # a pair id (a + oa) (2 ob + 1) + (b + ob) orders as (a, b)
