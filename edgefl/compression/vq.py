@@ -207,7 +207,7 @@ class Lattice:
         rank = self.ranking
         rank.hold(0)  # every sub-vector's bin
         nbins = rank.above.size - 1
-        per_bin = torch.bincount(rank.pbin, weights=per_id[self.pid], minlength=nbins).cpu().numpy()
+        per_bin = torch.bincount(rank.pbin, weights=per_id.index_select(0, self.pid), minlength=nbins).cpu().numpy()
         above = np.append(np.cumsum(per_bin[::-1])[::-1], 0.0)  # code bits of the bins >= t
         count = rank.above[:-1] - rank.above[1:]
         fixed = full - above[0] - ops.uniform_gaps_bits(self.m, self.m)
@@ -238,7 +238,7 @@ def _quantise(x: torch.Tensor, u: torch.Tensor, lat: Lattice, values: torch.Tens
     zx, zy = ops.a2_cell(u, lat.d)
     a, b = ops.a2_nearest(torch.add(zx, x[:, 0]), torch.add(zy, x[:, 1]), lat.d)
     _values(a, b, zx, zy, lat.d, values)
-    pid.copy_(b.add_(lat.ob).add_(a.add_(lat.oa), alpha=lat.pair_base))
+    pid.copy_(b.add_(a, alpha=lat.pair_base).add_(lat.oa * lat.pair_base + lat.ob))  # exact integers in float64
 
 
 def _values(a: torch.Tensor, b: torch.Tensor, zx: torch.Tensor, zy: torch.Tensor, d: float,
