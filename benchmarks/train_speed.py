@@ -69,6 +69,12 @@ All five on the merged torch codecs, the old codec and numba removed, paired aga
 0.169 -> 0.192, QSGD 0.776 -> 0.310, FedHQ 1.611 -> 0.593, UVeQFed 1.195 -> 1.105; bits of the round -0.11%,
 -0.015%, -0.66%, +3.46%, -0.22%.
 
+UVeQFed's lattice passes and search, and STC's values (branch codec-vq-speed), paired against e547feb, ``--methods
+uveqfed,stc --repeats 2``, load 4.5-6 on the shared 2-core machine, 2026-11-28: UVeQFed 1.103 -> 0.784 (bits of the
+round -0.005%: k moves within the stated tolerance under the new search model), STC 0.189 -> 0.177 (bits and payload
+bytes identical). UVeQFed misses the 0.35 target: its float64 lattice arithmetic (about 48 torch operations per chunk of
+32k sub-vectors, ~28 ms a call here) and the float64 dither draw (7 ms) remain.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --executors --methods stc,uveqfed,anycostfl

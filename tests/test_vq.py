@@ -87,6 +87,32 @@ def test_a_real_trained_update_round_trips() -> None:
     _same(coded, vq.encode(update, coded.kept, step=1.0, seed=5))  # the fit's superset gives encode's values
 
 
+def test_a_real_update_fit_where_most_sub_vectors_are_kept() -> None:
+    """At 0.06 x 32 n bits (this preset's budgets) most sub-vectors are kept and the search runs on the model of
+    :meth:`vq.Lattice.model`; its k must still meet the stated guarantee, checked with encode's sizes: k fits and
+    k + max(1, floor(0.005 k)) does not. Keeping every sub-vector at a budget of that size gives k = M."""
+    update = trained_cnn_update()
+    n = sum(v.numel() for v in update.values())
+    m = (n + 1) // 2
+    budget = 0.06 * 32 * n
+    coded = vq.fit(update, budget, step=1.0, seed=7)
+    assert m // 2 < coded.kept < m and coded.bits <= budget
+    assert coded.bits == vq.encode(update, coded.kept, step=1.0, seed=7).bits
+    step = max(1, int(vq.TOLERANCE * coded.kept))
+    assert vq.encode(update, min(coded.kept + step, m), step=1.0, seed=7).bits > budget
+    every = vq.encode(update, m, step=1.0, seed=7)
+    assert vq.fit(update, every.bits, step=1.0, seed=7).kept == m
+
+
+def test_nan_or_inf_in_an_update_is_refused_in_one_line() -> None:
+    for bad in (math.nan, math.inf):
+        update = _random(0)
+        update["fc"][2, 3] = bad
+        with pytest.raises(ValueError, match="NaN or inf") as info:
+            vq.fit(update, 10**6, step=1.0, seed=1)
+        assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("case", sorted(UPDATES))
 def test_the_fit_is_the_largest_k_that_fits_within_its_tolerance(case: str) -> None:
     update = UPDATES[case]

@@ -213,35 +213,41 @@ _SQRT3 = math.sqrt(3.0)
 
 
 def a2_points(a: torch.Tensor, b: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The A2 lattice points d (a + b / 2, b sqrt(3) / 2) of integer coordinates (a, b), float64."""
+    """The A2 lattice points d (a + b / 2, b sqrt(3) / 2) of integer coordinates (a, b) (any dtype), float64:
+    ``d (a + 0.5 b)`` and ``(d sqrt(3) / 2) b``, each rounded once after the exact ``0.5 b``."""
     a, b = a.to(torch.float64), b.to(torch.float64)
-    return d * (a + 0.5 * b), d * (_SQRT3 / 2.0) * b
+    return torch.add(a, b, alpha=0.5).mul_(d), b.mul(d * (_SQRT3 / 2.0))
 
 
 def a2_corner(r0: torch.Tensor, r1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The vertex (c0, c1) in {0, 1}^2 of the rhombus {0, g1, g2, g1 + g2} nearest to the point r0 g1 + r1 g2,
-    (r0, r1) in [0, 1]^2 (A2's basis g1 = (1, 0), g2 = (1/2, sqrt(3)/2)); bool tensors. The rhombus is two
-    equilateral triangles split at r0 + r1 = 1, and in an equilateral triangle the nearest vertex is the one of
-    largest barycentric coordinate: (1 - r0 - r1, r0, r1) for 0, g1, g2 below the split, (r0 + r1 - 1, 1 - r1,
-    1 - r0) for g1 + g2, g1, g2 above. With A = 2 r0 + r1 and B = r0 + 2 r1 that is: c0 = 1 where A > 1 and
-    (r0 >= r1 or A >= 2), c1 = 1 where B > 1 and (r1 > r0 or B >= 2) (a tie between g1 and g2 goes to g1)."""
-    big_a, big_b = 2.0 * r0 + r1, r0 + 2.0 * r1
-    first = r0 >= r1
-    c0 = (big_a > 1.0) & (first | (big_a >= 2.0))
-    c1 = (big_b > 1.0) & (~first | (big_b >= 2.0))
-    return c0, c1
+    (r0, r1) in [0, 1]^2 (A2's basis g1 = (1, 0), g2 = (1/2, sqrt(3)/2)); 0.0 / 1.0 tensors of r0's dtype. The
+    rhombus is two equilateral triangles split at r0 + r1 = 1, and in an equilateral triangle the nearest vertex is
+    the one of largest barycentric coordinate: (1 - r0 - r1, r0, r1) for 0, g1, g2 below the split, (r0 + r1 - 1,
+    1 - r1, 1 - r0) for g1 + g2, g1, g2 above. With A = 2 r0 + r1 and B = r0 + 2 r1 that is: c0 = 1 where A > 1
+    and (r0 >= r1 or A >= 2), c1 = 1 where B > 1 and (r1 > r0 or B >= 2) (a tie between g1 and g2 goes to g1).
+
+    In comparisons that write 0.0 / 1.0 (no boolean tensors): with F = [r0 >= r1] and p2 the largest float below
+    2 (``A >= 2`` is ``A > p2``), c0 = [A > t0] and c1 = [B > t1] for the thresholds t0 = p2 - F (1 - eps) (1
+    where F, else p2) and t1 = 1 + F (1 - eps) (p2 where F, else 1), both exact."""
+    gap = 1.0 - torch.finfo(r0.dtype).eps  # p2 - 1
+    first = torch.ge(r0, r1, out=torch.empty(r0.shape, dtype=r0.dtype, device=r0.device))
+    t1 = torch.mul(first, gap).add_(1.0)
+    t0 = first.mul_(-gap).add_(1.0 + gap)
+    big_a, big_b = torch.add(r1, r0, alpha=2.0), torch.add(r0, r1, alpha=2.0)
+    return torch.gt(big_a, t0, out=big_a), torch.gt(big_b, t1, out=big_b)
 
 
 def a2_nearest(x: torch.Tensor, y: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Integer coordinates (a, b) of the A2 point nearest to (x, y) [update units], minimum distance ``d``: in the
-    basis' coordinates w = (x / d - w1 / 2, 2 y / (sqrt(3) d)) the point lies in the rhombus at floor(w), and the
-    nearest lattice point is that rhombus' vertex :func:`a2_corner` picks (Delaunay triangles' vertices cover
-    them: Conway & Sloane ch. 20 for A2's cells)."""
-    w1 = y.to(torch.float64) * (2.0 / (_SQRT3 * d))
-    w0 = x.to(torch.float64) / d - 0.5 * w1
-    f0, f1 = torch.floor(w0), torch.floor(w1)
-    c0, c1 = a2_corner(w0 - f0, w1 - f1)
-    return f0.to(torch.int64) + c0, f1.to(torch.int64) + c1
+    """Integer coordinates (a, b), as integer-valued float64 tensors, of the A2 point nearest to (x, y) [update
+    units], minimum distance ``d``: in the basis' coordinates w = (x / d - w1 / 2, 2 y / (sqrt(3) d)) the point
+    lies in the rhombus at floor(w), and the nearest lattice point is that rhombus' vertex :func:`a2_corner` picks
+    (Delaunay triangles' vertices cover them: Conway & Sloane ch. 20 for A2's cells)."""
+    w1 = y.to(torch.float64).mul(2.0 / (_SQRT3 * d))
+    w0 = torch.div(x.to(torch.float64), d).add_(w1, alpha=-0.5)  # x / d - 0.5 w1 (0.5 w1 exact: one rounding)
+    f0, f1 = w0.floor(), w1.floor()
+    c0, c1 = a2_corner(w0.sub_(f0), w1.sub_(f1))
+    return f0.add_(c0), f1.add_(c1)
 
 
 def a2_dither(m: int, d: float, gen: torch.Generator, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,9 +261,9 @@ def a2_cell(u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:
     the fundamental rhombus (g1 = d (1, 0), g2 = d (1/2, sqrt(3)/2)) less its nearest vertex (:func:`a2_corner`),
     so uniform over the Voronoi cell when u is uniform. A codec draws ``u`` for every sub-vector and maps only the
     rows it needs."""
-    u0, u1 = u[:, 0], u[:, 1]
+    u0, u1 = u[:, 0].contiguous(), u[:, 1].contiguous()  # comparisons into floats are several times slower strided
     c0, c1 = a2_corner(u0, u1)
-    return a2_points(u0 - c0.to(u.dtype), u1 - c1.to(u.dtype), d)
+    return a2_points(c0.neg_().add_(u0), c1.neg_().add_(u1), d)  # u - c, exact
 
 
 def flatnonzero(mask: torch.Tensor) -> torch.Tensor:

@@ -46,10 +46,10 @@ def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
 def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bits: int | None = None) -> Coded:
     """The ternary update of the elements of ``flat`` at ``positions`` (ascending; None: every element): mu with
     each element's sign bit, mu = the float64 mean of their magnitudes rounded to float32."""
-    kept = flat if positions is None else flat[positions]
+    kept = flat if positions is None else flat.index_select(0, positions)  # several times faster than flat[...]
     k = kept.numel()
     mu = float(np.float32(float(kept.abs().sum(dtype=torch.float64)) / k)) if k else 0.0
-    values = torch.full_like(kept, mu).copysign_(kept)
+    values = torch.copysign(kept.new_full((), mu), kept)  # one pass: mu with each element's sign bit
     if positions is None:
         positions = torch.arange(k, dtype=torch.int32, device=flat.device)
     bits = size_bits(shapes, positions) if bits is None else bits
@@ -62,7 +62,7 @@ def encode(update: Mapping[str, torch.Tensor], k: int) -> Coded:
     names, shapes, flat = flat_update(update)
     if not 0 <= int(k) <= flat.numel():
         raise ValueError(f"stc: k={k!r} must be in [0, {flat.numel()}]")
-    return _coded(names, shapes, flat, ops.flatnonzero(ops.top_k(flat.abs(), int(k))))
+    return _coded(names, shapes, flat, ops.flatnonzero(ops.top_k(flat, int(k))))  # top_k ranks |flat|
 
 
 def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = TOLERANCE) -> Coded:
@@ -74,7 +74,7 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, tol: float = 
     every = 8 * math.ceil((head + 6 + n + 32 + n) / 8)  # every gap 0: b = 0, n unary zeros
     if every <= budget_bits:
         return _coded(names, shapes, flat, None, every)
-    ranked = ops.Ranking(flat.abs())
+    ranked = ops.Ranking(flat)  # it ranks the magnitudes (the bit patterns without the sign)
     probes: dict[int, tuple[torch.Tensor, int]] = {0: (flat.new_zeros(0, dtype=torch.int64), 8 * math.ceil(head / 8))}
 
     def size(k: int) -> int:  # probes[k]: the kept positions, or their mask over every element when dense

@@ -20,8 +20,10 @@ element (Conway & Sloane: G(A2) = 5 / (36 sqrt 3)).
 Wire format 0xC7 version 2 (``docs/wire_formats.md``): header without the flag (kept count k sub-vectors); if
 k > 0: Rice gaps of the kept indices, d (float32), base (32 bits: one more than the largest zigzag b), u (32: the
 distinct points), Rice gaps of the sorted distinct symbols, and the Huffman stream of the k indices over u. The
-size is a function of the kept indices' gaps and the points' histogram (:func:`size_bits`), so :func:`fit` searches
-k by exact sizes (:func:`~.ops.largest_fitting`) after quantising a superset of the kept sub-vectors once.
+size is a function of the kept indices' gaps and the points' histogram (:meth:`Lattice.size`), so :func:`fit` searches
+k by exact sizes (:func:`~.ops.largest_fitting`) after quantising a superset of the kept sub-vectors once. Where that
+superset is every sub-vector, the search's model is the exact size of all less the dropped sub-vectors' code lengths
+(:meth:`Lattice.model`): its first probe lands near the answer, and usually two probes settle it.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ TOLERANCE = 0.005
 _TINY_D = float(np.finfo(np.float32).tiny)  # d of an all-zero update (any d quantises 0; it must be positive)
 _F32_MAX = float(np.finfo(np.float32).max)
 _CHUNK = 1 << 15  # sub-vectors quantised at a time
+_SQRT3 = math.sqrt(3.0)
 
 
 def _zigzag(v: torch.Tensor) -> torch.Tensor:
-    """0, -1, 1, -2, ... -> 0, 1, 2, 3, ..."""
+    """0, -1, 1, -2, ... -> 0, 1, 2, 3, ... (int64)"""
     return (v << 1) ^ (v >> 63)
 
 
@@ -58,8 +61,8 @@ def _unzigzag(z: np.ndarray) -> np.ndarray:
 
 class Lattice:
     """E1-E3 of one update for any k: the sub-vectors, d, their ranking by norm, the uniforms of the dither, and,
-    for a superset of every k sized (the ranking's held elements), each one's zigzag point coordinates and its
-    dequantised value (:meth:`kept`)."""
+    for a superset of every k sized (every sub-vector, or the ranking's held elements), each one's point as a pair
+    id (:meth:`_quantised`) and its dequantised value (:meth:`kept`)."""
 
     def __init__(self, update: Mapping[str, torch.Tensor], *, step: float, seed: int) -> None:
         if not (step > 0 and math.isfinite(step)):
@@ -68,56 +71,68 @@ class Lattice:
         self.n, self.m, self.seed = flat.numel(), (flat.numel() + 1) // 2, int(seed)
         self.x = (torch.cat([flat, flat.new_zeros(1)]) if self.n % 2 else flat).view(self.m, 2)  # float32 rows
         rms = float(torch.linalg.vector_norm(flat, dtype=torch.float64)) / math.sqrt(self.n) if self.n else 0.0
+        if not math.isfinite(rms):
+            raise ValueError("uveqfed: the update holds NaN or inf; it must be finite")
         self.d = float(np.float32(min(step * rms, _F32_MAX))) or _TINY_D
         self.u = _uniforms(self.seed, self.m, flat.device)
-        self.done: int | None = None  # the ranking's held bin E2-E3 ran for
+        self.done: int | None = None  # the ranking's held bin E2-E3 ran for (-1: every sub-vector, in order)
         self.header = wire.header_bits(self.shapes, flag=False)
+        lo, hi = torch.aminmax(self.x) if self.n else (torch.tensor(0.0), torch.tensor(0.0))  # one pass, no copy
+        top = max(-float(lo), float(hi)) / self.d + 1.0  # |x + z| / d <= top per coordinate (|z| <= d / sqrt(3))
+        self.ob = math.ceil(2.0 / _SQRT3 * top) + 2  # > |b|: |w1| <= 2 top / sqrt(3), |b| <= |w1| + 1
+        self.oa = math.ceil(top + top / _SQRT3) + 2  # > |a|: |w0| <= top + |w1| / 2
+        self.pair_base = 2 * self.ob + 1  # a pair id (a + oa) (2 ob + 1) + (b + ob) orders as (a, b)
 
     def _prepare(self, k: int) -> bool:
         """Run E2-E3 for a superset of the top ``k`` (1 <= k): every sub-vector, in order, when everything is asked
         for or the ranking holds most of them (then True), else the elements the ranking holds
         (:meth:`~.ops.Ranking.hold`; again only for a larger set)."""
-        if k < self.m and self.done != -1:  # -1: every sub-vector held, in order
+        if k < self.m and self.done != -1:
             rank = self.ranking
             rank.hold(rank.bin_of(k))
             if rank.pos is not None:
                 if self.done != rank.held_bin:
-                    self.held, self.done = self._quantised(self.x[rank.pos], self.u[rank.pos], rank.pos), rank.held_bin
+                    self.pos, self.done = rank.pos, rank.held_bin
+                    self.pid, self.values = self._quantised(_rows(self.x, rank.pos), _rows(self.u, rank.pos))
                 return False
         if self.done != -1:
-            self.held, self.done = self._quantised(self.x, self.u, torch.arange(self.m, device=self.x.device)), -1
+            self.pos, self.done = None, -1
+            self.pid, self.values = self._quantised(self.x, self.u)
         return True
 
-    def kept(self, k: int, parts: tuple[int, ...] = (0, 1, 2, 3)) -> tuple[torch.Tensor, ...]:
-        """``parts`` of (indices ascending, zigzag a, zigzag b, values (k, 2) float32, pair ids) of the top ``k``
-        sub-vectors (:meth:`_prepare`)."""
-        if k == 0:
-            i64, i32 = (self.x.new_zeros(0, dtype=t) for t in (torch.int64, torch.int32))
-            return tuple((i64, i32, i32, self.x[:0], i64)[i] for i in parts)
+    def kept(self, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(indices ascending, which held rows they are: indices into :attr:`pid` / :attr:`values`, None for all)
+        of the top ``k`` sub-vectors (1 <= k; :meth:`_prepare`)."""
         if not self._prepare(k):
             sel = self.ranking.select(k)
-            return tuple(self.held[i][sel] for i in parts)
+            return self.pos.index_select(0, sel), sel
         if k >= self.m:
-            return tuple(self.held[i] for i in parts)
+            return torch.arange(self.m, device=self.x.device), None
         sel = self.ranking.positions(k)  # the held arrays are in order: sel is also the indices
-        return tuple(sel if i == 0 else self.held[i][sel] for i in parts)
+        return sel, sel
 
-    def _quantised(self, x: torch.Tensor, u: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(pos, zigzag a, zigzag b, values, pair ids) of the sub-vectors ``x`` at ``pos`` with the uniforms ``u``;
-        a pair id is ``za B + zb`` with B one more than the largest zb held, so it orders as (za, zb)."""
-        za, zb = torch.empty((2, x.shape[0]), dtype=torch.int32, device=x.device)
+    def _quantised(self, x: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pair ids int64, values (rows, 2) float32) of the sub-vectors ``x`` with the uniforms ``u``, a chunk at a
+        time on the CPU (its temporaries stay in the cache), at once on an accelerator."""
+        pid = torch.empty(x.shape[0], dtype=torch.int64, device=x.device)
         values = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-        for c in range(0, x.shape[0], _CHUNK):  # a chunk at a time: its temporaries stay in the cache
-            cut = slice(c, c + _CHUNK)
-            za[cut], zb[cut], values[cut] = _quantise(x[cut], u[cut], self.d)
-        self.pair_base = int(zb.max()) + 1 if zb.numel() else 1
-        return pos, za, zb, values, za.to(torch.int64) * self.pair_base + zb
+        chunk = _CHUNK if x.device.type == "cpu" else max(1, x.shape[0])
+        for c in range(0, x.shape[0], chunk):
+            cut = slice(c, c + chunk)
+            _quantise(x[cut], u[cut], self, values[cut], pid[cut])
+        return pid, values
 
     @functools.cached_property
     def ranking(self) -> ops.Ranking:
-        """The sub-vectors by norm (float32 of the float64 norm; built only when not everything is kept)."""
-        x = self.x.to(torch.float64)
-        return ops.Ranking((x[:, 0] * x[:, 0] + x[:, 1] * x[:, 1]).sqrt_().to(torch.float32))
+        """The sub-vectors by norm (float32 of the float64 norm: the squares are exact in float64, their sum is
+        rounded once; built only when not everything is kept), a chunk at a time."""
+        norms = torch.empty(self.m, dtype=torch.float32, device=self.x.device)
+        chunk = _CHUNK if self.x.device.type == "cpu" else max(1, self.m)
+        for c in range(0, self.m, chunk):
+            sq = self.x[c : c + chunk].to(torch.float64).square_()
+            torch.add(sq[:, 0], sq[:, 1], out=sq[:, 0]).sqrt_()
+            norms[c : c + chunk] = sq[:, 0]
+        return ops.Ranking(norms)
 
     def size(self, k: int) -> int:
         """Exact payload size [bits] keeping the top ``k`` sub-vectors: from their pair ids' histogram (one
@@ -125,66 +140,121 @@ class Lattice:
         the kept, the index gaps from the last kept alone where they are dense)."""
         if k == 0:
             return 8 * math.ceil(self.header / 8)
-        if k < self.m and 4 * k >= 3 * self.m and self._prepare(k) and self._all_counts() is not None:
+        if k >= self.m:  # every sub-vector: gaps all 0 (6 + m bits), the histogram of all
+            self._prepare(k)
+            every = self._all_counts()
+            every = self._counts(self.pid) if every is None else every
+            return _size(self.header, ops.RICE_B_BITS + self.m, *self._symbols(every))
+        if 4 * k >= 3 * self.m and self._prepare(k) and self._all_counts() is not None:
             mask = self.ranking.mask(k)
             drop = ops.flatnonzero(~mask)
-            pid, every = self.held[4], self._all_counts()
-            counts = every - torch.bincount(pid[drop], minlength=every.numel())
-            used = ops.flatnonzero(counts > 0)
+            every = self._all_counts()
+            counts = every - torch.bincount(self.pid.index_select(0, drop), minlength=every.numel())
             tail = int((drop - torch.arange(drop.numel(), device=drop.device) == self.m - drop.numel()).sum())
             last = self.m - 1 - tail  # the last kept: before the run of dropped ones at the end
             gaps = ops.RICE_B_BITS + last + 1 if last + 1 <= 2 * k else ops.positions_rice_size(ops.flatnonzero(mask))
-            return _size(self.header, gaps, *_joined(used, self.pair_base), counts[used])
-        idx, pid = self.kept(k, parts=(0, 4))
-        return _size(self.header, ops.positions_rice_size(idx), *_distinct_pairs(pid, self.pair_base))
+            return _size(self.header, gaps, *self._symbols(counts))
+        idx, sel = self.kept(k)
+        pid = self.pid if sel is None else self.pid.index_select(0, sel)
+        return _size(self.header, ops.positions_rice_size(idx), *self._symbols(self._counts(pid)))
+
+    def _counts(self, pid: torch.Tensor) -> torch.Tensor:
+        """The histogram of the pair ids ``pid`` (the distinct ids with their counts where it would be too wide)."""
+        top = int(pid.max()) + 1
+        if top <= 4 * pid.numel() + (1 << 16):
+            return torch.bincount(pid, minlength=top)
+        return torch.unique(pid, sorted=True, return_counts=True)
 
     def _all_counts(self) -> torch.Tensor | None:
         """The histogram of the pair ids of every sub-vector (held in order), None where it would be too wide."""
         if not hasattr(self, "_every_counts"):
-            pid = self.held[4]
-            top = int(pid.max()) + 1
-            self._every_counts = torch.bincount(pid, minlength=top) if top <= 4 * pid.numel() + (1 << 16) else None
+            counts = self._counts(self.pid)
+            self._every_counts = counts if isinstance(counts, torch.Tensor) else None
         return self._every_counts
 
+    def _symbols(self, counts) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """(base, the sorted distinct symbols za base + zb, each one's count) of a pair-id histogram (or of the
+        distinct ids and their counts): base is one more than the largest zigzag b of a point counted."""
+        if isinstance(counts, torch.Tensor):
+            used = ops.flatnonzero(counts > 0)
+            counts = counts[used]
+        else:
+            used, counts = counts
+        base, symbols, order = self._sorted(used)
+        return base, symbols, counts[order]
 
-def _quantise(x: torch.Tensor, u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """E2-E3 and D2 of the sub-vectors ``x`` (rows of float32) with the uniforms ``u``: the zigzag coordinates of
-    the A2 point nearest to x + z (int32) and its value B (a, b) - z (float32), z = :func:`~.ops.a2_cell` of u."""
-    zx, zy = ops.a2_cell(u, d)
-    a, b = ops.a2_nearest(x[:, 0].to(torch.float64) + zx, x[:, 1].to(torch.float64) + zy, d)
-    return _zigzag(a).to(torch.int32), _zigzag(b).to(torch.int32), _values(a, b, zx, zy, d)
+    def _sorted(self, used: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """(base, the symbols of the distinct pair ids ``used`` sorted, the order that sorts them)."""
+        za, zb = _zigzag(used // self.pair_base - self.oa), _zigzag(used % self.pair_base - self.ob)
+        base = int(zb.max()) + 1
+        symbols, order = torch.sort(za * base + zb)
+        return base, symbols, order
+
+    def model(self, crude, full: int):
+        """A size model for :func:`~.ops.largest_fitting` once every sub-vector is quantised (``crude`` where the
+        pair-id histogram is too wide): the exact size of all, less each dropped sub-vector's code length in the
+        Huffman code of all (summed by ranking bin, spread evenly over the boundary bin), with the index gaps as if
+        uniform (:func:`~.ops.uniform_gaps_bits`); ``full``: the size keeping all. Non-decreasing in k, exact at
+        k = m; dropping sub-vectors only shortens the best code, so it errs high by a little."""
+        every = self._all_counts()
+        if every is None:
+            return crude
+        used = ops.flatnonzero(every > 0)
+        _, _, order = self._sorted(used)
+        lengths = ops.huffman_lengths(every[used][order].cpu().numpy())
+        per_id = torch.zeros(every.numel(), dtype=torch.float64, device=every.device)
+        per_id[used[order]] = torch.from_numpy(lengths).to(per_id)
+        rank = self.ranking
+        rank.hold(0)  # every sub-vector's bin
+        nbins = rank.above.size - 1
+        per_bin = torch.bincount(rank.pbin, weights=per_id.index_select(0, self.pid), minlength=nbins).cpu().numpy()
+        above = np.append(np.cumsum(per_bin[::-1])[::-1], 0.0)  # code bits of the bins >= t
+        count = rank.above[:-1] - rank.above[1:]
+        fixed = full - above[0] - ops.uniform_gaps_bits(self.m, self.m)
+
+        def model(k: int) -> float:
+            if k >= self.m:
+                return float(full)
+            if k <= 0:
+                return float(self.size(0))
+            t = rank.bin_of(k)
+            bits = above[t + 1] + (k - rank.above[t + 1]) * per_bin[t] / count[t]
+            return fixed + bits + ops.uniform_gaps_bits(k, self.m)
+
+        return model
 
 
-def _values(a: torch.Tensor, b: torch.Tensor, zx: torch.Tensor, zy: torch.Tensor, d: float) -> torch.Tensor:
-    """D2: the rows B (a, b) - z, computed in float64 and rounded to float32 once."""
+def _rows(t: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """The rows ``at`` of the (rows, 2) tensor ``t`` (float32 or float64), each row moved as one element of
+    twice the width (one index_select; row indexing of a 2-column tensor is several times slower here)."""
+    wide = {torch.float32: torch.int64, torch.float64: torch.complex128}[t.dtype]
+    return t.contiguous().view(wide).view(-1).index_select(0, at).view(t.dtype).view(-1, 2)
+
+
+def _quantise(x: torch.Tensor, u: torch.Tensor, lat: Lattice, values: torch.Tensor, pid: torch.Tensor) -> None:
+    """E2-E3 and D2 of the sub-vectors ``x`` (rows of float32) with the uniforms ``u``: writes each one's value
+    B (a, b) - z (float32) into ``values`` and the pair id (a + oa) base + (b + ob) of the A2 point (a, b) nearest
+    to x + z into ``pid``, z = :func:`~.ops.a2_cell` of u (float64 throughout; the ids exact integers)."""
+    zx, zy = ops.a2_cell(u, lat.d)
+    a, b = ops.a2_nearest(torch.add(zx, x[:, 0]), torch.add(zy, x[:, 1]), lat.d)
+    _values(a, b, zx, zy, lat.d, values)
+    pid.copy_(b.add_(a, alpha=lat.pair_base).add_(lat.oa * lat.pair_base + lat.ob))  # exact integers in float64
+
+
+def _values(a: torch.Tensor, b: torch.Tensor, zx: torch.Tensor, zy: torch.Tensor, d: float,
+            out: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """D2: the rows B (a, b) - z, computed in float64 and rounded to float32 once (into ``out`` if given)."""
     px, py = ops.a2_points(a, b, d)
-    return torch.stack([px - zx, py - zy], dim=1).to(torch.float32)
-
-
-def _distinct_pairs(pid: torch.Tensor, pair_base: int) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """(base, the sorted distinct symbols za base + zb, each one's count) of points given as pair ids
-    ``za pair_base + zb`` (any pair_base above every zb: the distinct pairs sort the same under any such base)."""
-    top = int(pid.max()) + 1
-    if top <= 4 * pid.numel() + (1 << 16):
-        counts = torch.bincount(pid, minlength=top)
-        used = ops.flatnonzero(counts > 0)
-        counts = counts[used]
-    else:
-        used, counts = torch.unique(pid, sorted=True, return_counts=True)
-    return (*_joined(used, pair_base), counts)
-
-
-def _joined(used: torch.Tensor, pair_base: int) -> tuple[int, torch.Tensor]:
-    """(base, the symbols za base + zb) of the sorted distinct pair ids ``used``: base one more than their zb."""
-    za, zb = used // pair_base, used % pair_base
-    base = int(zb.max()) + 1
-    return base, za * base + zb
+    out = torch.empty((px.shape[0], 2), dtype=torch.float32, device=px.device) if out is None else out
+    out[:, 0], out[:, 1] = px.sub_(zx), py.sub_(zy)
+    return out
 
 
 def _symbols(za: torch.Tensor, zb: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """(base, the sorted distinct symbols za base + zb, each one's count) of the zigzag points."""
-    pair_base = int(zb.max()) + 1
-    return _distinct_pairs(za.to(torch.int64) * pair_base + zb, pair_base)
+    """(base, the sorted distinct symbols za base + zb, each one's count) of the zigzag points (the oracle's)."""
+    base = int(zb.max()) + 1
+    used, counts = torch.unique(za * base + zb, sorted=True, return_counts=True)
+    return base, used, counts
 
 
 def _size(header: int, gaps: int, base: int, used: torch.Tensor, counts: torch.Tensor) -> int:
@@ -193,16 +263,14 @@ def _size(header: int, gaps: int, base: int, used: torch.Tensor, counts: torch.T
     return 8 * math.ceil((header + body) / 8)
 
 
-def size_bits(header: int, idx: torch.Tensor, za: torch.Tensor, zb: torch.Tensor) -> int:
-    """Exact size [bits] of the payload keeping the sub-vectors ``idx`` (ascending) at the zigzag points."""
-    return _size(header, ops.positions_rice_size(idx), *_symbols(za, zb)) if idx.numel() else 8 * math.ceil(header / 8)
-
-
 def _coded(lat: Lattice, k: int, bits: int | None = None) -> Coded:
     """The kept sub-vectors' values and their element positions."""
-    idx, za, zb, values = lat.kept(k)
-    return _sent(lat.names, lat.shapes, idx, values, lat.d, lat.seed,
-                 size_bits(lat.header, idx, za, zb) if bits is None else bits)  # fmt: skip
+    if k == 0:
+        idx, values = lat.x.new_zeros(0, dtype=torch.int64), lat.x[:0]
+    else:
+        idx, sel = lat.kept(k)
+        values = lat.values if sel is None else _rows(lat.values, sel)
+    return _sent(lat.names, lat.shapes, idx, values, lat.d, lat.seed, lat.size(k) if bits is None else bits)
 
 
 def _sent(names, shapes, idx: torch.Tensor, values: torch.Tensor, d: float, seed: int, bits: int) -> Coded:
@@ -211,7 +279,9 @@ def _sent(names, shapes, idx: torch.Tensor, values: torch.Tensor, d: float, seed
     if idx.numel() == (n + 1) // 2:  # every sub-vector
         positions = torch.arange(2 * idx.numel(), dtype=torch.int32, device=idx.device)
     else:
-        positions = torch.stack([2 * idx, 2 * idx + 1], dim=1).reshape(-1)
+        positions = torch.empty((idx.numel(), 2), dtype=torch.int32, device=idx.device)
+        torch.add(torch.mul(idx, 2, out=positions[:, 0]), 1, out=positions[:, 1])
+        positions = positions.view(-1)
     values = values.reshape(-1)
     if n % 2 and idx.numel() and int(idx[-1]) == n // 2:  # the last sub-vector's padding is not sent
         values, positions = values[:-1], positions[:-1]
@@ -243,6 +313,10 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, step: float, 
     guess = next((k for k in range(lat.m, 0, -max(1, lat.m // 64)) if model(k) <= 1.25 * budget_bits), 1)
     if guess < lat.m:  # one superset quantised for the probes near the budget
         lat.ranking.hold(lat.ranking.bin_of(guess))
+    if size(0) <= budget_bits and (guess == lat.m or lat.ranking.pos is None):  # every sub-vector quantised
+        if size(lat.m) <= budget_bits:
+            return _coded(lat, lat.m, size(lat.m))
+        model = lat.model(model, size(lat.m))
     k = ops.largest_fitting(size, lat.m, budget_bits, model, tol) or 0
     return _coded(lat, k, size(k))
 
@@ -260,7 +334,7 @@ def to_bytes(coded: Coded) -> bytes:
         zx, zy = ops.a2_cell(_uniforms(coded.meta["seed"], (coded.n + 1) // 2)[torch.from_numpy(idx)], d)
         v = torch.zeros(2 * idx.size, dtype=torch.float64)
         v[: pos.size] = coded.values.cpu().to(torch.float64)
-        a, b = ops.a2_nearest(v[0::2] + zx, v[1::2] + zy, d)
+        a, b = (t.to(torch.int64) for t in ops.a2_nearest(v[0::2] + zx, v[1::2] + zy, d))
         base, used, _ = _symbols(_zigzag(a), _zigzag(b))
         w.rice(np.diff(idx, prepend=-1) - 1)
         w.float32(d)
