@@ -190,39 +190,6 @@ class Lattice:
         symbols, order = torch.sort(za * base + zb)
         return base, symbols, order
 
-    def model(self, crude, full: int):
-        """A size model for :func:`~.ops.largest_fitting` once every sub-vector is quantised (``crude`` where the
-        pair-id histogram is too wide): the exact size of all, less each dropped sub-vector's code length in the
-        Huffman code of all (summed by ranking bin, spread evenly over the boundary bin), with the index gaps as if
-        uniform (:func:`~.ops.uniform_gaps_bits`); ``full``: the size keeping all. Non-decreasing in k, exact at
-        k = m; dropping sub-vectors only shortens the best code, so it errs high by a little."""
-        every = self._all_counts()
-        if every is None:
-            return crude
-        used = ops.flatnonzero(every > 0)
-        _, _, order = self._sorted(used)
-        lengths = ops.huffman_lengths(every[used][order].cpu().numpy())
-        per_id = torch.zeros(every.numel(), dtype=torch.float64, device=every.device)
-        per_id[used[order]] = torch.from_numpy(lengths).to(per_id)
-        rank = self.ranking
-        rank.hold(0)  # every sub-vector's bin
-        nbins = rank.above.size - 1
-        per_bin = torch.bincount(rank.pbin, weights=per_id.index_select(0, self.pid), minlength=nbins).cpu().numpy()
-        above = np.append(np.cumsum(per_bin[::-1])[::-1], 0.0)  # code bits of the bins >= t
-        count = rank.above[:-1] - rank.above[1:]
-        fixed = full - above[0] - ops.uniform_gaps_bits(self.m, self.m)
-
-        def model(k: int) -> float:
-            if k >= self.m:
-                return float(full)
-            if k <= 0:
-                return float(self.size(0))
-            t = rank.bin_of(k)
-            bits = above[t + 1] + (k - rank.above[t + 1]) * per_bin[t] / count[t]
-            return fixed + bits + ops.uniform_gaps_bits(k, self.m)
-
-        return model
-
 
 def _rows(t: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
     """The rows ``at`` of the (rows, 2) tensor ``t`` (float32 or float64), each row moved as one element of
@@ -313,10 +280,9 @@ def fit(update: Mapping[str, torch.Tensor], budget_bits: float, *, step: float, 
     guess = next((k for k in range(lat.m, 0, -max(1, lat.m // 64)) if model(k) <= 1.25 * budget_bits), 1)
     if guess < lat.m:  # one superset quantised for the probes near the budget
         lat.ranking.hold(lat.ranking.bin_of(guess))
-    if size(0) <= budget_bits and (guess == lat.m or lat.ranking.pos is None):  # every sub-vector quantised
-        if size(lat.m) <= budget_bits:
-            return _coded(lat, lat.m, size(lat.m))
-        model = lat.model(model, size(lat.m))
+    every = guess == lat.m or lat.ranking.pos is None  # every sub-vector quantised: is keeping them all the answer?
+    if every and size(0) <= budget_bits and size(lat.m) <= budget_bits:
+        return _coded(lat, lat.m, size(lat.m))
     k = ops.largest_fitting(size, lat.m, budget_bits, model, tol) or 0
     return _coded(lat, k, size(k))
 
