@@ -97,14 +97,13 @@ def test_method_aggregate_sorts_the_global_channels_and_weights_by_eq13():
     full = {k: torch.ones_like(v) for k, v in g.items()}  # device 1: every element 1.0
     sub_shapes = {"net.0.weight": (2, 64), "net.0.bias": (2,), "net.2.weight": (10, 2), "net.2.bias": (10,)}
     sub = {k: torch.full(s, 3.0) for k, s in sub_shapes.items()}  # device 2: 2 of 3 units (alpha = 4/9), 3.0
-    every = [{k: torch.ones_like(v, dtype=torch.bool) for k, v in u.items()} for u in (full, sub)]
     # eq. (13): d_i = 1 - alpha_i (2 - alpha_i) sqrt(beta_i): d_1 = 1 - 1 x 1 x 1/2 = 1/2,
     # d_2 = 1 - (4/9)(14/9) x 1 = 25/81; p_i = d_i^-2 / sum: (4, 6561/625) / (4 + 10.4976)
     q1, q2 = 4.0, (81 / 25) ** 2
     p1, p2 = q1 / (q1 + q2), q2 / (q1 + q2)
     both = p1 * 1.0 + p2 * 3.0  # p1 + p2 = 1; equal weights would give 2.0
-    ups = [SimpleNamespace(device=i, payload=SparseUpdate(u, s, a, b))
-           for i, (u, s, a, b) in enumerate(zip((full, sub), every, (1.0, 4 / 9), (0.25, 1.0)))]  # fmt: skip
+    ups = [SimpleNamespace(device=i, payload=SparseUpdate(None, a, b, dense=u))  # every element sent
+           for i, (u, a, b) in enumerate(zip((full, sub), (1.0, 4 / 9), (0.25, 1.0)))]  # fmt: skip
     out = m.aggregate(g, updates=ups)
     rows = torch.tensor([3.0 + both, 2.0 + both, 1.0 + 1.0])  # sorted units (2, 0, 1); unit 1 only device 1 has
     torch.testing.assert_close(out["net.0.weight"], rows[:, None].expand(3, 64), rtol=1e-6, atol=0)
@@ -183,9 +182,8 @@ def test_without_aio_updates_are_averaged_zero_padded_with_the_eq13_weights():
     m, g = sim.method, sim.state.model
     base = m._sorted(g)
     ups = [{k: torch.full_like(v, 1.0) for k, v in base.items()}, {k: torch.full_like(v, 3.0) for k, v in base.items()}]
-    sent = [{k: torch.ones_like(v, dtype=torch.bool) for k, v in base.items()} for _ in ups]
-    mk = [SimpleNamespace(device=i, payload=SparseUpdate(u, s, a, 0.25)) for i, (u, s, a) in
-          enumerate(zip(ups, sent, (1.0, 0.25)))]  # fmt: skip
+    mk = [SimpleNamespace(device=i, payload=SparseUpdate(None, a, 0.25, dense=u))  # every element sent
+          for i, (u, a) in enumerate(zip(ups, (1.0, 0.25)))]  # fmt: skip
     q1, q2 = (32 / 16) ** 2, (32 / 25) ** 2
     p1 = q1 / (q1 + q2)
     got = m.aggregate(g, updates=mk)

@@ -146,15 +146,3 @@ def test_vectorised_groups_give_the_same_tables_on_every_executor():
     sets = [*SMALL, "train.vectorise=on", "method.clients_per_round=6"]
     assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
 
-
-def test_every_compressing_method_names_a_codec_its_workers_warm_up():
-    """A worker loads its method's codec kernels when it starts (edgefl.compression.warm): each compressing
-    method names one the warm-up knows, and the others none."""
-    from edgefl.methods import METHODS
-    from edgefl.compression.warm import CODECS, warm_up
-
-    named = {name: klass.codec for name, klass in METHODS.items() if klass.codec is not None}
-    assert named == {"anycostfl": "anycostfl", "stc": "stc", "qsgd": "topk", "fedhq": "topk", "uveqfed": "uveqfed"}
-    assert set(named.values()) == set(CODECS)
-    with pytest.raises(ValueError, match="codec='zip': must be one of"):
-        warm_up("zip")

@@ -49,12 +49,12 @@ def _recorded(sim) -> list[tuple[int, list[ClientUpdate]]]:
     return seen
 
 
-def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], method, r: int, d: int):
-    """The update a payload file holds, read with its codec's own decoder (its first byte, the container's magic),
-    or as little-endian float32 for a method without a codec."""
-    from edgefl.compression import codec, stc, uveqfed
+def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], method, r: int, d: int, coded: bool):
+    """The update a payload file holds, read with its codec's oracle decoder (chosen by its first byte, the format's
+    magic), or as little-endian float32 for a method without a codec."""
+    from edgefl.compression import fgc, ternary, vq
 
-    if method.codec is None:
+    if not coded:
         flat = np.frombuffer(data, dtype="<f4")
         assert flat.size == sum(t.numel() for t in like.values())
         out, at = {}, 0
@@ -64,12 +64,12 @@ def _decoded(data: bytes, names: list[str], like: dict[str, torch.Tensor], metho
             at += n
         return out
     magic = data[0]
-    if magic == 0xA7:
-        return codec.decode_with_mask(data, names)[0]
-    if magic == 0xB7:
-        return stc.decode_ternary(data, names)[0]
-    assert magic == 0xC7, f"unknown container {magic:#x}"
-    return uveqfed.decode_lattice(data, names, method.dither_rng(r, d))[0]
+    if magic == fgc.MAGIC:
+        return fgc.from_bytes(data, names).dense()
+    if magic == ternary.MAGIC:
+        return ternary.from_bytes(data, names).dense()
+    assert magic == vq.MAGIC, f"unknown container {magic:#x}"
+    return vq.from_bytes(data, names, seed=method.dither_seed(r, d)).dense()
 
 
 def _check_run(folder: Path, device_rounds, seen, method) -> int:
@@ -84,9 +84,10 @@ def _check_run(folder: Path, device_rounds, seen, method) -> int:
         for u in updates:
             data = (folder / f"round-{r}" / f"device-{u.device}.bin").read_bytes()
             assert 8 * len(data) == bits[(r, u.device)] == u.bits  # the padding rule: bits is the whole bytes
+            coded = getattr(u.payload, "coded", None) is not None  # the codec's symbols, else a dense update
             aggregated = u.payload.update
             names = list(aggregated)
-            got = _decoded(data, names, aggregated, method, r, u.device)
+            got = _decoded(data, names, aggregated, method, r, u.device, coded)
             assert list(got) == names
             for name in names:
                 want = aggregated[name].detach().cpu().to(torch.float32)

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from edgefl.methods.base import DeviceJob
-from edgefl.compression.lattice import a2_nearest, a2_points
-from edgefl.compression.uveqfed import LatticeSizer, decode_lattice
+from edgefl.compression import ops, vq
 from edgefl.errors import ScenarioError
 from edgefl.run.runner import Simulation, run_scenario
 from edgefl.run.load import load_scenario
@@ -32,26 +31,26 @@ def _cell_mse_per_dim(d: float) -> float:
 
 
 def _decode_error(update: dict[str, torch.Tensor], seed: int, step: float) -> tuple[np.ndarray, float]:
-    """Per-sub-vector error of encoding every sub-vector and decoding with the regenerated dither, shape (m, 2),
-    and the lattice's minimum distance the payload carries."""
-    sizer = LatticeSizer(update, np.random.default_rng(seed), step=step)
-    coded = sizer.encode(sizer.m)
-    decoded, sent = decode_lattice(coded.payload, list(update), np.random.default_rng(seed))
-    assert all(bool(s.all()) for s in sent.values())
+    """Per-sub-vector error of encoding every sub-vector (the values the server adds, which the payload decodes to:
+    tests/test_vq.py), shape (m, 2), and the lattice's minimum distance the payload carries."""
+    n = sum(v.numel() for v in update.values())
+    coded = vq.encode(update, (n + 1) // 2, step=step, seed=seed)
+    assert coded.positions.numel() == n
     x = np.concatenate([v.reshape(-1).numpy() for v in update.values()]).astype(np.float64)
-    y = np.concatenate([v.reshape(-1).numpy() for v in decoded.values()]).astype(np.float64)
-    return (y - x).reshape(-1, 2), coded.d
+    y = coded.dense()
+    y = np.concatenate([y[k].reshape(-1).numpy() for k in update]).astype(np.float64)
+    return (y - x).reshape(-1, 2), coded.meta["d"]
 
 
 def test_a2_nearest_point_beats_every_neighbour():
     d = 0.37
-    x = np.random.default_rng(0).normal(scale=4.0, size=(5000, 2))
-    a, b = a2_nearest(x, d)
-    best = ((x - a2_points(a, b, d)) ** 2).sum(axis=1)
+    x = torch.from_numpy(np.random.default_rng(0).normal(scale=4.0, size=(5000, 2)))
+    a, b = ops.a2_nearest(x[:, 0], x[:, 1], d)
+    best = ((x - torch.stack(ops.a2_points(a, b, d), 1)) ** 2).sum(1)
     for da in (-1, 0, 1):
         for db in (-1, 0, 1):
-            other = ((x - a2_points(a + da, b + db, d)) ** 2).sum(axis=1)
-            assert (best <= other + 1e-12).all(), (da, db)
+            other = ((x - torch.stack(ops.a2_points(a + da, b + db, d), 1)) ** 2).sum(1)
+            assert bool((best <= other + 1e-12).all()), (da, db)
 
 
 def test_decode_error_matches_the_a2_second_moment():
@@ -91,8 +90,9 @@ def test_decode_error_is_independent_of_the_input():
 
 
 def _sizes(sim, raw, round_index: int, device: int) -> np.ndarray:
-    sizer = LatticeSizer(raw, sim.method.dither_rng(round_index, device), step=sim.method.settings.step)
-    return np.array([sizer.bits(k) for k in range(sizer.m + 1)])
+    seed, step = sim.method.dither_seed(round_index, device), sim.method.settings.step
+    m = (sum(v.numel() for v in raw.values()) + 1) // 2
+    return np.array([vq.encode(raw, k, step=step, seed=seed).bits for k in range(m + 1)])
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +113,11 @@ def test_encoded_size_fits_the_budget_and_k_is_the_largest_that_does(small, budg
     sim, raw, sizes = small
     upd = _update(sim, DeviceJob(device=0, cpu_hz=1e9, bits_planned=budget))
     k = upd.payload.kept
+    step = max(1, int(vq.TOLERANCE * k))  # the fit's stated tolerance (1 below 400 sub-vectors)
     assert upd.bits <= budget and upd.bits % 8 == 0 and upd.bits == sizes[k]
-    assert 0 < k < sizes.size - 1 and sizes[k + 1] > budget  # k + 1 does not fit
-    assert k == np.flatnonzero(sizes <= budget).max()  # no larger k fits either (every k sized)
-    assert upd.bits == 8 * len(upd.payload.payload)
+    assert 0 < k < sizes.size - 1 and (sizes[k + 1 : k + step + 1] > budget).any()  # some k' <= k + step does not
+    assert k >= np.flatnonzero(sizes <= budget).max() - step  # no larger k fits beyond the tolerance
+    assert upd.bits == 8 * len(sim.method.wire_bytes(upd))
 
 
 def test_a_budget_above_the_full_payload_keeps_every_sub_vector(small):
@@ -128,13 +129,13 @@ def test_a_budget_above_the_full_payload_keeps_every_sub_vector(small):
 def test_decoding_with_the_shared_seed_gives_what_the_server_applies(small):
     sim, raw, _ = small
     upd = _update(sim, DeviceJob(device=0, cpu_hz=1e9, bits_planned=4000.0))
-    names = list(raw)
-    decoded, sent = decode_lattice(upd.payload.payload, names, sim.workload.streams.numpy("quantization", 1, 0))
-    for n in names:
-        assert torch.equal(decoded[n], upd.payload.update[n]), n
-    assert sum(int(s.sum()) for s in sent.values()) == 2 * upd.payload.kept  # no odd tail: 1,210 elements
-    wrong, _ = decode_lattice(upd.payload.payload, names, sim.workload.streams.numpy("quantization", 2, 0))
-    err = sum(float(((upd.payload.update[n] - raw[n])[sent[n]] ** 2).sum()) for n in names)
+    names, payload, coded = list(raw), sim.method.wire_bytes(upd), upd.payload.coded
+    decoded = vq.from_bytes(payload, names, seed=sim.method.dither_seed(1, 0))
+    assert torch.equal(decoded.positions, coded.positions) and torch.equal(decoded.values, coded.values)
+    assert decoded.positions.numel() == 2 * upd.payload.kept  # no odd tail: 1,210 elements
+    wrong = vq.from_bytes(payload, names, seed=sim.method.dither_seed(2, 0)).dense()
+    sent, applied = coded.sent(), coded.dense()
+    err = sum(float(((applied[n] - raw[n])[sent[n]] ** 2).sum()) for n in names)
     err_wrong = sum(float(((wrong[n] - raw[n])[sent[n]] ** 2).sum()) for n in names)
     assert err_wrong > 1.5 * err  # another round's dither: the error of two independent cells, not one
 

@@ -1,11 +1,11 @@
-"""Encoded updates cross process boundaries as their payloads (:func:`edgefl.compression.container.on_wire`).
+"""Encoded updates cross process boundaries as their codec's symbols (:class:`edgefl.compression.coded.Coded`).
 
-An executor's worker hands the driver each job's result by pickle; a compressed update then carries its payload
-(hundreds of kB) instead of the dense float32 update (6.6 MB for the FMNIST CNN), and the driver decodes it. For
-the tables to stay the same under every executor, each codec's public decoder must give back exactly what its
-encoder handed over: the same float32 bits (signed zeros and all) and the same mask. Each case here encodes a
-random update with exact zeros of both signs, pickles it, and compares bit patterns; and checks that what travels
-is the payload, not the tensors (the pickle is smaller than one dense tensor of the update).
+An executor's worker hands the driver each job's result by pickle; a compressed update then carries the sent
+positions and dequantised values (hundreds of kB) instead of the dense float32 update (6.6 MB for the FMNIST CNN),
+and the server adds them in without decoding bytes. For the tables to stay the same under every executor, what
+arrives must be exactly what the device made: the same float32 bits (signed zeros and all) at the same positions.
+Each case here encodes a random update with exact zeros of both signs, pickles it, and compares bit patterns; and
+checks that what travels is the symbols, not the dense tensors.
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ import numpy as np
 import pytest
 import torch
 
+from edgefl.methods.budgeted import CodedUpdate
 from edgefl.methods.stc import Residual
-from edgefl.compression import codec, stc, uveqfed
-from edgefl.compression.codec import TopkQuantSizer, compress, encode_fixed
-from edgefl.compression.container import DECODERS, CodecError, Wire, WireTensors, on_wire
-from edgefl.compression.stc import TernarySizer
-from edgefl.compression.uveqfed import LatticeSizer
-
+from edgefl.compression import fgc, ops, ternary, vq
 SHAPES = {"conv.weight": (8, 3, 3, 3), "conv.bias": (8,), "fc.weight": (10, 720), "fc.bias": (10,)}
 N = sum(int(np.prod(s)) for s in SHAPES.values())
 
@@ -46,56 +42,42 @@ def _bits(tensors) -> dict[str, bytes]:
 
 def _encodings(seed: int):
     update = _update(seed)
-    sizer = TopkQuantSizer(update, np.random.default_rng(seed))
+    gen = lambda: ops.job_generator(np.random.default_rng(seed))  # noqa: E731
     return {
-        "anycostfl compress": (compress(update, budget_bits=0.3 * 32 * N, rng=np.random.default_rng(seed)), ()),
-        "anycostfl fixed": (encode_fixed(update, kept_kernels=40, levels=5, rng=np.random.default_rng(seed)), ()),
-        "qsgd/fedhq top-k": (sizer.encode(N // 3, 7), ()),
-        "fedhq every element": (sizer.encode(N, 31), ()),
-        "stc": (TernarySizer(update).encode(N // 10), ()),
-        "uveqfed": (LatticeSizer(update, np.random.default_rng(seed), step=0.01).encode(N // 5),
-                    (np.random.default_rng(seed),)),
-        "empty": (encode_fixed(update, kept_kernels=0, levels=1, rng=np.random.default_rng(seed)), ()),
-    }  # fmt: skip
+        "anycostfl fit": fgc.fit(update, 0.3 * 32 * N, gen()),
+        "anycostfl fixed": fgc.encode(update, kept=40, levels=5, gen=gen()),
+        "qsgd top-k": fgc.encode(update, kept=N // 3, levels=7, gen=gen(), kernel_wise=False),
+        "fedhq every element": fgc.encode(update, kept=N, levels=31, gen=gen(), kernel_wise=False),
+        "empty": fgc.encode(update, kept=0, levels=1, gen=gen()),
+        "stc": ternary.encode(update, N // 10),
+        "uveqfed": vq.encode(update, N // 20, step=1.0, seed=seed),
+    }
+
+
+CASES = ["anycostfl fit", "anycostfl fixed", "qsgd top-k", "fedhq every element", "empty", "stc", "uveqfed"]
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("case", ["anycostfl compress", "anycostfl fixed", "qsgd/fedhq top-k", "fedhq every element",
-                                  "stc", "uveqfed", "empty"])  # fmt: skip
-def test_a_pickled_update_decodes_to_the_encoders_bits_and_carries_only_the_payload(case, seed):
-    encoded, args = _encodings(seed)[case]
-    wired = on_wire(encoded, *args)
-    blob = pickle.dumps(wired, protocol=pickle.HIGHEST_PROTOCOL)
-    back = pickle.loads(blob)
-    assert isinstance(back.update, WireTensors) and back.update.wire is back.sent.wire  # decoded once for both
-    assert list(back.update) == list(encoded.update)
-    assert _bits(back.update) == _bits(encoded.update)  # float32 bit patterns: -0.0 is not +0.0 here
-    assert _bits(back.sent) == _bits(encoded.sent)
-    assert back.payload == encoded.payload
-    assert len(blob) < len(encoded.payload) + 2048  # the payload and names, never a dense tensor:
-    assert max(v.numel() for v in encoded.update.values()) * 4 > 2048  # the largest alone would break that bound
+@pytest.mark.parametrize("case", CASES)
+def test_a_pickled_update_carries_the_same_bits_and_only_the_symbols(case, seed):
+    coded = _encodings(seed)[case]
+    blob = pickle.dumps(CodedUpdate(coded), protocol=pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(blob).coded
+    assert torch.equal(back.positions, coded.positions) and back.bits == coded.bits and back.kept == coded.kept
+    assert back.values.numpy().tobytes() == coded.values.numpy().tobytes()  # float32 bit patterns: -0.0 too
+    assert _bits(back.dense()) == _bits(coded.dense())
+    symbols = coded.positions.numel() * coded.positions.element_size() + coded.values.numel() * 4
+    assert len(blob) < symbols + 2 * N + 4096  # the symbols (fgc: and its 1-2 byte level indices), no dense tensor
+    assert len(blob) < 4 * N or coded.kept * 2 > N  # below the dense update wherever less than half is sent
 
 
-def test_a_residual_sends_its_accumulated_update_and_the_payload_once():
-    encoded = on_wire(TernarySizer(_update(3)).encode(N // 10))
+def test_a_residual_sends_its_accumulated_update_and_the_coded_update_once():
     acc = _update(4)
-    held = Residual(acc, encoded.update)
-    blob = pickle.dumps((encoded, held), protocol=pickle.HIGHEST_PROTOCOL)
-    again, back = pickle.loads(blob)
-    assert back._sent is again.update  # one decoded update for both, as on the device
+    coded = ternary.encode(acc, N // 10)
+    held = Residual(acc, coded)
+    blob = pickle.dumps((CodedUpdate(coded), held), protocol=pickle.HIGHEST_PROTOCOL)
+    payload, back = pickle.loads(blob)
+    assert back._coded is payload.coded  # one Coded for both, as on the device
     assert back == held  # float64 acc - sent, bit for bit
-    assert len(blob) < N * 4 + len(encoded.payload) + 4096  # acc once (float32) and the payload once
-
-
-def test_the_decoders_table_names_each_containers_magic():
-    assert DECODERS[codec._MAGIC] == ("edgefl.compression.codec", "decode_with_mask")
-    assert DECODERS[stc._MAGIC] == ("edgefl.compression.stc", "decode_ternary")
-    assert DECODERS[uveqfed._MAGIC] == ("edgefl.compression.uveqfed", "decode_lattice")
-
-
-def test_on_wire_twice_is_the_same_object_and_an_unknown_payload_fails_in_one_line():
-    encoded = on_wire(TernarySizer(_update(5)).encode(10))
-    assert on_wire(encoded) is encoded
-    with pytest.raises(CodecError, match="no decoder for a payload starting with") as info:
-        Wire(b"\x01\x02", ["a"]).decoded()
-    assert "\n" not in str(info.value)
+    coded_bytes = coded.positions.numel() * 4 + coded.values.numel() * 4
+    assert len(blob) < N * 4 + coded_bytes + 4096  # acc once (float32) and the sent elements once

@@ -5,8 +5,8 @@ Planning: :func:`optimizers.anycost.solve_anycost` (closed form, eqs. (19)-(26))
 shared parts only: the server sorts hidden channels by L2 norm (:mod:`edgefl.learning.shrinking`, function
 preserving), a device trains the first ``ceil(sqrt(alpha) * units)`` channels of each hidden layer
 (:mod:`edgefl.learning.slicing`), compresses its update to at most the planned ``alpha beta S`` bits with the
-flexible codec (:mod:`edgefl.compression`), and the server decodes the bytes and fuses the updates element by
-element with the optimal weights p* (all-in-one aggregation, eq. (5) with eq. (13)).
+flexible codec (:mod:`edgefl.compression.fgc`), and the server fuses the sent elements (the codec's positions and
+values, no bytes decoded) with the optimal weights p* (all-in-one aggregation, eq. (5) with eq. (13)).
 
 Ablations (Fig. 5(a), ``[method.anycostfl] ablation``): w/o EMS (alpha = 1), w/o FGC (beta = 1, uncompressed
 submodel updates), w/o AIO (zero-padded weighted averaging instead of eq. (5)); each plans with the cost model.
@@ -68,13 +68,27 @@ class AnycostFLSettings(Strict):
 
 @dataclass(frozen=True)
 class SparseUpdate:
-    """What the server decodes from an AnycostFL payload: the quantised sparse update of the device's submodel,
-    the mask of elements it carries, and the (alpha, beta) it was planned with (for the weights of eq. (13))."""
+    """An AnycostFL payload: the codec's symbols (``coded``, :class:`~edgefl.compression.coded.Coded`, what crosses
+    processes; None for the w/o-FGC ablation's uncompressed update, held in ``dense``) and the (alpha, beta) it was
+    planned with (for the weights of eq. (13)). ``update``: the quantised sparse update of the device's submodel,
+    ``sent``: the mask of the elements it carries (m_{t,i} of eq. (5)), both tensors by name."""
 
-    update: Any
-    sent: Any
+    coded: Any
     alpha: float
     beta: float
+    dense: Any = None
+
+    @property
+    def update(self) -> dict:
+        return self.dense if self.coded is None else self.coded.dense()
+
+    @property
+    def sent(self) -> dict:
+        if self.coded is None:
+            import torch
+
+            return {k: torch.ones_like(v, dtype=torch.bool) for k, v in self.dense.items()}
+        return self.coded.sent()
 
 
 class AnycostFL(Method):
@@ -85,8 +99,6 @@ class AnycostFL(Method):
     uplink rate, ``T_max = deadline_s - downlink_s`` and ``E_max``. A job trains a submodel of width
     ``sqrt(alpha)`` (so about ``alpha`` of the FLOPs and parameters) and plans ``alpha beta S`` upload bits.
     """
-
-    codec = "anycostfl"
 
     name = "anycostfl"
     Settings = AnycostFLSettings
@@ -260,36 +272,26 @@ class AnycostFL(Method):
         return LocalTraining(start=job.start, width=job.job.width)
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
-        """Fine-grained compression of the trained update to the planned bits (Sec. IV-B), or, ablation
-        ``no_fgc``, the uncompressed update."""
-        from edgefl.compression import BudgetError, compress, encode_fixed
-        from edgefl.compression.container import on_wire
+        """Flexible gradient compression of the trained update to the planned bits (Sec. IV-B,
+        :func:`edgefl.compression.fgc.fit`), or, ablation ``no_fgc``, the uncompressed update."""
+        from edgefl.compression import fgc, ops
 
         plan = job.job
         if self.settings.ablation == "no_fgc":  # w/o FGC: the uncompressed float32 update, every element sent
-            import torch
-
-            every = {k: torch.ones_like(v, dtype=torch.bool) for k, v in res.update.items()}
             return ClientUpdate(
-                device=job.device, payload=SparseUpdate(res.update, every, plan.alpha, 1.0), weight=1.0,
+                device=job.device, payload=SparseUpdate(None, plan.alpha, 1.0, dense=res.update), weight=1.0,
                 bits=float(_dense_bits(res.update)), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
             )  # fmt: skip
-        rng = job.rng("quantization")
+        gen = ops.job_generator(job.rng("quantization"), next(iter(res.update.values())).device)
         try:
-            packed = compress(res.update, budget_bits=plan.bits_planned, rng=rng)
-        except BudgetError:  # the budget cannot even hold the header: send an empty update
-            packed = encode_fixed(res.update, kept_kernels=0, levels=1, rng=rng)
-        packed = on_wire(packed)  # to the driver (an executor's worker) as its payload, decoded there
+            coded = fgc.fit(res.update, plan.bits_planned, gen)
+        except fgc.BudgetError:  # the budget cannot even hold the header: send an empty update
+            coded = fgc.encode(res.update, kept=0, levels=1, gen=gen)
         return ClientUpdate(
-            device=job.device,
-            # what the server decodes from the payload: the quantised sparse update and the elements it carries
-            payload=SparseUpdate(packed.update, packed.sent, plan.alpha, plan.beta),
-            weight=1.0,
-            bits=float(packed.bits),  # the real encoded size, charged by the simulator
-            flops=res.flops,
-            steps=res.steps,
-            train_loss=res.train_loss,
-        )
+            device=job.device, payload=SparseUpdate(coded, plan.alpha, plan.beta), weight=1.0,
+            bits=float(coded.bits),  # the exact encoded size, charged by the simulator
+            flops=res.flops, steps=res.steps, train_loss=res.train_loss,
+        )  # fmt: skip
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from optimizers.anycost import aggregation_weights

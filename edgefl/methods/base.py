@@ -467,22 +467,19 @@ class Method(ABC):
         """The next global state from the updates that arrived in time (may be empty)."""
 
     def wire_bytes(self, update: ClientUpdate) -> bytes | None:
-        """The bytes ``update.bits`` charges, as the device sent them (``output.payloads``): the encoded payload of
-        a codec (the :class:`~edgefl.compression.container.Wire` its decoded update travels with), else the dense
-        float32 update (:func:`dense_bytes` of ``payload.update``); None when the payload holds neither (a method
-        with its own payload overrides this)."""
-        from edgefl.compression.container import WireTensors
+        """The bytes ``update.bits`` charges, as the device sent them (``output.payloads``): the payload its codec's
+        oracle writer gives for a payload that holds a :class:`~edgefl.compression.coded.Coded` (``.coded``), else
+        the dense float32 update (:func:`dense_bytes` of ``payload.update``); None when the payload holds neither
+        (a method with its own payload overrides this)."""
+        import importlib
 
+        from edgefl.compression.coded import Coded
+
+        coded = getattr(update.payload, "coded", None)
+        if isinstance(coded, Coded):
+            return importlib.import_module(coded.codec).to_bytes(coded)
         tensors = getattr(update.payload, "update", None)
-        if isinstance(tensors, WireTensors):
-            return tensors.wire.payload
-        if isinstance(tensors, dict):
-            return dense_bytes(tensors)
-        return None
-
-    #: The codec whose compiled kernels a worker loads when it starts (:func:`edgefl.compression.warm.warm_up`);
-    #: None: the method compresses nothing.
-    codec: str | None = None
+        return dense_bytes(tensors) if isinstance(tensors, dict) else None
 
     def evaluate(self, state: State) -> tuple[float, float]:
         """(test accuracy in [0, 1], mean test loss) of the global model; a method with its own inference

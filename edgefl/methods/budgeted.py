@@ -46,11 +46,11 @@ from edgefl.learning.config import steps_per_round
 from edgefl.scenario.section_base import Strict
 
 if TYPE_CHECKING:
-    from edgefl.compression.codec import Compressed
+    from edgefl.compression.coded import Coded
     from edgefl.learning.protocol import Training
     from edgefl.learning.workload import State, TrainResult
 
-__all__ = ["BudgetedMethod", "BudgetedSettings", "CompressedUpdate"]
+__all__ = ["BudgetedMethod", "BudgetedSettings", "CodedUpdate"]
 
 
 class BudgetedSettings(Strict):
@@ -65,11 +65,19 @@ class BudgetedSettings(Strict):
 
 
 @dataclass(frozen=True)
-class CompressedUpdate:
-    """What the server decodes from a compressed full-model payload: the update and how many kernels it kept."""
+class CodedUpdate:
+    """A compressed full-model update as its codec's symbols (:class:`~edgefl.compression.coded.Coded`, what
+    crosses processes); ``update``: the dense update the server applies, ``kept``: the header's kept count."""
 
-    update: Any
-    kept: int
+    coded: Coded
+
+    @property
+    def update(self) -> dict:
+        return self.coded.dense()
+
+    @property
+    def kept(self) -> int:
+        return self.coded.kept
 
 
 class BudgetedMethod(Method):
@@ -113,23 +121,31 @@ class BudgetedMethod(Method):
         compresses the update to the job's bit budget, per job."""
         return LocalTraining(start=job.start)
 
-    def packed_update(self, job: TrainJob, res: TrainResult, packed: Compressed, *, memory: Any = None) -> ClientUpdate:
-        """A compressed full-model update: the decoded update the server applies (``packed.update``, sent to the
-        driver as its payload: :func:`~edgefl.compression.container.on_wire`) and the number of kept kernels,
-        charged the real encoded size ``packed.bits``; ``memory``: what the device keeps."""
-        from edgefl.compression.container import on_wire
-
-        packed = on_wire(packed)
+    def coded_update(self, job: TrainJob, res: TrainResult, coded: Coded, *, memory: Any = None) -> ClientUpdate:
+        """A compressed full-model update carried as its codec's symbols (:class:`CodedUpdate`), charged the exact
+        encoded size ``coded.bits``; ``memory``: what the device keeps."""
         return ClientUpdate(
-            device=job.device, payload=CompressedUpdate(packed.update, int(packed.kept_kernels)),
-            weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
-            train_loss=res.train_loss, memory=memory,
+            device=job.device, payload=CodedUpdate(coded), weight=float(res.n_samples), bits=float(coded.bits),
+            flops=res.flops, steps=res.steps, train_loss=res.train_loss, memory=memory,
         )  # fmt: skip
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
-        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this)."""
+        """FedAvg of the decoded updates, weighted by |D_i| (a method with its own rule overrides this); coded
+        updates are added into one float64 flat sum at their positions (``scatter_add``), in arrival order."""
         from edgefl.methods.aggregate import fedavg_step
 
+        if updates and isinstance(updates[0].payload, CodedUpdate):
+            import torch
+
+            from edgefl.compression.coded import scatter_add
+
+            first, total_w = updates[0].payload.coded, float(sum(u.weight for u in updates))
+            total = torch.zeros(first.n, dtype=torch.float64, device=first.values.device)
+            for u in updates:
+                scatter_add(total, u.payload.coded, u.weight / total_w)
+            parts = torch.split(total.float(), [math.prod(s) for s in first.shapes])
+            mean = {name: part.view(shape) for name, shape, part in zip(first.names, first.shapes, parts)}
+            return {name: state[name] + mean[name].to(state[name].device) for name in state}
         return fedavg_step(state, [u.payload.update for u in updates], [u.weight for u in updates])
 
     def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:

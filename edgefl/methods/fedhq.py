@@ -2,8 +2,8 @@
 2021), as AnycostFL's baseline (Sec. V-B) under the same T_max / E_max budgets (:mod:`edgefl.methods.budgeted`).
 
 A device trains the full model and quantises *every* element with L intervals (unbiased stochastic rounding,
-AnycostFL eqs. (3)-(4), shared container :func:`edgefl.compression.encode_fixed`); L is the largest whose real
-encoded size fits the bits its channel and budgets allow. Each device sends, with its payload, its update's
+AnycostFL eqs. (3)-(4), AnycostFL's format 0xA7: :func:`edgefl.compression.fgc.fit_levels`); L is the largest whose
+exact encoded size fits the bits its channel and budgets allow (L fits, L + 1 does not). Each device sends, with its payload, its update's
 measured relative quantisation error ``q_i = ||Q(u_i) - u_i||^2 / ||u_i||^2`` (the paper's "instantaneous
 quantisation error" piggybacked on the upload), and the server weights the updates by
 ``p_i = (n_i / (1 + q_i)) / sum_j n_j / (1 + q_j)`` (:func:`fedhq_weights`).
@@ -41,32 +41,39 @@ __all__ = ["FedHQ", "QuantizedUpdate", "fedhq_weights", "relative_error", "small
 
 @dataclass(frozen=True)
 class QuantizedUpdate:
-    """What the server decodes from a FedHQ payload: the quantised update, its L intervals (0: nothing fit) and
-    its measured relative quantisation error q_i (None when nothing was sent)."""
+    """A FedHQ payload: the codec's symbols (:class:`~edgefl.compression.coded.Coded`), its L intervals (0:
+    nothing fit, a header-only update) and its measured relative quantisation error q_i (None when nothing was
+    sent); ``update``: the quantised update the server applies."""
 
-    update: Any
+    coded: Any
     levels: int
     rel_error: float | None
 
+    @property
+    def update(self) -> dict:
+        return self.coded.dense()
 
-def relative_error(quantized: np.ndarray, original: np.ndarray) -> float:
-    """Measured relative quantisation error ``||Q(u) - u||^2 / ||u||^2`` of one update (flat vectors, same
-    shape); 0 for a zero update (nothing to lose). Float32 vectors are widened to float64 and subtracted in one
-    compiled loop (the same float64 differences); the sums of squares are numpy's dot products as before."""
-    if (isinstance(quantized, np.ndarray) and isinstance(original, np.ndarray) and quantized.dtype == np.float32
-            and original.dtype == np.float32 and quantized.shape == original.shape and quantized.ndim == 1):  # fmt: skip
-        from edgefl.compression.quantize import widened_difference
 
-        u, d = widened_difference(quantized, original)
-        norm2 = float(np.dot(u, u))
-        return 0.0 if norm2 == 0.0 else float(np.dot(d, d)) / norm2
-    q = np.asarray(quantized, dtype=np.float64)
-    u = np.asarray(original, dtype=np.float64)
-    norm2 = float(np.dot(u, u))
+def relative_error(quantized, original) -> float:
+    """Measured relative quantisation error ``||Q(u) - u||^2 / ||u||^2`` of one update (flat vectors of one
+    shape, tensors or arrays; ``original`` may also be the update's tensors in order, read as the float32
+    concatenation the codec quantised, without building it); float64 sums; 0 for a zero update (nothing to
+    lose)."""
+    import torch
+
+    d = torch.as_tensor(quantized).reshape(-1).to(torch.float64, copy=True)
+    if isinstance(original, (list, tuple)):
+        u, at = torch.empty_like(d), 0
+        for part in original:
+            u[at : at + part.numel()].copy_(part.detach().reshape(-1).to(torch.float32))
+            at += part.numel()
+    else:
+        u = torch.as_tensor(original).reshape(-1).to(device=d.device, dtype=torch.float64)
+    norm2 = float(u @ u)
     if norm2 == 0.0:
         return 0.0
-    d = q - u
-    return float(np.dot(d, d)) / norm2
+    d -= u
+    return float(d @ d) / norm2
 
 
 def fedhq_weights(n_samples: Sequence[float], rel_errors: Sequence[float]) -> np.ndarray:
@@ -81,28 +88,25 @@ def fedhq_weights(n_samples: Sequence[float], rel_errors: Sequence[float]) -> np
 
 
 def smallest_full_payload_bits(shapes: dict[str, tuple[int, ...]]) -> int:
-    """Real size [bits] of every element at L = 1 interval for an incompressible update of these tensor shapes.
+    """Exact size [bits] of every element at L = 1 interval for an incompressible update of these tensor shapes.
 
-    Measured with the codec (:class:`edgefl.compression.search.TopkQuantSizer`) on values iid uniform on [-1, 1]:
-    the signs and the L = 1 level indices are fair coins, so the Huffman stage saves nothing and the payload is
-    about 2 bits per parameter plus the header, range and Huffman table (2.004 bits per parameter for 1,663,370
-    parameters, the FMNIST CNN). A trained update's indices are skewed and code smaller (1.67 bits per parameter
-    measured on that CNN).
+    Measured with the codec (:func:`edgefl.compression.fgc.encode`) on values iid uniform on [-1, 1]: the signs
+    and the L = 1 level indices are fair coins, so the Huffman stage saves nothing and the payload is about 2 bits
+    per parameter plus the header, range and Huffman table. A trained update's indices are skewed and code
+    smaller.
     """
     import torch
 
-    from edgefl.compression.search import TopkQuantSizer
+    from edgefl.compression import fgc
 
     g = torch.Generator().manual_seed(0)
     worst = {k: 2 * torch.rand(tuple(shape), generator=g) - 1 for k, shape in shapes.items()}
-    sizer = TopkQuantSizer(worst, np.random.default_rng(0))
-    return int(sizer.bits(sizer.n, 1))
+    n = sum(v.numel() for v in worst.values())
+    return int(fgc.encode(worst, kept=n, levels=1, gen=g, kernel_wise=False).bits)
 
 
 class FedHQ(BudgetedMethod):
     """Full update, L intervals per device from its bit budget; weights n_i / (1 + q_i) (:func:`fedhq_weights`)."""
-
-    codec = "topk"
 
     name = "fedhq"
     needs = Needs(surrogate=True, cost_modes=("physical",))  # its plan needs no real model
@@ -124,26 +128,19 @@ class FedHQ(BudgetedMethod):
         return float(smallest_full_payload_bits(shapes))
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
-        from edgefl.compression import MAX_LEVELS
-        from edgefl.compression.container import on_wire
-        from edgefl.compression.search import SizeFunction, TopkQuantSizer, largest_fitting
+        from edgefl.compression import fgc, ops
 
-        sizer = TopkQuantSizer(res.update, job.rng("quantization"))
-        n = sizer.n
-        size = SizeFunction(lambda L: sizer.bits(n, L), lambda L, budget: sizer.fits(n, L, budget))
-        levels = largest_fitting(size, 1, MAX_LEVELS, job.job.bits_planned)  # the same steps as over sizer.bits
-        packed = sizer.encode(n, levels) if levels is not None else sizer.encode(0, 1)  # empty: nothing fits
-        packed = on_wire(packed)  # to the driver (an executor's worker) as its payload, decoded there
-        q = None
-        if levels:
-            from edgefl.compression import flatten
-
-            q = relative_error(flatten(packed.update)[2], sizer.flat)
+        device = next(iter(res.update.values())).device
+        gen = ops.job_generator(job.rng("quantization"), device)
+        try:
+            coded = fgc.fit_levels(res.update, job.job.bits_planned, gen)
+            levels = coded.meta["levels"]
+            q = relative_error(coded.values, list(res.update.values()))  # every element sent, in element order
+        except fgc.BudgetError:  # not even L = 1 fits: the header alone
+            coded, levels, q = fgc.encode(res.update, kept=0, levels=1, gen=gen, kernel_wise=False), 0, None
         return ClientUpdate(
-            device=job.device,
-            payload=QuantizedUpdate(packed.update, levels or 0, q),
-            weight=float(res.n_samples), bits=float(packed.bits), flops=res.flops, steps=res.steps,
-            train_loss=res.train_loss,
+            device=job.device, payload=QuantizedUpdate(coded, levels, q), weight=float(res.n_samples),
+            bits=float(coded.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
         )  # fmt: skip
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:

@@ -3,9 +3,10 @@ combined to compress the local gradient" (Alistarh et al., NeurIPS 2017), under 
 (:mod:`edgefl.methods.budgeted`).
 
 A device trains the full model, keeps the k largest-magnitude elements, quantises their magnitudes with the
-unbiased stochastic quantiser of ``LEVELS`` intervals (:func:`edgefl.compression.quantize.stochastic_levels`),
-and codes the result with the shared container (:func:`edgefl.compression.encode_fixed`, element-wise: Rice
-positions, sign bits, Huffman level indices). k is the largest whose real encoded size fits the planned bits.
+unbiased stochastic quantiser of ``LEVELS`` intervals (:func:`edgefl.compression.ops.stochastic_levels`),
+and codes the result with AnycostFL's format 0xA7 (:func:`edgefl.compression.fgc.fit`, element-wise: Rice
+positions, sign bits, Huffman level indices). k is the largest whose exact encoded size fits the planned bits
+(within :data:`~edgefl.compression.fgc.K_TOLERANCE`).
 The server averages the decoded updates weighted by |D_i| (FedAvg).
 """
 
@@ -30,24 +31,25 @@ before entropy coding); the knob the budget moves is the sparsity k."""
 class QSGD(BudgetedMethod):
     """Element-wise top-k + unbiased stochastic quantisation with ``LEVELS`` intervals; k from the bit budget."""
 
-    codec = "topk"
-
     name = "qsgd"
     levels = LEVELS
 
     def min_payload_bits(self) -> float:
-        import numpy as np
+        """The exact size [bits] of one element kept at ``levels`` (its range is one point: no level codes)."""
         import torch
 
-        from edgefl.compression.search import TopkQuantSizer
+        from edgefl.compression import fgc
 
         ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
-        return float(TopkQuantSizer(ones, np.random.default_rng(0)).bits(1, self.levels))
+        return float(fgc.encode(ones, kept=1, levels=self.levels, gen=torch.Generator(), kernel_wise=False).bits)
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
-        from edgefl.compression.search import TopkQuantSizer, largest_fitting
+        from edgefl.compression import fgc, ops
 
-        sizer = TopkQuantSizer(res.update, job.rng("quantization"))
-        k = largest_fitting(lambda k: sizer.bits(k, self.levels), 0, sizer.n, job.job.bits_planned)
-        packed = sizer.encode(0 if k is None else k, self.levels)
-        return self.packed_update(job, res, packed)
+        device = next(iter(res.update.values())).device
+        gen = ops.job_generator(job.rng("quantization"), device)
+        try:
+            coded = fgc.fit(res.update, job.job.bits_planned, gen, levels_grid=(self.levels,), kernel_wise=False)
+        except fgc.BudgetError:  # not even the header fits: the header alone
+            coded = fgc.encode(res.update, kept=0, levels=self.levels, gen=gen, kernel_wise=False)
+        return self.coded_update(job, res, coded)

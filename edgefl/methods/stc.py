@@ -3,13 +3,15 @@ the same T_max / E_max budgets (:mod:`edgefl.methods.budgeted`).
 
 A device trains the full model, adds its error-feedback residual to the update, keeps the k largest-magnitude
 elements as +-mu (mu = mean |kept|), codes positions with Golomb-Rice and signs as bits
-(:mod:`edgefl.compression.stc`), and keeps what it did not send as its next residual (:class:`Residual`: the
-accumulated update and the sent one, whose float64 difference it is). k is the largest whose real
-encoded size fits the planned bits. The server averages the decoded updates weighted by |D_i| (FedAvg).
+(:mod:`edgefl.compression.ternary`), and keeps what it did not send as its next residual (:class:`Residual`: the
+accumulated update and the sent elements, whose float64 difference it is). k is the largest whose exact encoded
+size fits the planned bits (to within :data:`~edgefl.compression.ternary.TOLERANCE` of k). The server averages the
+sent updates weighted by |D_i| (FedAvg).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -35,8 +37,6 @@ class STC(BudgetedMethod):
     of) and saved in :meth:`state_dict` as float64 tensors.
     """
 
-    codec = "stc"
-
     name = "stc"
 
     def __init__(self, *, settings=None, setup) -> None:
@@ -46,10 +46,10 @@ class STC(BudgetedMethod):
     def min_payload_bits(self) -> float:
         import torch
 
-        from edgefl.compression.stc import TernarySizer
+        from edgefl.compression import ternary
 
         zero = {k: torch.zeros_like(v) for k, v in self.workload.initial_state().items()}
-        return float(TernarySizer(zero).bits(1))  # header + one position, mu and a sign
+        return float(ternary.encode(zero, 1).bits)  # header + one position, mu and a sign
 
     @staticmethod
     def accumulate(update: State, residual: State | None) -> State:
@@ -60,10 +60,7 @@ class STC(BudgetedMethod):
             return {k: v.to(torch.float32) for k, v in update.items()}
         if isinstance(residual, Residual) and all(v.dtype == torch.float32 for v in update.values()):
             return residual.added_to(update)
-        return {  # float64 sums rounded to float32, by numpy into numpy-backed tensors
-            k: torch.from_numpy(np.add(v.numpy(), residual[k].numpy(), dtype=np.float64).astype(np.float32))
-            for k, v in update.items()
-        }
+        return {k: (v.to(torch.float64) + residual[k].to(torch.float64)).to(torch.float32) for k, v in update.items()}
 
     def device_memory(self, device: int) -> State | None:
         """The device's error-feedback residual (None before its first job)."""
@@ -74,19 +71,11 @@ class STC(BudgetedMethod):
             self.residual[u.device] = u.memory
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
-        from edgefl.compression.container import on_wire
-        from edgefl.compression.search import largest_fitting
-        from edgefl.compression.stc import TernarySizer
+        from edgefl.compression import ternary
 
         acc = self.accumulate(res.update, job.memory)
-        sizer = TernarySizer(acc)
-        k = largest_fitting(sizer.bits, 0, sizer.n, job.job.bits_planned)
-        # k None only if the header alone exceeds the budget; the sizer is not used again: its flat copy is reused
-        packed = sizer.encode(0 if k is None else k, consume=True)
-        # acc - sent, what the server decodes: kept as the two float32 states (no new 13 MB float64 array per job);
-        # the payload travels once for both (on_wire): the decoded update is the residual's subtrahend
-        packed = on_wire(packed)
-        return self.packed_update(job, res, packed, memory=Residual(acc, packed.update))
+        coded = ternary.fit(acc, job.job.bits_planned)  # k = 0 only if the header alone exceeds the budget
+        return self.coded_update(job, res, coded, memory=Residual(acc, coded))
 
     def state_dict(self) -> dict:
         return {"residual": {str(d): dict(r) for d, r in sorted(self.residual.items())}}
@@ -97,24 +86,29 @@ class STC(BudgetedMethod):
 
 class Residual(Mapping):
     """A device's error-feedback residual ``acc - sent`` (float64 tensors by name, as a read-only mapping), held as
-    the two float32 states it is the difference of: the accumulated update and what the server decodes from the
-    payload (arrays the job made anyway; neither is changed afterwards). ``residual[name]`` computes the float64
-    difference (exact: the difference of two float32 values is a float64 value).
+    the accumulated update (float32) and the :class:`~edgefl.compression.coded.Coded` sent from it (neither is
+    changed afterwards). ``residual[name]`` computes the float64 difference (exact: the difference of two float32
+    values is a float64 value), so ``residual + sent == acc`` element for element.
 
-    :meth:`added_to` gives :meth:`STC.accumulate`'s result without the float64 arrays: where ``sent`` is +0.0 (every
-    element not sent) the residual is ``acc`` itself, and the float64 sum of two float32 values rounded to float32
-    is their float32 sum (double rounding is harmless when the wider format has at least 2p + 2 bits: 53 >= 50), so
-    those elements take one float32 addition; the sent ones are added in float64 as before.
+    :meth:`added_to` gives :meth:`STC.accumulate`'s result without the float64 arrays: where nothing was sent the
+    residual is ``acc`` itself, and the float64 sum of two float32 values rounded to float32 is their float32 sum
+    (double rounding is harmless when the wider format has at least 2p + 2 bits: 53 >= 50), so those elements
+    take one float32 addition; the sent ones are added in float64.
     """
 
-    def __init__(self, acc: State, sent: State) -> None:
+    def __init__(self, acc: State, coded) -> None:
         self._acc = acc
-        self._sent = sent
+        self._coded = coded
 
     def __getitem__(self, name: str):
         import torch
 
-        return torch.from_numpy(np.subtract(self._acc[name].numpy(), self._sent[name].numpy(), dtype=np.float64))
+        if not hasattr(self, "_sent"):
+            self._sent = self._coded.dense()
+        return self._acc[name].to(torch.float64) - self._sent[name].to(torch.float64)
+
+    def __getstate__(self) -> dict:
+        return {"_acc": self._acc, "_coded": self._coded}  # not the dense copy
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._acc)
@@ -140,13 +134,19 @@ class Residual(Mapping):
         """``update + residual`` rounded to float32 (:meth:`STC.accumulate`) for float32 ``update`` tensors."""
         import torch
 
-        out = {}
-        for name, v in update.items():
-            u, acc, sent = v.numpy(), self._acc[name].numpy(), self._sent[name].numpy()
-            total = np.add(u, acc, dtype=np.float32)  # the float64 sum rounded, where sent is +0.0
-            at = np.flatnonzero(sent.view(np.uint32))  # sent elements (and any -0.0): the float64 sum as before
-            exact = np.subtract(acc.reshape(-1)[at], sent.reshape(-1)[at], dtype=np.float64)
-            exact += u.reshape(-1)[at]
-            total.reshape(-1)[at] = exact
-            out[name] = torch.from_numpy(total)
-        return out
+        from edgefl.compression.coded import flat_update
+
+        names, shapes, u = flat_update(update)
+        acc, coded = flat_update(self._acc)[2], self._coded
+        if 8 * coded.kept > acc.numel():  # many sent: dense float64 passes beat gathers (+0.0 where none was sent)
+            sent = coded.values
+            if coded.kept < acc.numel():
+                sent = torch.zeros_like(acc).index_put_((coded.positions.long(),), coded.values)
+            total = acc.to(torch.float64).sub_(sent).add_(u).to(torch.float32)  # float64 throughout, in place
+        else:
+            total = u + acc  # the float64 sum rounded, where nothing was sent
+            at = coded.positions.long()
+            total[at] = ((acc[at].to(torch.float64) - coded.values.to(torch.float64)) + u[at].to(torch.float64)).to(
+                torch.float32)  # fmt: skip
+        parts = torch.split(total, [math.prod(s) for s in shapes])
+        return {name: part.view(shape) for name, shape, part in zip(names, shapes, parts)}

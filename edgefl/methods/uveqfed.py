@@ -4,18 +4,18 @@ arXiv 2006.03262), as a row of AnycostFL's Table I, under the same T_max / E_max
 
 A device trains the full model, cuts its update into sub-vectors of L = 2 consecutive elements, keeps the k of
 largest norm, and quantises them with subtractive-dithered lattice vector quantisation on the hexagonal lattice A2,
-entropy-coding the lattice points (:mod:`edgefl.compression.uveqfed`, the paper's encoder steps E1-E4). The dither
-comes from the run's ``"quantization"`` stream for (round, device): a seed the server knows too, so it regenerates
-the dither and subtracts it (decoder steps D1-D3). k is the largest whose real encoded size fits the planned bits;
-the lattice's minimum distance is ``step`` times the RMS of the whole update, whatever k. The server averages the
-decoded updates weighted by |D_i| (FedAvg). Only the paper's abstract could be read here; see
-:mod:`edgefl.compression.uveqfed` for what was and was not checked against it.
+entropy-coding the lattice points (:mod:`edgefl.compression.vq`, the paper's encoder steps E1-E4). The dither
+comes from a seed drawn from the run's ``"quantization"`` stream for (round, device): a seed the server knows too,
+so it regenerates the dither and subtracts it (decoder steps D1-D3; :func:`~edgefl.compression.vq.from_bytes`).
+k is the largest whose exact encoded size fits the planned bits (to within
+:data:`~edgefl.compression.vq.TOLERANCE` of k); the lattice's minimum distance is ``step`` times the RMS of the
+whole update, whatever k. The server averages the sent updates weighted by |D_i| (FedAvg). Only the paper's
+abstract could be read here; see :mod:`edgefl.compression.vq` for what was and was not checked against it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -24,11 +24,9 @@ from edgefl.methods.budgeted import BudgetedMethod, BudgetedSettings
 
 if TYPE_CHECKING:
     from edgefl.learning.workload import TrainResult
-    import numpy as np
-
     from edgefl.learning.protocol import Training
 
-__all__ = ["UVeQFed", "UVeQFedSettings", "LatticeUpdate"]
+__all__ = ["UVeQFed", "UVeQFedSettings"]
 
 STREAM = "quantization"
 """The run's stream the dither is drawn from, keyed (round, device): the seed both ends share."""
@@ -43,48 +41,27 @@ class UVeQFedSettings(BudgetedSettings):
     step: float = Field(1.0, ge=0.01, le=100)  # >= 0.01: joined symbols stay far inside int64
 
 
-@dataclass(frozen=True)
-class LatticeUpdate:
-    """What the server applies from a UVeQFed payload: the decoded update, the number of kept sub-vectors, and the
-    payload bytes themselves (decodable with :meth:`UVeQFed.dither_rng`)."""
-
-    update: Any
-    kept: int
-    payload: bytes
-
-
 class UVeQFed(BudgetedMethod):
     """Top-k sub-vectors + subtractive-dithered A2 lattice quantisation + entropy coding; k from the bit budget."""
-
-    codec = "uveqfed"
 
     name = "uveqfed"
     Settings = UVeQFedSettings
 
-    def dither_rng(self, round_index: int, device: int) -> np.random.Generator:
-        """The shared-seed generator of the dither of ``device``'s payload in ``round_index`` (both ends)."""
-        return self.streams.numpy(STREAM, round_index, device)
+    def dither_seed(self, round_index: int, device: int) -> int:
+        """The shared seed of the dither of ``device``'s payload in ``round_index`` (both ends)."""
+        return int(self.streams.numpy(STREAM, round_index, device).integers(0, 2**63 - 1))
 
     def min_payload_bits(self) -> float:
-        import numpy as np
         import torch
 
-        from edgefl.compression.uveqfed import LatticeSizer
+        from edgefl.compression import vq
 
         ones = {k: torch.ones_like(v) for k, v in self.workload.initial_state().items()}
-        return float(LatticeSizer(ones, np.random.default_rng(0), step=self.settings.step).bits(1))
+        return float(vq.encode(ones, 1, step=self.settings.step, seed=0).bits)
 
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
-        from edgefl.compression.container import on_wire
-        from edgefl.compression.search import largest_fitting
-        from edgefl.compression.uveqfed import LatticeSizer
+        from edgefl.compression import vq
 
-        sizer = LatticeSizer(res.update, job.rng(STREAM), step=self.settings.step)
-        k = largest_fitting(sizer.bits, 0, sizer.m, job.job.bits_planned)
-        coded = sizer.encode(0 if k is None else k)  # k None only if the header alone exceeds the budget
-        coded = on_wire(coded, job.rng(STREAM))  # to the driver as its payload, decoded there with the shared seed
-        return ClientUpdate(
-            device=job.device, payload=LatticeUpdate(coded.update, coded.kept, coded.payload),
-            weight=float(res.n_samples), bits=float(coded.bits), flops=res.flops, steps=res.steps,
-            train_loss=res.train_loss,
-        )  # fmt: skip
+        seed = int(job.rng(STREAM).integers(0, 2**63 - 1))  # the dither_seed the server regenerates
+        coded = vq.fit(res.update, job.job.bits_planned, step=self.settings.step, seed=seed)
+        return self.coded_update(job, res, coded)

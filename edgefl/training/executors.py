@@ -151,10 +151,6 @@ def _start_worker(build: DeviceSide, threads: int) -> None:
 
     torch.set_num_threads(threads)
     _WORKER = build()
-    if _WORKER[0].codec is not None:  # its kernels compiled or loaded now, not in the first round's jobs
-        from edgefl.compression.warm import warm_up
-
-        warm_up(_WORKER[0].codec)
 
 
 def _run_chunk(part: tuple[Sequence[TrainJob], Sequence[Sequence[int]]]) -> list[ClientUpdate]:
