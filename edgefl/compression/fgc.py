@@ -170,15 +170,19 @@ class _Setting:
     k: int
     levels: int
     positions: torch.Tensor | None
-    indices: torch.Tensor
+    indices: torch.Tensor | None
     lo: float
     hi: float
     bits: int
+    cut: tuple[_Setting, torch.Tensor] | None = None
+    """(s, c): positions and indices not built yet; they are those of the larger setting s less its ascending
+    element positions c (:meth:`_Update.setting` sizes a nested setting from the difference)."""
 
 
 class _Update:
     """An update prepared once for many settings: flat values, magnitudes, the job's uniforms (one per element,
-    element order), kernel scores and their ranking (built on first use)."""
+    element order), kernel scores and their ranking (built on first use), and per L the last setting built
+    whole, with its kernel mask over the ranking's held kernels and level histogram (``_whole``)."""
 
     def __init__(self, update: Mapping[str, torch.Tensor], gen: torch.Generator, kernel_wise: bool) -> None:
         self.names, self.shapes, self.flat = flat_update(update)
@@ -188,6 +192,7 @@ class _Update:
         self.mags = self.flat.abs()
         self.header = wire.header_bits(self.shapes, flag=True)
         self._work: dict[int, torch.Tensor] = {}
+        self._whole: dict[int, tuple[_Setting, torch.Tensor, torch.Tensor]] = {}
 
     @functools.cached_property
     def scores(self) -> torch.Tensor:
@@ -218,12 +223,17 @@ class _Update:
             positions, mask_bits = None, ops.RICE_B_BITS
             mags, u, work = self.mags, self.uniforms, self._scratch(0, lay.n)
         else:
+            held = None
             if 2 * k <= lay.n_kernels:  # the kept kernels are listed
-                kernels = listed = self.ranking.positions(k).to(device)
+                held, pos = self.ranking.mask(k), self.ranking.pos
+                kernels = listed = ops.flatnonzero(held) if pos is None else pos.index_select(0, ops.flatnonzero(held))
             else:  # the dropped ones are
                 mask = self.ranking.top(k)
                 kernels, listed = ops.flatnonzero(mask).to(device), ops.flatnonzero(~mask).to(device)
             mask_bits = ops.positions_rice_size(listed)
+            nested = self._nested(k, levels, held, mask_bits)
+            if nested is not None:
+                return nested
             positions = lay.elements(kernels)
             m = positions.numel()
             mags = work = torch.index_select(self.mags, 0, positions, out=self._scratch(0, m))
@@ -233,8 +243,33 @@ class _Update:
         bits = self.header + 1 + mask_bits + 64 + 16 + 4 + indices.numel()
         if hi > lo:
             symbols, alphabet = _grouped(indices, levels)
-            bits += ops.huffman_size(torch.bincount(symbols, minlength=alphabet))
-        return _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
+            hist = torch.bincount(symbols, minlength=alphabet)
+            bits += ops.huffman_size(hist)
+        s = _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
+        if positions is not None and held is not None and hi > lo and group(levels) == 1:
+            self._whole[levels] = (s, held.clone(), hist)
+        return s
+
+    def _nested(self, k: int, levels: int, held: torch.Tensor | None, mask_bits: int) -> _Setting | None:
+        """The setting of the top ``k`` listed kernels (mask ``held`` over the ranking's held kernels) sized from
+        the last whole setting at ``levels`` when it keeps them all and more: the level histogram less that of
+        the kernels between, whose magnitudes lie strictly inside its range (which is then also this one's, and
+        each element's level index the same); one index per symbol (j = 1) only. None when it does not apply."""
+        whole, before, hist = self._whole.get(levels, (None, None, None))
+        if held is None or whole is None or not k < whole.k or before.numel() != held.numel():  # same held set
+            return None
+        drop = ops.flatnonzero(before ^ held)
+        drop = self.layout.elements(drop if self.ranking.pos is None else self.ranking.pos.index_select(0, drop))
+        mags = self.mags.index_select(0, drop)
+        lo, hi = (float(x) for x in torch.aminmax(mags))
+        if not (whole.lo < lo and hi < whole.hi):
+            return None
+        indices = ops.stochastic_levels(mags, whole.lo, whole.hi, levels, self.uniforms.index_select(0, drop),
+                                        mags, _small(levels))  # fmt: skip
+        m = whole.indices.numel() - drop.numel()
+        bits = self.header + 1 + mask_bits + 64 + 16 + 4 + m
+        bits += ops.huffman_size(hist - torch.bincount(indices, minlength=levels + 1))
+        return _Setting(k, levels, None, None, whole.lo, whole.hi, 8 * math.ceil(bits / 8), cut=(whole, drop))
 
     def _scratch(self, i: int, m: int) -> torch.Tensor:
         """The first ``m`` elements of float32 work space ``i`` (one per update, reused by every setting and by
@@ -246,6 +281,13 @@ class _Update:
     def coded(self, s: _Setting) -> Coded:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
+        if s.cut is not None:  # the larger setting's positions and indices less the cut elements
+            whole, drop = s.cut
+            keep = torch.ones(whole.positions.numel(), dtype=torch.bool, device=drop.device)
+            keep[torch.searchsorted(whole.positions, drop)] = False
+            keep = ops.flatnonzero(keep)
+            s = _Setting(s.k, s.levels, whole.positions.index_select(0, keep), whole.indices.index_select(0, keep),
+                         s.lo, s.hi, s.bits)  # fmt: skip
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
         at = self._scratch(0, s.indices.numel()).view(torch.int32).copy_(s.indices)  # widened for the gather
         q = points.index_select(0, at)  # Q_l of eq. (3), one float32 per level
