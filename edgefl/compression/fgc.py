@@ -174,15 +174,17 @@ class _Setting:
     lo: float
     hi: float
     bits: int
-    cut: tuple[_Setting, torch.Tensor] | None = None
-    """(s, c): positions and indices not built yet; they are those of the larger setting s less its ascending
-    element positions c (:meth:`_Update.setting` sizes a nested setting from the difference)."""
+    cut: tuple[torch.Tensor, torch.Tensor] | None = None
+    """(levels, kernels): positions and indices not built yet; they are the elements of the ascending kept
+    ``kernels`` and the level index each has in a larger setting's ``levels`` (one per element of the update;
+    :meth:`_Update.setting` sizes a nested setting from the difference)."""
 
 
 class _Update:
     """An update prepared once for many settings: flat values, magnitudes, the job's uniforms (one per element,
     element order), kernel scores and their ranking (built on first use), and per L the last setting built
-    whole, with its kernel mask over the ranking's held kernels and level histogram (``_whole``)."""
+    whole, with its kernel mask over the ranking's held kernels, its level histogram and index of each element
+    (``_whole``)."""
 
     def __init__(self, update: Mapping[str, torch.Tensor], gen: torch.Generator, kernel_wise: bool) -> None:
         self.names, self.shapes, self.flat = flat_update(update)
@@ -192,7 +194,7 @@ class _Update:
         self.mags = self.flat.abs()
         self.header = wire.header_bits(self.shapes, flag=True)
         self._work: dict[int, torch.Tensor] = {}
-        self._whole: dict[int, tuple[_Setting, torch.Tensor, torch.Tensor]] = {}
+        self._whole: dict[int, tuple[_Setting, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     @functools.cached_property
     def scores(self) -> torch.Tensor:
@@ -225,13 +227,13 @@ class _Update:
         else:
             held = None
             if 2 * k <= lay.n_kernels:  # the kept kernels are listed
-                held, pos = self.ranking.mask(k), self.ranking.pos
-                kernels = listed = ops.flatnonzero(held) if pos is None else pos.index_select(0, ops.flatnonzero(held))
+                kernels = listed = self.ranking.positions(k).to(device)
+                held = self.ranking.mask(k)
             else:  # the dropped ones are
                 mask = self.ranking.top(k)
                 kernels, listed = ops.flatnonzero(mask).to(device), ops.flatnonzero(~mask).to(device)
             mask_bits = ops.positions_rice_size(listed)
-            nested = self._nested(k, levels, held, mask_bits)
+            nested = self._nested(k, levels, kernels, held, mask_bits)
             if nested is not None:
                 return nested
             positions = lay.elements(kernels)
@@ -247,15 +249,17 @@ class _Update:
             bits += ops.huffman_size(hist)
         s = _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
         if positions is not None and held is not None and hi > lo and group(levels) == 1:
-            self._whole[levels] = (s, held.clone(), hist)
+            dense = torch.zeros(lay.n, dtype=indices.dtype, device=device).index_copy_(0, positions, indices)
+            self._whole[levels] = (s, held.clone(), hist, dense)
         return s
 
-    def _nested(self, k: int, levels: int, held: torch.Tensor | None, mask_bits: int) -> _Setting | None:
+    def _nested(self, k: int, levels: int, kernels: torch.Tensor, held: torch.Tensor | None,
+                mask_bits: int) -> _Setting | None:  # fmt: skip
         """The setting of the top ``k`` listed kernels (mask ``held`` over the ranking's held kernels) sized from
         the last whole setting at ``levels`` when it keeps them all and more: the level histogram less that of
         the kernels between, whose magnitudes lie strictly inside its range (which is then also this one's, and
         each element's level index the same); one index per symbol (j = 1) only. None when it does not apply."""
-        whole, before, hist = self._whole.get(levels, (None, None, None))
+        whole, before, hist, dense = self._whole.get(levels, (None,) * 4)
         if held is None or whole is None or not k < whole.k or before.numel() != held.numel():  # same held set
             return None
         drop = ops.flatnonzero(before ^ held)
@@ -269,7 +273,7 @@ class _Update:
         m = whole.indices.numel() - drop.numel()
         bits = self.header + 1 + mask_bits + 64 + 16 + 4 + m
         bits += ops.huffman_size(hist - torch.bincount(indices, minlength=levels + 1))
-        return _Setting(k, levels, None, None, whole.lo, whole.hi, 8 * math.ceil(bits / 8), cut=(whole, drop))
+        return _Setting(k, levels, None, None, whole.lo, whole.hi, 8 * math.ceil(bits / 8), cut=(dense, kernels))
 
     def _scratch(self, i: int, m: int) -> torch.Tensor:
         """The first ``m`` elements of float32 work space ``i`` (one per update, reused by every setting and by
@@ -281,13 +285,9 @@ class _Update:
     def coded(self, s: _Setting) -> Coded:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
-        if s.cut is not None:  # the larger setting's positions and indices less the cut elements
-            whole, drop = s.cut
-            keep = torch.ones(whole.positions.numel(), dtype=torch.bool, device=drop.device)
-            keep[torch.searchsorted(whole.positions, drop)] = False
-            keep = ops.flatnonzero(keep)
-            s = _Setting(s.k, s.levels, whole.positions.index_select(0, keep), whole.indices.index_select(0, keep),
-                         s.lo, s.hi, s.bits)  # fmt: skip
+        if s.cut is not None:  # the kept kernels' elements and their indices in the larger setting
+            positions = self.layout.elements(s.cut[1])
+            s = _Setting(s.k, s.levels, positions, s.cut[0].index_select(0, positions), s.lo, s.hi, s.bits)
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
         at = self._scratch(0, s.indices.numel()).view(torch.int32).copy_(s.indices)  # widened for the gather
         q = points.index_select(0, at)  # Q_l of eq. (3), one float32 per level
