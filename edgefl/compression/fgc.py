@@ -372,16 +372,18 @@ class _Estimates:
         (those of ``rows``), ``levels`` intervals."""
         m, lo, hi, n_e = self.m[rows], self.lo[rows], self.hi[rows], self.n_e[rows]
         width = np.where(hi > lo, (hi - lo) / levels, 0.0)
-        x = np.clip(self.over[rows] / np.where(width > 0, width, 1.0)[:, None], 0, levels)
+        r, c = np.nonzero(self.kept[rows])  # each row's sampled elements, row by row (the others weigh 0)
+        x = np.clip(self.over[rows][r, c] / np.where(width > 0, width, 1.0)[r], 0, levels)
         base = np.minimum(np.floor(x), levels - 1)
         f = x - base
-        kept = self.kept[rows]
-        at = (np.arange(m.size)[:, None] * (levels + 1) + base).astype(np.int64).ravel()
+        at = (r * (levels + 1) + base).astype(np.int64)
         size = m.size * (levels + 1)
-        hist = np.bincount(at, ((1 - f) * kept).ravel(), size) + np.bincount(at + 1, (f * kept).ravel(), size)
+        hist = np.bincount(at, 1 - f, size) + np.bincount(at + 1, f, size)
         p = hist.reshape(m.size, levels + 1) / m[:, None]
         h = np.where(hi > lo, -(p * np.log2(np.where(p > 0, p, 1.0))).sum(1), 0.0)
-        var = ((width[:, None] ** 2) * f * (1 - f) * kept).sum(1) * (n_e / m)
+        var = np.zeros((m.size, self.over.shape[1]))
+        var[r, c] = (width[r] ** 2) * f * (1 - f)
+        var = var.sum(1) * (n_e / m)  # summed over whole rows, zeros included: the same rounding at any m
         return self.fixed[rows] + n_e * h, self.dropped[rows] + var, p
 
     @staticmethod
