@@ -6,6 +6,7 @@
 - The rounding is unbiased (mean of many draws within 5 standard errors of the input).
 - The budget searches: the size fits, and k is within the stated tolerance of the first k that does not fit
   (a brute scan of every k); FedHQ's L fits and L + 1 does not.
+- A setting sized from a larger one's histogram (the budget search's nested probes) equals the setting built whole.
 - A real trained update (the paper's CNN, a few steps on Fashion-MNIST).
 """
 
@@ -136,6 +137,25 @@ def test_fit_is_within_the_tolerance_of_the_first_k_that_does_not_fit(kernel_wis
             assert c.kept >= failing[0] - max(1, int(fgc.K_TOLERANCE * c.kept))
         else:
             assert c.kept == len(sizes) - 1
+
+
+@pytest.mark.parametrize("kernel_wise", [True, False])
+def test_a_setting_sized_from_a_larger_one_equals_the_setting_built_whole(kernel_wise):
+    """Element-wise, the dropped elements hold the kept range's low end, so every setting is built whole."""
+    update = _update(8, shapes={"conv": (8, 4, 3, 3), "w": (40, 12), "b": (12,)})
+    n_k = _kernels(update, kernel_wise)
+    u = fgc._Update(update, _gen(), kernel_wise)
+    u.setting(n_k // 2, 127)  # whole: the smaller k below are sized from its histogram where they can be
+    nested = 0
+    for k in range(n_k // 2 - 1, 0, -1):
+        s = u.setting(k, 127)
+        nested += s.cut is not None
+        c, whole = u.coded(s), fgc.encode(update, kept=k, levels=127, gen=_gen(), kernel_wise=kernel_wise)
+        assert c.bits == whole.bits
+        assert torch.equal(c.positions, whole.positions)
+        assert torch.equal(c.values.view(torch.int32), whole.values.view(torch.int32))
+        _assert_oracle(c)
+    assert nested > n_k // 4 if kernel_wise else nested == 0  # the difference path is the one tested
 
 
 def test_fit_levels_keeps_every_element_at_an_l_that_fits_where_the_next_does_not():

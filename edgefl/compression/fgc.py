@@ -170,15 +170,21 @@ class _Setting:
     k: int
     levels: int
     positions: torch.Tensor | None
-    indices: torch.Tensor
+    indices: torch.Tensor | None
     lo: float
     hi: float
     bits: int
+    cut: tuple[torch.Tensor, torch.Tensor] | None = None
+    """(levels, kernels): positions and indices not built yet; they are the elements of the ascending kept
+    ``kernels`` and the level index each has in a larger setting's ``levels`` (one per element of the update;
+    :meth:`_Update.setting` sizes a nested setting from the difference)."""
 
 
 class _Update:
     """An update prepared once for many settings: flat values, magnitudes, the job's uniforms (one per element,
-    element order), kernel scores and their ranking (built on first use)."""
+    element order), kernel scores and their ranking (built on first use), and per L the last setting built
+    whole, with its kernel mask over the ranking's held kernels, its level histogram and index of each element
+    (``_whole``)."""
 
     def __init__(self, update: Mapping[str, torch.Tensor], gen: torch.Generator, kernel_wise: bool) -> None:
         self.names, self.shapes, self.flat = flat_update(update)
@@ -188,6 +194,7 @@ class _Update:
         self.mags = self.flat.abs()
         self.header = wire.header_bits(self.shapes, flag=True)
         self._work: dict[int, torch.Tensor] = {}
+        self._whole: dict[int, tuple[_Setting, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     @functools.cached_property
     def scores(self) -> torch.Tensor:
@@ -218,12 +225,17 @@ class _Update:
             positions, mask_bits = None, ops.RICE_B_BITS
             mags, u, work = self.mags, self.uniforms, self._scratch(0, lay.n)
         else:
+            held = None
             if 2 * k <= lay.n_kernels:  # the kept kernels are listed
                 kernels = listed = self.ranking.positions(k).to(device)
+                held = self.ranking.mask(k)
             else:  # the dropped ones are
                 mask = self.ranking.top(k)
                 kernels, listed = ops.flatnonzero(mask).to(device), ops.flatnonzero(~mask).to(device)
             mask_bits = ops.positions_rice_size(listed)
+            nested = self._nested(k, levels, kernels, held, mask_bits)
+            if nested is not None:
+                return nested
             positions = lay.elements(kernels)
             m = positions.numel()
             mags = work = torch.index_select(self.mags, 0, positions, out=self._scratch(0, m))
@@ -233,8 +245,35 @@ class _Update:
         bits = self.header + 1 + mask_bits + 64 + 16 + 4 + indices.numel()
         if hi > lo:
             symbols, alphabet = _grouped(indices, levels)
-            bits += ops.huffman_size(torch.bincount(symbols, minlength=alphabet))
-        return _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
+            hist = torch.bincount(symbols, minlength=alphabet)
+            bits += ops.huffman_size(hist)
+        s = _Setting(k, levels, positions, indices, lo, hi, 8 * math.ceil(bits / 8))
+        if positions is not None and held is not None and hi > lo and group(levels) == 1:
+            dense = torch.zeros(lay.n, dtype=indices.dtype, device=device).index_copy_(0, positions, indices)
+            self._whole[levels] = (s, held.clone(), hist, dense)
+        return s
+
+    def _nested(self, k: int, levels: int, kernels: torch.Tensor, held: torch.Tensor | None,
+                mask_bits: int) -> _Setting | None:  # fmt: skip
+        """The setting of the top ``k`` listed kernels (mask ``held`` over the ranking's held kernels) sized from
+        the last whole setting at ``levels`` when it keeps them all and more: the level histogram less that of
+        the kernels between, whose magnitudes lie strictly inside its range (which is then also this one's, and
+        each element's level index the same); one index per symbol (j = 1) only. None when it does not apply."""
+        whole, before, hist, dense = self._whole.get(levels, (None,) * 4)
+        if held is None or whole is None or not k < whole.k or before.numel() != held.numel():  # same held set
+            return None
+        drop = ops.flatnonzero(before ^ held)
+        drop = self.layout.elements(drop if self.ranking.pos is None else self.ranking.pos.index_select(0, drop))
+        mags = self.mags.index_select(0, drop)
+        lo, hi = (float(x) for x in torch.aminmax(mags))
+        if not (whole.lo < lo and hi < whole.hi):
+            return None
+        indices = ops.stochastic_levels(mags, whole.lo, whole.hi, levels, self.uniforms.index_select(0, drop),
+                                        mags, _small(levels))  # fmt: skip
+        m = whole.indices.numel() - drop.numel()
+        bits = self.header + 1 + mask_bits + 64 + 16 + 4 + m
+        bits += ops.huffman_size(hist - torch.bincount(indices, minlength=levels + 1))
+        return _Setting(k, levels, None, None, whole.lo, whole.hi, 8 * math.ceil(bits / 8), cut=(dense, kernels))
 
     def _scratch(self, i: int, m: int) -> torch.Tensor:
         """The first ``m`` elements of float32 work space ``i`` (one per update, reused by every setting and by
@@ -246,6 +285,9 @@ class _Update:
     def coded(self, s: _Setting) -> Coded:
         """The :class:`Coded` of setting ``s``: int32 positions, the signed level values, the indices for
         :func:`to_bytes`."""
+        if s.cut is not None:  # the kept kernels' elements and their indices in the larger setting
+            positions = self.layout.elements(s.cut[1])
+            s = _Setting(s.k, s.levels, positions, s.cut[0].index_select(0, positions), s.lo, s.hi, s.bits)
         points = ops.level_values(torch.arange(s.levels + 1, device=s.indices.device), s.lo, s.hi, s.levels)
         at = self._scratch(0, s.indices.numel()).view(torch.int32).copy_(s.indices)  # widened for the gather
         q = points.index_select(0, at)  # Q_l of eq. (3), one float32 per level
@@ -330,16 +372,18 @@ class _Estimates:
         (those of ``rows``), ``levels`` intervals."""
         m, lo, hi, n_e = self.m[rows], self.lo[rows], self.hi[rows], self.n_e[rows]
         width = np.where(hi > lo, (hi - lo) / levels, 0.0)
-        x = np.clip(self.over[rows] / np.where(width > 0, width, 1.0)[:, None], 0, levels)
+        r, c = np.nonzero(self.kept[rows])  # each row's sampled elements, row by row (the others weigh 0)
+        x = np.clip(self.over[rows][r, c] / np.where(width > 0, width, 1.0)[r], 0, levels)
         base = np.minimum(np.floor(x), levels - 1)
         f = x - base
-        kept = self.kept[rows]
-        at = (np.arange(m.size)[:, None] * (levels + 1) + base).astype(np.int64).ravel()
+        at = (r * (levels + 1) + base).astype(np.int64)
         size = m.size * (levels + 1)
-        hist = np.bincount(at, ((1 - f) * kept).ravel(), size) + np.bincount(at + 1, (f * kept).ravel(), size)
+        hist = np.bincount(at, 1 - f, size) + np.bincount(at + 1, f, size)
         p = hist.reshape(m.size, levels + 1) / m[:, None]
         h = np.where(hi > lo, -(p * np.log2(np.where(p > 0, p, 1.0))).sum(1), 0.0)
-        var = ((width[:, None] ** 2) * f * (1 - f) * kept).sum(1) * (n_e / m)
+        var = np.zeros((m.size, self.over.shape[1]))
+        var[r, c] = (width[r] ** 2) * f * (1 - f)
+        var = var.sum(1) * (n_e / m)  # summed over whole rows, zeros included: the same rounding at any m
         return self.fixed[rows] + n_e * h, self.dropped[rows] + var, p
 
     @staticmethod
