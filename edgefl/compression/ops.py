@@ -19,6 +19,7 @@ byte-exact writer and reader the tests hold the sizes to.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -146,37 +147,49 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     Textbook Huffman: merge the two least counts until one node is left; ties go to a leaf before a merged node,
     leaves by symbol, merged nodes in the order they were made (two sorted queues: the leaves, and the merged
     nodes, whose counts never decrease). Where a code would be longer than 16 bits the
-    counts are halved (a used symbol keeps at least 1) and the code built again."""
+    counts are halved (a used symbol keeps at least 1) and the code built again.
+
+    Depths without a tree: merge q takes both its children from the queues' heads, so the numbers of the merges
+    that take the leaves, in queue order (``up_leaf``), and the merged nodes, in order (``up_made``), never
+    decrease, and by induction from the root (the last merge) neither does depth increase along either queue. So
+    the merged nodes of depth >= d are the first e_d of them (e_0 = n - 1, all), a node has depth >= d + 1
+    exactly where the merge that takes it is < e_d, and the leaves of depth >= d + 1 and e_(d + 1) are bisections
+    of ``up_leaf`` and ``up_made`` at e_d: a build whose longest code exceeds 16 bits stops after 17 of them."""
     counts = np.asarray(counts, dtype=np.int64)
     lengths = np.zeros(counts.size, dtype=np.int64)
     used = np.flatnonzero(counts)
-    if used.size <= 1:
+    n = used.size
+    if n <= 1:
         return lengths
     work = counts[used]
-    n = used.size
     while True:
         order = np.argsort(work, kind="stable")  # the leaves by (count, symbol)
-        leaf_c, leaf_id = work[order].tolist(), order.tolist()
-        merged = [0] * (n - 1)  # merged nodes' counts, made in non-decreasing order: a second sorted queue
-        parent = [-1] * (2 * n - 1)
+        leaf = work[order].tolist()
+        end = sum(leaf) + 1  # above every count: an exhausted queue's head, and a merged node not made yet
+        leaf.append(end)
+        made, up_leaf, up_made = [end] * n, [], []  # made[q]: merge q's count
         i = j = 0
-        for node in range(n, 2 * n - 1):  # the least head of the two queues, twice (a leaf on a tie)
-            made = node - n
-            if i < n and (j >= made or leaf_c[i] <= merged[j]):
-                c1, a, i = leaf_c[i], leaf_id[i], i + 1
+        for q in range(n - 1):  # the lesser head of the two queues, twice (a leaf on a tie)
+            if leaf[i] <= made[j]:
+                c, i = leaf[i], i + 1
+                up_leaf.append(q)
             else:
-                c1, a, j = merged[j], n + j, j + 1
-            if i < n and (j >= made or leaf_c[i] <= merged[j]):
-                c2, b, i = leaf_c[i], leaf_id[i], i + 1
+                c, j = made[j], j + 1
+                up_made.append(q)
+            if leaf[i] <= made[j]:
+                c, i = c + leaf[i], i + 1
+                up_leaf.append(q)
             else:
-                c2, b, j = merged[j], n + j, j + 1
-            parent[a] = parent[b] = node
-            merged[made] = c1 + c2
-        depth = [0] * len(parent)
-        for k in range(len(parent) - 2, -1, -1):  # a parent is made after its children
-            depth[k] = depth[parent[k]] + 1
-        if max(depth[:n]) <= MAX_CODE_BITS:
-            lengths[used] = depth[:n]
+                c, j = c + made[j], j + 1
+                up_made.append(q)
+            made[q] = c
+        deeper, e = [], n - 1  # deeper[d]: how many leaves have depth >= d + 1
+        while len(deeper) <= MAX_CODE_BITS and (f := bisect.bisect_left(up_leaf, e)):
+            deeper.append(f)
+            e = bisect.bisect_left(up_made, e)
+        if len(deeper) <= MAX_CODE_BITS:  # depth d: deeper[d - 1] - deeper[d] leaves, the first the deepest
+            deeper.append(0)
+            lengths[used[order]] = sum(([d] * (deeper[d - 1] - deeper[d]) for d in range(len(deeper) - 1, 0, -1)), [])
             return lengths
         work = (work >> 1) | 1
 
