@@ -287,22 +287,35 @@ def flatnonzero(mask: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(mask).reshape(-1)
 
 
+def _suffix_counts(hist: torch.Tensor) -> np.ndarray:
+    """``above[t] = sum(hist[t:])`` of a histogram, as a host array one longer (``above[-1] = 0``)."""
+    hist = hist.cpu().numpy()
+    above = np.zeros(hist.size + 1, dtype=np.int64)
+    np.cumsum(hist[::-1], out=above[-2::-1])  # above[t] for t = size - 1 down to 0
+    return above
+
+
+def _last_reaching(above: np.ndarray, k: int) -> int:
+    """The largest t with ``above[t] >= k`` (k >= 1) of the non-increasing counts ``above``."""
+    return above.size - 1 - int(np.searchsorted(above[::-1], k))
+
+
 class Ranking:
     """The top-k sets of the magnitudes of the float32 ``scores`` for many k (NaN first, ties to the lower
     index), for a budget search that probes a few k. A non-negative float32's bit pattern
     orders as its value, so one histogram of the top 15 bits (``above[t]``: how many have ``bits >> 16 >= t``, bins
     of 1/128 octave) says which bin holds the k-th largest; the elements at or above a bin are materialised once
-    (:meth:`hold`) and each k ranks within its one boundary bin only."""
+    (:meth:`hold`) and each k ranks within its one boundary bin only, by a second histogram, of the low 16 bits
+    (the exact key, no sort: a bin of many equal keys, such as exact zeros, costs one pass)."""
 
     def __init__(self, scores: torch.Tensor) -> None:
         self.key = scores.reshape(-1).to(torch.float32).view(torch.int32) & 0x7FFFFFFF  # a NaN's is above inf's
-        hist = torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)).cpu().numpy()
-        self.above = np.append(np.cumsum(hist[::-1])[::-1], 0)  # above[t] = sum(hist[t:])
+        self.above = _suffix_counts(torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)))
         self.held_bin = None
 
     def bin_of(self, k: int) -> int:
         """The bin of the k-th largest key (k >= 1): the largest t with above[t] >= k."""
-        return int(np.searchsorted(-self.above, -k, side="right")) - 1
+        return _last_reaching(self.above, k)
 
     def hold(self, t: int) -> None:
         """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t): their positions
@@ -349,11 +362,16 @@ class Ranking:
         """:meth:`mask` as a host array (:func:`_host`)."""
         t = self.bin_of(k)
         self.hold(t)
-        if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
-            inside = flatnonzero(torch.as_tensor(self._bin == t))
-            self.bins[t] = _host(inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices])
+        if t not in self.bins:  # the boundary bin's elements (indices into pos), their keys' low 16 bits (which order
+            inside = flatnonzero(torch.as_tensor(self._bin == t))  # them as the keys do) and a histogram of those
+            low = self.pkey.index_select(0, inside) & ((1 << _HI) - 1)
+            self.bins[t] = _host(inside), _host(low), _suffix_counts(torch.bincount(low, minlength=1 << _HI))
+        inside, low, above = self.bins[t]
+        r = k - int(self.above[t + 1])  # the bin's top r: the low bits above the r-th largest's, s, and the first of s
+        s = _last_reaching(above, r)
         mask = self._bin > t
-        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
+        mask[inside[low > s]] = True
+        mask[inside[low == s][: r - int(above[s + 1])]] = True
         return mask
 
 
