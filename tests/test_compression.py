@@ -25,8 +25,9 @@ def test_rice_parameter_walk_equals_the_exhaustive_search() -> None:
 
 def test_huffman_lengths_equal_the_merge_that_counts_every_leaf() -> None:
     """Code lengths equal those of the merge that adds 1 to every leaf under each merge (written out here with a
-    heap; ties: a leaf before a merged node, leaves by symbol, merged nodes in the order made): geometric counts,
-    equal counts (ties), two symbols, one symbol, none."""
+    heap; ties: a leaf before a merged node, leaves by symbol, merged nodes in the order made), the used counts
+    halved (at least 1) and merged again while a code is longer than 16 bits: geometric counts, equal counts
+    (ties), two symbols, one symbol, none, and heavy tails (Fibonacci, powers of two, Zipf) that need halvings."""
 
     def by_leaves(counts):
         used = np.flatnonzero(counts)
@@ -48,10 +49,18 @@ def test_huffman_lengths_equal_the_merge_that_counts_every_leaf() -> None:
     cases += [np.full(37, 5), np.array([0, 3, 0, 9]), np.array([0, 0, 4]), np.zeros(3, dtype=np.int64)]
     cases += [rng.integers(0, int(rng.choice([2, 4, 9, 1000])), size=int(rng.integers(1, 120))) for _ in range(150)]
     cases += [(1 << rng.integers(0, 6, size=60)) * (rng.random(60) < 0.8) for _ in range(150)]
+    fib = [1, 1]
+    while len(fib) < 30:
+        fib.append(fib[-1] + fib[-2])
+    cases += [np.array(fib), 1 << np.arange(40), np.minimum(rng.zipf(1.2, size=800), 10**6), np.array([0, 1, 1, 10**7])]
+    cases += [np.minimum(rng.zipf(1.3, size=m), 10**9) * (rng.random(m) < 0.7) for m in rng.integers(20, 400, 20)]
+    halved = 0
     for counts in cases:
-        want = by_leaves(counts)
-        if want.max(initial=0) <= ops.MAX_CODE_BITS:  # no length limit reached: the plain merge's lengths
-            assert np.array_equal(ops.huffman_lengths(counts), want), counts
+        work = np.asarray(counts, dtype=np.int64)
+        while (want := by_leaves(work)).max(initial=0) > ops.MAX_CODE_BITS:
+            work, halved = np.where(work > 0, (work >> 1) | 1, 0), halved + 1
+        assert np.array_equal(ops.huffman_lengths(counts), want), counts
+    assert halved >= 10  # the length limit is exercised
 
 
 def test_positions_rice_size_equals_the_exhaustive_search_over_the_gaps() -> None:

@@ -36,3 +36,15 @@ def test_top_k_equals_a_plain_sort_with_ties_nan_and_signed_zeros():
             ranking = ops.Ranking(s)  # many k on one ranking, the largest held set first
             for k in sorted({1, n // 3, n // 2, n - 1} - {0, n}, reverse=True):
                 assert torch.equal(ranking.top(k), _reference(s, k)), (n, trial, k)
+
+
+def test_ranking_within_one_crowded_bin():
+    """Keys that share their top bits (one bin) and differ, or tie, in the low 16: 1 + j 2^-23 for j in [0, 300)
+    drawn with repeats, among exact zeros (one bin of equal keys), every k through both bins."""
+    g = torch.Generator().manual_seed(2)
+    s = 1.0 + torch.randint(0, 300, (2000,), generator=g).to(torch.float32) * 2.0**-23
+    s[torch.rand(2000, generator=g) < 0.4] = 0.0
+    s *= torch.where(torch.rand(2000, generator=g) < 0.5, -1.0, 1.0)
+    ranking = ops.Ranking(s)
+    for k in range(1, 2000, 7):
+        assert torch.equal(ranking.top(k), _reference(s, k)), k

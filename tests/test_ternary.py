@@ -193,3 +193,15 @@ def test_the_rice_size_of_dense_positions_from_the_last_alone():
         w = wire.BitWriter()
         w.rice(gaps)
         assert w.n_bits == ops.rice_size(gaps)[0]
+
+
+def test_the_update_is_left_as_it_was() -> None:
+    """The codec writes its values over its own concatenation, never over the update: one tensor and several,
+    every element kept, some and none."""
+    for update in (_random(6), {"w": torch.randn(50, generator=torch.Generator().manual_seed(7))}):
+        before = {k: v.clone() for k, v in update.items()}
+        n = sum(v.numel() for v in update.values())
+        codes = [ternary.encode(update, k) for k in (0, 1, n // 2, n)] + [ternary.fit(update, b) for b in (300, 10**6)]
+        assert codes[-1].kept == n
+        for k, v in update.items():
+            assert torch.equal(v.view(torch.int32), before[k].view(torch.int32)), k

@@ -19,6 +19,7 @@ byte-exact writer and reader the tests hold the sizes to.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -146,37 +147,49 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     Textbook Huffman: merge the two least counts until one node is left; ties go to a leaf before a merged node,
     leaves by symbol, merged nodes in the order they were made (two sorted queues: the leaves, and the merged
     nodes, whose counts never decrease). Where a code would be longer than 16 bits the
-    counts are halved (a used symbol keeps at least 1) and the code built again."""
+    counts are halved (a used symbol keeps at least 1) and the code built again.
+
+    Depths without a tree: merge q takes both its children from the queues' heads, so the numbers of the merges
+    that take the leaves, in queue order (``up_leaf``), and the merged nodes, in order (``up_made``), never
+    decrease, and by induction from the root (the last merge) neither does depth increase along either queue. So
+    the merged nodes of depth >= d are the first e_d of them (e_0 = n - 1, all), a node has depth >= d + 1
+    exactly where the merge that takes it is < e_d, and the leaves of depth >= d + 1 and e_(d + 1) are bisections
+    of ``up_leaf`` and ``up_made`` at e_d: a build whose longest code exceeds 16 bits stops after 17 of them."""
     counts = np.asarray(counts, dtype=np.int64)
     lengths = np.zeros(counts.size, dtype=np.int64)
     used = np.flatnonzero(counts)
-    if used.size <= 1:
+    n = used.size
+    if n <= 1:
         return lengths
     work = counts[used]
-    n = used.size
     while True:
         order = np.argsort(work, kind="stable")  # the leaves by (count, symbol)
-        leaf_c, leaf_id = work[order].tolist(), order.tolist()
-        merged = [0] * (n - 1)  # merged nodes' counts, made in non-decreasing order: a second sorted queue
-        parent = [-1] * (2 * n - 1)
+        leaf = work[order].tolist()
+        end = sum(leaf) + 1  # above every count: an exhausted queue's head, and a merged node not made yet
+        leaf.append(end)
+        made, up_leaf, up_made = [end] * n, [], []  # made[q]: merge q's count
         i = j = 0
-        for node in range(n, 2 * n - 1):  # the least head of the two queues, twice (a leaf on a tie)
-            made = node - n
-            if i < n and (j >= made or leaf_c[i] <= merged[j]):
-                c1, a, i = leaf_c[i], leaf_id[i], i + 1
+        for q in range(n - 1):  # the lesser head of the two queues, twice (a leaf on a tie)
+            if leaf[i] <= made[j]:
+                c, i = leaf[i], i + 1
+                up_leaf.append(q)
             else:
-                c1, a, j = merged[j], n + j, j + 1
-            if i < n and (j >= made or leaf_c[i] <= merged[j]):
-                c2, b, i = leaf_c[i], leaf_id[i], i + 1
+                c, j = made[j], j + 1
+                up_made.append(q)
+            if leaf[i] <= made[j]:
+                c, i = c + leaf[i], i + 1
+                up_leaf.append(q)
             else:
-                c2, b, j = merged[j], n + j, j + 1
-            parent[a] = parent[b] = node
-            merged[made] = c1 + c2
-        depth = [0] * len(parent)
-        for k in range(len(parent) - 2, -1, -1):  # a parent is made after its children
-            depth[k] = depth[parent[k]] + 1
-        if max(depth[:n]) <= MAX_CODE_BITS:
-            lengths[used] = depth[:n]
+                c, j = c + made[j], j + 1
+                up_made.append(q)
+            made[q] = c
+        deeper, e = [], n - 1  # deeper[d]: how many leaves have depth >= d + 1
+        while len(deeper) <= MAX_CODE_BITS and (f := bisect.bisect_left(up_leaf, e)):
+            deeper.append(f)
+            e = bisect.bisect_left(up_made, e)
+        if len(deeper) <= MAX_CODE_BITS:  # depth d: deeper[d - 1] - deeper[d] leaves, the first the deepest
+            deeper.append(0)
+            lengths[used[order]] = sum(([d] * (deeper[d - 1] - deeper[d]) for d in range(len(deeper) - 1, 0, -1)), [])
             return lengths
         work = (work >> 1) | 1
 
@@ -274,22 +287,35 @@ def flatnonzero(mask: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(mask).reshape(-1)
 
 
+def _suffix_counts(hist: torch.Tensor) -> np.ndarray:
+    """``above[t] = sum(hist[t:])`` of a histogram, as a host array one longer (``above[-1] = 0``)."""
+    hist = hist.cpu().numpy()
+    above = np.zeros(hist.size + 1, dtype=np.int64)
+    np.cumsum(hist[::-1], out=above[-2::-1])  # above[t] for t = size - 1 down to 0
+    return above
+
+
+def _last_reaching(above: np.ndarray, k: int) -> int:
+    """The largest t with ``above[t] >= k`` (k >= 1) of the non-increasing counts ``above``."""
+    return above.size - 1 - int(np.searchsorted(above[::-1], k))
+
+
 class Ranking:
     """The top-k sets of the magnitudes of the float32 ``scores`` for many k (NaN first, ties to the lower
     index), for a budget search that probes a few k. A non-negative float32's bit pattern
     orders as its value, so one histogram of the top 15 bits (``above[t]``: how many have ``bits >> 16 >= t``, bins
     of 1/128 octave) says which bin holds the k-th largest; the elements at or above a bin are materialised once
-    (:meth:`hold`) and each k ranks within its one boundary bin only."""
+    (:meth:`hold`) and each k ranks within its one boundary bin only, by a second histogram, of the low 16 bits
+    (the exact key, no sort: a bin of many equal keys, such as exact zeros, costs one pass)."""
 
     def __init__(self, scores: torch.Tensor) -> None:
         self.key = scores.reshape(-1).to(torch.float32).view(torch.int32) & 0x7FFFFFFF  # a NaN's is above inf's
-        hist = torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)).cpu().numpy()
-        self.above = np.append(np.cumsum(hist[::-1])[::-1], 0)  # above[t] = sum(hist[t:])
+        self.above = _suffix_counts(torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)))
         self.held_bin = None
 
     def bin_of(self, k: int) -> int:
         """The bin of the k-th largest key (k >= 1): the largest t with above[t] >= k."""
-        return int(np.searchsorted(-self.above, -k, side="right")) - 1
+        return _last_reaching(self.above, k)
 
     def hold(self, t: int) -> None:
         """Materialise the elements of bins >= t (those of every top-k with bin_of(k) >= t): their positions
@@ -336,11 +362,16 @@ class Ranking:
         """:meth:`mask` as a host array (:func:`_host`)."""
         t = self.bin_of(k)
         self.hold(t)
-        if t not in self.bins:  # the boundary bin's elements (indices into pos), by descending key, ties by position
-            inside = flatnonzero(torch.as_tensor(self._bin == t))
-            self.bins[t] = _host(inside[torch.sort(self.pkey[inside], descending=True, stable=True).indices])
+        if t not in self.bins:  # the boundary bin's elements (indices into pos), their keys' low 16 bits (which order
+            inside = flatnonzero(torch.as_tensor(self._bin == t))  # them as the keys do) and a histogram of those
+            low = self.pkey.index_select(0, inside) & ((1 << _HI) - 1)
+            self.bins[t] = _host(inside), _host(low), _suffix_counts(torch.bincount(low, minlength=1 << _HI))
+        inside, low, above = self.bins[t]
+        r = k - int(self.above[t + 1])  # the bin's top r: the low bits above the r-th largest's, s, and the first of s
+        s = _last_reaching(above, r)
         mask = self._bin > t
-        mask[self.bins[t][: k - int(self.above[t + 1])]] = True
+        mask[inside[low > s]] = True
+        mask[inside[low == s][: r - int(above[s + 1])]] = True
         return mask
 
 

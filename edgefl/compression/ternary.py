@@ -45,11 +45,12 @@ def size_bits(shapes: Sequence[Sequence[int]], positions: torch.Tensor) -> int:
 
 def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bits: int | None = None) -> Coded:
     """The ternary update of the elements of ``flat`` at ``positions`` (ascending; None: every element): mu with
-    each element's sign bit, mu = the float64 mean of their magnitudes rounded to float32."""
+    each element's sign bit, mu = the float64 mean of their magnitudes rounded to float32. ``flat`` is the new
+    concatenation :func:`~.coded.flat_update` made, and with ``positions`` None it becomes the values."""
     kept = flat if positions is None else flat.index_select(0, positions)  # several times faster than flat[...]
     k = kept.numel()
     mu = float(np.float32(float(kept.abs().sum(dtype=torch.float64)) / k)) if k else 0.0
-    values = torch.copysign(kept.new_full((), mu), kept)  # one pass: mu with each element's sign bit
+    values = torch.copysign(kept.new_full((), mu), kept, out=kept)  # one pass, in place: mu with each sign bit
     if positions is None:
         positions = torch.arange(k, dtype=torch.int32, device=flat.device)
     bits = size_bits(shapes, positions) if bits is None else bits
