@@ -80,7 +80,7 @@ def feasible(inst: dict, link, b, p, f, T, rel: float) -> bool:
                 and np.all(f >= inst["f_min_hz"] * (1 - rel)))  # fmt: skip
 
 
-def reference(inst: dict, link: dict | None, T: float, rng: np.random.Generator, starts: int = 6) -> float:
+def reference(inst: dict, link: dict | None, T: float, rng: np.random.Generator, starts: int = 3) -> float:
     """Least charged energy over SLSQP runs of the primal in (u, t, b) from several starts."""
     n = inst["cycles"].size
     c, s, g, n0 = inst["cycles"], inst["update_bits"], inst["gain"], inst["n0_w_per_hz"]

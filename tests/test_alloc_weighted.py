@@ -112,7 +112,7 @@ def _realistic_instance(rng):
 
 @pytest.mark.slow  # 120 least-energy solves for the grid reference
 def test_realistic_weighted_form_is_no_worse_than_a_grid_over_the_round_length():
-    """Independent outer search: for each instance, w T + (1 - w) E*(T) on a log grid of 30 lengths from T_min to
+    """Independent outer search: for each instance, w T + (1 - w) E*(T) on a log grid of 12 lengths from T_min to
     64 T_min (E*(T) the realistic least energy at that length); the solver's objective is never above the grid's
     least value (relative slack 1e-9), and its allocation ends by its length and costs its stated energy."""
     from test_alloc_min_energy_realistic import LINK, _fastest
@@ -126,7 +126,7 @@ def test_realistic_weighted_form_is_no_worse_than_a_grid_over_the_round_length()
         w = float(rng.uniform(0.05, 0.95))
         sol = min_weighted_realistic_allocation(weight=w, **inst, **LINK)
         t_min = _fastest(inst, LINK) * (1 + 1e-9)
-        grid = t_min * np.geomspace(1.0, 64.0, 30)
+        grid = t_min * np.geomspace(1.0, 64.0, 12)  # 12, not 30: the suite's time on 2 cores
         best = min(w * t + (1 - w) * min_energy_realistic_allocation(**inst, **LINK, deadline_s=t).energy_j
                    for t in grid)  # fmt: skip
         assert sol.objective <= best * (1 + 1e-9), (sol.objective, best)
