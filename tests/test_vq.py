@@ -12,18 +12,11 @@ import pytest
 import torch
 
 from edgefl.compression import ops, vq, wire
-from trained import trained_cnn_update
+from trained import random_update, trained_cnn_update
 
 
 def _random(seed: int, scale: float = 1.0) -> dict[str, torch.Tensor]:
-    """Tensors of several shapes (a conv weight of ndim 4, an odd total so the last sub-vector is padded), with
-    exact zeros and repeated values."""
-    g = torch.Generator().manual_seed(seed)
-    update = {"conv": torch.randn(4, 3, 3, 3, generator=g), "bias": torch.randn(4, generator=g),
-              "fc": torch.randn(7, 11, generator=g), "odd": torch.randn(5, generator=g)}  # fmt: skip
-    update["fc"][0, :6] = 0.0
-    update["fc"][1, :4] = torch.tensor([0.5, -0.5, 0.5, -0.5])
-    return {k: (v * scale).to(torch.float32) for k, v in update.items()}
+    return random_update(seed, scale, zeros=6)
 
 
 UPDATES = {

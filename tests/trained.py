@@ -32,3 +32,14 @@ def trained_cnn_update(steps: int = 4, batch: int = 25) -> dict[str, torch.Tenso
         loss.backward()
         opt.step()
     return {k: (v.detach() - before[k]) for k, v in model.state_dict().items()}
+
+
+def random_update(seed: int, scale: float = 1.0, zeros: int = 5) -> dict[str, torch.Tensor]:
+    """A small update of several shapes (a conv weight of ndim 4; 194 elements in all) with ``zeros`` exact zeros
+    and repeated magnitudes of both signs, times ``scale``."""
+    g = torch.Generator().manual_seed(seed)
+    update = {"conv": torch.randn(4, 3, 3, 3, generator=g), "bias": torch.randn(4, generator=g),
+              "fc": torch.randn(7, 11, generator=g), "odd": torch.randn(5, generator=g)}  # fmt: skip
+    update["fc"][0, :zeros] = 0.0
+    update["fc"][1, :4] = torch.tensor([0.5, -0.5, 0.5, -0.5])
+    return {k: (v * scale).to(torch.float32) for k, v in update.items()}
