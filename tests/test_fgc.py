@@ -123,6 +123,7 @@ def _sizes(update, levels, kernel_wise):
             for k in range(_kernels(update, kernel_wise) + 1)]  # fmt: skip
 
 
+@pytest.mark.slow  # 20-27 s each against every k's exact size: the fast tier's longest
 @pytest.mark.parametrize("kernel_wise,grid", [(True, fgc.LEVEL_GRID), (False, (7,))])
 def test_fit_is_within_the_tolerance_of_the_first_k_that_does_not_fit(kernel_wise, grid):
     update = _update(5, shapes={"conv": (8, 4, 3, 3), "w": (40, 12), "b": (12,)})
