@@ -9,8 +9,8 @@
   b-bit remainders) at its smallest optimal parameter.
 - :func:`huffman_lengths`, :func:`canonical_codes`, :func:`huffman_size`: a canonical Huffman code from a histogram
   and the exact size of a Huffman stream (:mod:`.wire` writes it), a function of the histogram alone.
-- :func:`a2_nearest`, :func:`a2_dither`: the hexagonal lattice A2's nearest point and its subtractive dither
-  (UVeQFed).
+- :func:`a2_nearest`, :func:`a2_cell`: the hexagonal lattice A2's nearest point and its subtractive dither from
+  two uniforms (UVeQFed).
 - :func:`largest_fitting`: the budget search over one knob from exact sizes (every codec's).
 
 The field layouts these sizes count are written down in ``docs/wire_formats.md``; :mod:`.wire` is the plain
@@ -28,7 +28,7 @@ import torch
 __all__ = [
     "RICE_B_BITS", "COUNT_BITS", "MAX_CODE_BITS", "job_generator", "top_k", "Ranking", "flatnonzero",
     "stochastic_levels", "level_values", "rice_size", "positions_rice_size", "huffman_lengths", "canonical_codes",
-    "huffman_size", "a2_nearest", "a2_points", "a2_dither", "a2_corner", "a2_cell", "uniform_gaps_bits",
+    "huffman_size", "a2_nearest", "a2_points", "a2_corner", "a2_cell", "uniform_gaps_bits",
     "largest_fitting",
 ]  # fmt: skip
 
@@ -261,12 +261,6 @@ def a2_nearest(x: torch.Tensor, y: torch.Tensor, d: float) -> tuple[torch.Tensor
     f0, f1 = w0.floor(), w1.floor()
     c0, c1 = a2_corner(w0.sub_(f0), w1.sub_(f1))
     return f0.add_(c0), f1.add_(c1)
-
-
-def a2_dither(m: int, d: float, gen: torch.Generator, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """``m`` subtractive dither vectors uniform over A2's Voronoi cell (minimum distance ``d``): :func:`a2_cell` of
-    two uniforms per vector from ``gen`` (Zamir and Feder 1992; UVeQFed steps E2 / D2), float64."""
-    return a2_cell(torch.rand((m, 2), generator=gen, dtype=torch.float64, device=device), d)
 
 
 def a2_cell(u: torch.Tensor, d: float) -> tuple[torch.Tensor, torch.Tensor]:

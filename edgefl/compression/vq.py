@@ -74,7 +74,7 @@ class Lattice:
         if not math.isfinite(rms):
             raise ValueError("uveqfed: the update holds NaN or inf; it must be finite")
         self.d = float(np.float32(min(step * rms, _F32_MAX))) or _TINY_D
-        self.u = _uniforms(self.seed, self.m, flat.device)
+        self.u = _uniforms(self.seed, self.m).to(flat.device)  # drawn on the CPU wherever the update is (below)
         self.done: int | None = None  # the ranking's held bin E2-E3 ran for (-1: every sub-vector, in order)
         self.header = wire.header_bits(self.shapes, flag=False)
         lo, hi = torch.aminmax(self.x) if self.n else (torch.tensor(0.0), torch.tensor(0.0))  # one pass, no copy
@@ -311,11 +311,13 @@ def to_bytes(coded: Coded) -> bytes:
     return w.to_bytes()
 
 
-def _uniforms(seed: int, m: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """E2's uniforms: one pair per sub-vector from a generator seeded with ``seed`` on ``device``, float64."""
-    gen = torch.Generator(device=device)
+def _uniforms(seed: int, m: int) -> torch.Tensor:
+    """E2's uniforms: one pair per sub-vector, float64, from a CPU generator seeded with ``seed``. The server
+    draws the dither again from the seed alone (D2), so it is drawn on the CPU wherever the update was trained: a
+    CUDA generator's numbers differ from the CPU's for the same seed, and the server's copy would not match."""
+    gen = torch.Generator()
     gen.manual_seed(int(seed))
-    return torch.rand((m, 2), generator=gen, dtype=torch.float64, device=device)
+    return torch.rand((m, 2), generator=gen, dtype=torch.float64)
 
 
 def from_bytes(payload: bytes, names: Sequence[str], *, seed: int) -> Coded:
