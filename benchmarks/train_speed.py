@@ -95,10 +95,11 @@ from pathlib import Path
 from pairing import alternate
 
 PRESET = "anycostfl_fmnist"
-PER_DEVICE = 100
+PER_DEVICE = int(os.environ.get("EDGEFL_BENCH_IMAGES", "100"))  # --images (the children read it from here)
 METHODS = ("anycostfl", "stc", "qsgd", "fedhq", "uveqfed")
-TARGET_SHARE = 0.25
-TARGET_OVER_BARE, TARGET_SPEEDUP, TARGET_LIMIT_SHARE = 1.35, 1.7, 1.8
+TARGET_SHARE = 0.35 if PER_DEVICE < 1000 else 0.1  # issue #34: at 60 x 100 images, and at the paper's 60 x 1,000
+TARGET_OVER_BARE, TARGET_LIMIT_SHARE = 1.35, 1.8
+TARGET_SPEEDUP = {"anycostfl": 1.75, "stc": 1.6, "uveqfed": 1.6}  # 2 processes over inline (issue #34)
 SETTINGS = [
     "rounds=1", "checkpoint_every=0", f"data.max_train_samples={60 * PER_DEVICE}", "data.max_test_samples=1000",
     f"fleet.flops_per_cycle_scale={PER_DEVICE / 1000!r}",
@@ -313,12 +314,14 @@ def executors(methods: list[str], repeats: int) -> bool:
               f"{med(lambda r: r['procs']['wall_s']):.1f} s, bare loop {med(lambda r: r['bare']):.1f} s "
               f"(two side by side {med(lambda r: r['pair']):.1f} s)")  # fmt: skip
         print(f"  inline / bare loop {over_bare:.2f} (target <= {TARGET_OVER_BARE}); 2 processes speed-up "
-              f"{speedup:.2f}x (target >= {TARGET_SPEEDUP}); share of the machine's limit {share:.2f} of "
+              f"{speedup:.2f}x (target >= {TARGET_SPEEDUP.get(method, 1.6)}); share of the machine's limit "
+              f"{share:.2f} of "
               f"{limit:.2f} measured for two bare loops (target >= {TARGET_LIMIT_SHARE} of 2.0); "
               f"tables identical: {same}")  # fmt: skip
         print(f"  the bare loop's evaluation costs {e:.3f} of its training: with the evaluation in the run's process, "
               f"2 workers reach at most {(1 + e) / (0.5 + e):.2f} of 2.0 even with a free codec")  # fmt: skip
-        met &= over_bare <= TARGET_OVER_BARE and speedup >= TARGET_SPEEDUP and share >= TARGET_LIMIT_SHARE and same
+        fast = speedup >= TARGET_SPEEDUP.get(method, 1.6)
+        met &= over_bare <= TARGET_OVER_BARE and fast and share >= TARGET_LIMIT_SHARE and same
     return met
 
 
@@ -345,10 +348,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="rounds per method and tree (medians are printed)")
     ap.add_argument("--baseline", type=Path, default=None, help="a source tree to pair against")
     ap.add_argument("--executors", action="store_true", help="inline against 2 processes and a bare loop")
+    ap.add_argument("--images", type=int, default=None,
+                    help="training images per device (default 100; 1000: the paper's, where the target is 0.1)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-round", nargs=3, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-bare", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.images is not None and args.images != PER_DEVICE:  # the module's settings read it: start again with it
+        os.environ["EDGEFL_BENCH_IMAGES"] = str(args.images)
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     if args.child is not None:
         child(args.child)
         return
