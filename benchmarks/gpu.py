@@ -1,8 +1,7 @@
 """The GPU path (``train.device = "cuda"``) against the CPU path: rounds per second and the paper-scale run.
 
-Two models, FedAvg so that the round is training and evaluation (the codecs run on the CPU on either path), with
-T_max and the energy budgets lifted so that every device trains every round (the presets' budgets let no device
-train the full model at 1,000 images):
+Two models, FedAvg so that the round is training and evaluation, with T_max and the energy budgets lifted so that
+every device trains every round (the presets' budgets let no device train the full model at 1,000 images):
 
 - the CNN of ``anycostfl_fmnist`` (McMahan's, 1.66 M parameters) on Fashion-MNIST;
 - VGG-9 of ``anycostfl_cifar10``: CIFAR-10 batches written here (random pixels in the official layout, seeded; the
@@ -31,8 +30,17 @@ decoded in the driver: 8 rounds in 2.11 min wall with the pool's start, 15.8 s a
 rounds; about 79 minutes for the 300 rounds (extrapolated, not run; not paired with the inline 24.5 s above, which
 ran on a machine that gave the process one core).
 
+With the torch codecs of issue #34 running on the GPU beside the training, on one NVIDIA H200 (torch 2.11.0+cu130,
+16 CPU cores), 2026-11-28: paper-scale AnycostFL with ``--vectorise on`` (the jobs trained in groups of equal width),
+10 rounds twice in one process (``--paper --paper-rounds 10 --paper-runs 2 --vectorise on``): 1.24 and 1.19 min,
+rounds 2-10 6.75 and 7.06 s each, best accuracy 0.7488, the same tables both times; with the jobs one by one on 15
+worker processes (``--paper-workers 15 --vectorise off``) 3.38 s a round. ``--paper-profile`` (round 3 under
+cProfile, two leases): 4.90 and 9.79 s, of which the 60 codecs 3.04 and 5.60 s (host-bound size probes), training
+1.4-2.3 s, aggregation 0.3-1.7 s, evaluation 0.01 s. The goal of 2 s a round is not met.
+
     .venv/bin/python benchmarks/gpu.py [--images 100] [--gpu-images 1000] [--models cnn,vgg] [--paper]
-        [--paper-rounds 300] [--vectorise auto|on|off]
+        [--paper-rounds 300] [--paper-runs 1] [--paper-images 1000] [--paper-workers 0] [--paper-profile]
+        [--vectorise auto|on|off]
 
 Needs a CUDA GPU that torch sees; without one it says so and exits 2 (the figures in docs/performance.md say on which card
 they were measured, or that the GPU path is untested on hardware).
@@ -93,6 +101,50 @@ def _round(preset: str, sets: list[str], device: str, method: str = "fedavg", ro
     return wall, hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+PARTS = {
+    "codecs (the methods' finish_update: budget search and coding)": r"\(finish_update\)",
+    "training, vectorised groups (Workload.train_many)": r"\(train_many\)",
+    "training, one by one (Workload.train)": r"workload\.py:.*\(train\)",
+    "aggregation (the method's aggregate)": r"\(aggregate\)",
+    "evaluation (Workload.evaluate)": r"workload\.py:.*\(evaluate\)",
+}
+"""The parts of a round :func:`_profile` reports: label -> a pattern of the profiled function's
+``file:line(name)``."""
+
+
+def _profile(scenario, device: str) -> None:
+    """Round 3 of ``scenario`` (after two warm-up rounds) under cProfile, the GPU synchronised at its end: the
+    round's wall time and the host time of each part in :data:`PARTS` (cumulative; the GPU's asynchronous work
+    lands in the part that waits for it, so on a GPU these are the host's view)."""
+    import cProfile
+    import pstats
+    import re
+
+    import torch
+
+    from edgefl.run.runner import prepare
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sim = prepare(scenario)
+    sim.step(1)
+    sim.step(2)
+    sync()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    sim.step(3)
+    sync()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    stats = pstats.Stats(prof).stats  # (file, line, name) -> (calls, primitive calls, tottime, cumtime, callers)
+    parts = []
+    for label, pattern in PARTS.items():
+        rows = [(v[0], v[3]) for (f, ln, name), v in stats.items() if re.search(pattern, f"{f}:{ln}({name})")]
+        outer = max(rows, key=lambda r: r[1], default=(0, 0.0))  # the outermost match (nested ones are inside it)
+        parts.append(f"{label} {outer[1]:.2f} s in {outer[0]} calls")
+    print(f"round 3 under cProfile on {device}: {wall:.2f} s; " + "; ".join(parts), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=100,
@@ -107,6 +159,8 @@ def main() -> None:
                          "script on the CPU)")
     ap.add_argument("--paper-runs", type=int, default=1,
                     help="run the paper-scale study this many times in one process and say whether the tables agree")
+    ap.add_argument("--paper-profile", action="store_true",
+                    help="profile round 3 of the paper-scale study (after 2 warm-up rounds): where its time goes")
     ap.add_argument("--paper-workers", type=int, default=0,
                     help="the paper-scale run's jobs on this many worker processes (train.executor=processes, each "
                          "with its own CUDA context on the GPU); 0: inline")
@@ -176,6 +230,13 @@ def main() -> None:
                   f"{float(rounds['test_accuracy'].max()):.4f}, tables {digests[-1]}", flush=True)  # fmt: skip
         if len(digests) > 1:
             print(f"the same tables in all {len(digests)} runs: {len(set(digests)) == 1}", flush=True)
+    if args.paper_profile:
+        from edgefl.run.load import load_scenario
+
+        _profile(load_scenario("anycostfl_fmnist", [
+            "rounds=3", "checkpoint_every=0", f"data.max_train_samples={60 * args.paper_images}",
+            f"train.device={gpu}", f"train.vectorise={VECTORISE}"]), gpu)  # fmt: skip
+
 
 if __name__ == "__main__":
     main()
