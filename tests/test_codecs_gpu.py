@@ -118,7 +118,8 @@ def test_a_real_trained_update_on_the_gpu_round_trips_through_every_oracle():
 @pytest.mark.parametrize("method", ["anycostfl", "stc", "qsgd", "fedhq", "uveqfed"])
 def test_a_compressing_run_on_the_gpu_gives_the_same_tables_twice(method):
     """Each job's rounding and dither come from its own seed on its own device: ``anycostfl_fmnist`` (60 devices x
-    10 images, 2 rounds) twice on the GPU, the same tables bit for bit, with every kept update coded there."""
+    10 images, 2 rounds) twice on the GPU, the same tables bit for bit (the updates coded on the GPU, STC's on the
+    CPU beside its error feedback)."""
     from edgefl.run.load import load_scenario
     from edgefl.run.runner import run_scenario
 
@@ -129,3 +130,23 @@ def test_a_compressing_run_on_the_gpu_gives_the_same_tables_twice(method):
     assert first.rounds.drop(columns="wall_time_s").equals(again.rounds.drop(columns="wall_time_s"))
     assert first.device_rounds.equals(again.device_rounds)
     assert (first.device_rounds["bits"] > 0).any()
+
+
+@pytest.mark.slow
+def test_a_gpu_training_hands_the_codecs_its_update_on_the_gpu_and_the_same_update_on_the_cpu():
+    """``Workload.train`` and ``train_many`` on the GPU: ``on_device`` is the update on the GPU (what the codecs
+    read) and ``update`` its CPU copy, equal bit for bit (float32 differences are exact on either device)."""
+    from edgefl.run.load import load_scenario
+    from edgefl.run.runner import prepare
+
+    _gpu()
+    sim = prepare(load_scenario("anycostfl_fmnist", ["rounds=1", "checkpoint_every=0", "data.max_train_samples=600",
+                                                     "train.device=cuda"]))  # fmt: skip
+    state = sim.workload.initial_state()
+    one = sim.workload.train(0, state, round_index=1)
+    many = sim.workload.train_many([1, 2], state, round_index=1)
+    for res in [one, *(many or [])]:
+        for name, t in res.on_device.items():
+            assert t.device.type == "cuda" and res.update[name].device.type == "cpu"
+            assert torch.equal(t.cpu().view(torch.int32), res.update[name].view(torch.int32))
+    assert many is not None and len(many) == 2  # on a GPU the CNN's jobs train together

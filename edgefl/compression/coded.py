@@ -43,9 +43,15 @@ class Coded:
         return sum(math.prod(s) for s in self.shapes)
 
     def to(self, device: torch.device | str) -> Coded:
-        """The same update with its arrays on ``device``."""
+        """The same update with its arrays (``meta``'s too) on ``device``."""
+        meta = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in self.meta.items()}
         return Coded(positions=self.positions.to(device), values=self.values.to(device), names=self.names,
-                     shapes=self.shapes, bits=self.bits, kept=self.kept, codec=self.codec, meta=self.meta)  # fmt: skip
+                     shapes=self.shapes, bits=self.bits, kept=self.kept, codec=self.codec, meta=meta)  # fmt: skip
+
+    def on_cpu(self) -> Coded:
+        """This update where the server aggregates it, the CPU: itself when it is there, else a copy
+        (:meth:`to`); a GPU-coded update crosses processes and reaches the server in this form."""
+        return self if self.values.device.type == "cpu" and self.positions.device.type == "cpu" else self.to("cpu")
 
     def dense(self) -> dict[str, torch.Tensor]:
         """The dequantised update as float32 tensors by name (0 where nothing was sent)."""

@@ -75,9 +75,20 @@ def check_finite(update: State, device: int, round_index: int) -> State:
     return update
 
 
+def _update(after: State, before: State) -> tuple[State, State | None]:
+    """``after - before`` by name in ``after``'s order on the CPU, and on the GPU too when ``after`` lives there
+    (``before`` is the CPU's state): float32 differences, the same bits on either device."""
+    if next(iter(after.values())).device.type == "cpu":
+        return {name: after[name] - before[name] for name in after}, None
+    trained = {name: after[name] - before[name].to(after[name].device) for name in after}
+    return {name: t.cpu() for name, t in trained.items()}, trained
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainResult:
-    """One device's local training: update (w_after - w_before), samples used, FLOPs computed, mean loss."""
+    """One device's local training: update (w_after - w_before) on the CPU, samples used, FLOPs computed, mean
+    loss; ``trained``: the same update on the GPU that trained it (None on the CPU), where the codecs read it
+    (:attr:`on_device`)."""
 
     update: State
     n_samples: int
@@ -85,6 +96,12 @@ class TrainResult:
     samples_processed: int
     flops: float
     train_loss: float
+    trained: State | None = None
+
+    @property
+    def on_device(self) -> State:
+        """The update where it was trained: the GPU's copy, or :attr:`update` on the CPU."""
+        return self.update if self.trained is None else self.trained
 
 
 LABEL_SKEWED = ("shards", "dirichlet", "gamma_mix")
@@ -243,7 +260,7 @@ class Workload:
             penalty=penalty,
         )  # fmt: skip
         with torch.no_grad():
-            update = {name: p.detach().cpu() - global_state[name] for name, p in model.named_parameters()}
+            update, trained = _update({name: p.detach() for name, p in model.named_parameters()}, global_state)
         return TrainResult(
             update=check_finite(update, device, round_index),
             n_samples=int(x.shape[0]),
@@ -251,6 +268,7 @@ class Workload:
             samples_processed=stats.samples,
             flops=self.flops_per_sample(width) * stats.samples,
             train_loss=stats.mean_loss,
+            trained=trained,
         )
 
     def _scheduled(self, cfg: LocalTrainConfig, round_index: int) -> LocalTrainConfig:
@@ -285,15 +303,15 @@ class Workload:
         )  # fmt: skip
         starts = [start] * len(owned) if isinstance(start, dict) else list(start)
         flops = self.flops_per_sample(width)
-        return [
-            TrainResult(
-                update=check_finite({name: final[name][i].cpu() - starts[i][name] for name in starts[i]},
-                                    int(devices[i]), round_index),
+        results = []
+        for i, st in enumerate(stats):
+            update, trained = _update({name: final[name][i] for name in starts[i]}, starts[i])
+            results.append(TrainResult(
+                update=check_finite(update, int(devices[i]), round_index),
                 n_samples=int(owned[i].numel()), steps=st.steps, samples_processed=st.samples,
-                flops=flops * st.samples, train_loss=st.mean_loss,
-            )  # fmt: skip
-            for i, st in enumerate(stats)
-        ]
+                flops=flops * st.samples, train_loss=st.mean_loss, trained=trained,
+            ))  # fmt: skip
+        return results
 
     def vectorises(self, width: float | None = None, steps: int | None = None, *, auto: bool = False) -> bool:
         """Whether jobs training at ``width`` with ``steps`` (as :meth:`train` takes them) are trained together

@@ -282,13 +282,14 @@ class AnycostFL(Method):
                 device=job.device, payload=SparseUpdate(None, plan.alpha, 1.0, dense=res.update), weight=1.0,
                 bits=float(_dense_bits(res.update)), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
             )  # fmt: skip
-        gen = ops.job_generator(job.rng("quantization"), next(iter(res.update.values())).device)
+        update = res.on_device  # coded where it was trained
+        gen = ops.job_generator(job.rng("quantization"), next(iter(update.values())).device)
         try:
-            coded = fgc.fit(res.update, plan.bits_planned, gen)
+            coded = fgc.fit(update, plan.bits_planned, gen)
         except fgc.BudgetError:  # the budget cannot even hold the header: send an empty update
-            coded = fgc.encode(res.update, kept=0, levels=1, gen=gen)
+            coded = fgc.encode(update, kept=0, levels=1, gen=gen)
         return ClientUpdate(
-            device=job.device, payload=SparseUpdate(coded, plan.alpha, plan.beta), weight=1.0,
+            device=job.device, payload=SparseUpdate(coded.on_cpu(), plan.alpha, plan.beta), weight=1.0,
             bits=float(coded.bits),  # the exact encoded size, charged by the simulator
             flops=res.flops, steps=res.steps, train_loss=res.train_loss,
         )  # fmt: skip

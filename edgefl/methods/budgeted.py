@@ -125,7 +125,7 @@ class BudgetedMethod(Method):
         """A compressed full-model update carried as its codec's symbols (:class:`CodedUpdate`), charged the exact
         encoded size ``coded.bits``; ``memory``: what the device keeps."""
         return ClientUpdate(
-            device=job.device, payload=CodedUpdate(coded), weight=float(res.n_samples), bits=float(coded.bits),
+            device=job.device, payload=CodedUpdate(coded.on_cpu()), weight=float(res.n_samples), bits=float(coded.bits),
             flops=res.flops, steps=res.steps, train_loss=res.train_loss, memory=memory,
         )  # fmt: skip
 

@@ -130,16 +130,16 @@ class FedHQ(BudgetedMethod):
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import fgc, ops
 
-        device = next(iter(res.update.values())).device
-        gen = ops.job_generator(job.rng("quantization"), device)
+        update = res.on_device  # coded where it was trained
+        gen = ops.job_generator(job.rng("quantization"), next(iter(update.values())).device)
         try:
-            coded = fgc.fit_levels(res.update, job.job.bits_planned, gen)
+            coded = fgc.fit_levels(update, job.job.bits_planned, gen)
             levels = coded.meta["levels"]
-            q = relative_error(coded.values, list(res.update.values()))  # every element sent, in element order
+            q = relative_error(coded.values, list(update.values()))  # every element sent, in element order
         except fgc.BudgetError:  # not even L = 1 fits: the header alone
-            coded, levels, q = fgc.encode(res.update, kept=0, levels=1, gen=gen, kernel_wise=False), 0, None
+            coded, levels, q = fgc.encode(update, kept=0, levels=1, gen=gen, kernel_wise=False), 0, None
         return ClientUpdate(
-            device=job.device, payload=QuantizedUpdate(coded, levels, q), weight=float(res.n_samples),
+            device=job.device, payload=QuantizedUpdate(coded.on_cpu(), levels, q), weight=float(res.n_samples),
             bits=float(coded.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
         )  # fmt: skip
 

@@ -46,10 +46,10 @@ class QSGD(BudgetedMethod):
     def finish_update(self, job: TrainJob, res: TrainResult, *, trainer: Training) -> ClientUpdate:
         from edgefl.compression import fgc, ops
 
-        device = next(iter(res.update.values())).device
-        gen = ops.job_generator(job.rng("quantization"), device)
+        update = res.on_device  # coded where it was trained
+        gen = ops.job_generator(job.rng("quantization"), next(iter(update.values())).device)
         try:
-            coded = fgc.fit(res.update, job.job.bits_planned, gen, levels_grid=(self.levels,), kernel_wise=False)
+            coded = fgc.fit(update, job.job.bits_planned, gen, levels_grid=(self.levels,), kernel_wise=False)
         except fgc.BudgetError:  # not even the header fits: the header alone
-            coded = fgc.encode(res.update, kept=0, levels=self.levels, gen=gen, kernel_wise=False)
+            coded = fgc.encode(update, kept=0, levels=self.levels, gen=gen, kernel_wise=False)
         return self.coded_update(job, res, coded)

@@ -63,5 +63,5 @@ class UVeQFed(BudgetedMethod):
         from edgefl.compression import vq
 
         seed = int(job.rng(STREAM).integers(0, 2**63 - 1))  # the dither_seed the server regenerates
-        coded = vq.fit(res.update, job.job.bits_planned, step=self.settings.step, seed=seed)
+        coded = vq.fit(res.on_device, job.job.bits_planned, step=self.settings.step, seed=seed)  # where it trained
         return self.coded_update(job, res, coded)
