@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.methods.anycostfl import SparseUpdate, all_in_one, plain_average
+from edgefl.methods.anycostfl import SparseUpdate, all_in_one, all_in_one_coded, plain_average
 from edgefl.run.runner import Simulation, run_scenario
 from edgefl.run.load import load_scenario
 from fleets import PAPER_QUICKSTART, SLOW_FLEET
@@ -68,6 +68,33 @@ def test_all_in_one_aggregation_by_hand():
     expect_b = torch.tensor([(0.25 * 1 + 0.75 * 2) / 1.0, 2.0, 0.0])
     torch.testing.assert_close(out["a"], expect_a)
     torch.testing.assert_close(out["b"], expect_b)
+
+
+def test_all_in_one_from_the_symbols_equals_the_dense_form_bit_for_bit():
+    """Clients of several widths (leading slices of every tensor), coded by FGC at several kept counts and levels
+    (nothing kept, some kernels, everything), with weights that do not sum to 1: eq. (5) from the symbols equals
+    eq. (5) over the dense updates and masks, element for element."""
+    from edgefl.compression import fgc
+
+    g = torch.Generator().manual_seed(4)
+    state = {"conv": torch.randn(8, 4, 3, 3, generator=g), "bias": torch.randn(8, generator=g),
+             "fc": torch.randn(10, 32, generator=g)}  # fmt: skip
+    coded, weights = [], []
+    for i, (out_ch, in_ch, kept, levels) in enumerate(
+        [(8, 4, 40, 7), (5, 3, 0, 3), (5, 3, 9, 255), (8, 4, 10**6, 1), (3, 2, 4, 15), (8, 4, 1, 2)]
+    ):
+        sub = {"conv": torch.randn(out_ch, in_ch, 3, 3, generator=g) * 10.0 ** (i - 3),
+               "bias": torch.randn(out_ch, generator=g), "fc": torch.randn(10, 4 * out_ch, generator=g)}  # fmt: skip
+        sub["fc"][0, :3] = 0.0
+        n_k = fgc._layout(tuple(tuple(v.shape) for v in sub.values()), True).n_kernels
+        coded.append(fgc.encode(sub, kept=min(kept, n_k), levels=levels, gen=torch.Generator().manual_seed(i)))
+        weights.append(0.1 + 0.37 * i)
+    dense = all_in_one(state, [c.dense() for c in coded], [c.sent() for c in coded], weights)
+    sparse = all_in_one_coded(state, coded, weights)
+    assert list(sparse) == list(dense)
+    for name in state:
+        assert torch.equal(sparse[name].view(torch.int32), dense[name].view(torch.int32)), name
+    assert not torch.equal(sparse["conv"], state["conv"])  # the clients moved it
 
 
 # ---------------------------------------------------------------------------------------------- ablations (Fig. 5a)

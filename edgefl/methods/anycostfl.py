@@ -305,6 +305,8 @@ class AnycostFL(Method):
         )
         if self.settings.ablation == "no_aio":
             return plain_average(base, [u.payload.update for u in updates], p)
+        if all(u.payload.coded is not None for u in updates):  # from the symbols, without dense copies
+            return all_in_one_coded(base, [u.payload.coded for u in updates], p)
         return all_in_one(base, [u.payload.update for u in updates], [u.payload.sent for u in updates], p)
 
     def learning_gain(self, jobs: JobTable, *, n_selected: int) -> float:
@@ -335,6 +337,52 @@ def all_in_one(state: State, updates: Sequence[State], sent: Sequence[State], we
         fused = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
         out[name] = (w.to(torch.float64) + fused).to(w.dtype)
     return out
+
+
+def all_in_one_coded(state: State, coded: Sequence[Any], weights: Sequence[float]) -> State:
+    """:func:`all_in_one` from the clients' symbols (:class:`~edgefl.compression.coded.Coded`, each over its
+    submodel's tensors, leading slices of the global ones): each client's sent values, times p_i, and p_i itself
+    are added at the global positions of its sent elements, client after client, into float64 sums over the whole
+    model. An element a client did not send added 0 there, which leaves a float64 sum as it was, so the result
+    equals :func:`all_in_one`'s bit for bit, at a cost in the sent elements rather than in the model's size."""
+    import torch
+
+    names = list(state)
+    offsets = dict(zip(names, np.cumsum([0] + [state[k].numel() for k in names[:-1]]).tolist()))
+    total = sum(state[k].numel() for k in names)
+    num = torch.zeros(total, dtype=torch.float64)
+    den = torch.zeros(total, dtype=torch.float64)
+    for c, p in zip(coded, weights):
+        at = _global_positions(c, {k: tuple(state[k].shape) for k in names}, offsets)
+        num.index_add_(0, at, c.values.to(torch.float64) * float(p))
+        den.index_add_(0, at, torch.full((at.numel(),), float(p), dtype=torch.float64))
+    fused = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+    return {k: (w.to(torch.float64) + fused[offsets[k] : offsets[k] + w.numel()].view(w.shape)).to(w.dtype)
+            for k, w in state.items()}  # fmt: skip
+
+
+def _global_positions(coded: Any, shapes: dict[str, tuple[int, ...]], offsets: dict[str, int]):
+    """The flat positions in the whole model (tensors in ``shapes``' order, starting at ``offsets``) of
+    ``coded``'s sent elements, which are flat over its own (leading-slice) tensors, int64."""
+    import torch
+
+    pos = coded.positions.long()
+    parts, start = [], 0
+    for name, sub in zip(coded.names, coded.shapes):
+        size = int(np.prod(sub, dtype=np.int64))
+        lo, hi = (int(v) for v in torch.searchsorted(pos, torch.tensor([start, start + size])))
+        local = pos[lo:hi] - start
+        full = shapes[name]
+        if tuple(sub) != tuple(full):  # unravel over the slice's shape, ravel over the global tensor's
+            index, stride = torch.zeros_like(local), 1
+            for d in range(len(sub) - 1, -1, -1):
+                index += (local % sub[d]) * stride
+                local = local // sub[d]
+                stride *= full[d]
+            local = index
+        parts.append(local + offsets[name])
+        start += size
+    return torch.cat(parts) if parts else pos
 
 
 def plain_average(state: State, updates: Sequence[State], weights: Sequence[float]) -> State:
