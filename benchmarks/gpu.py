@@ -30,13 +30,15 @@ decoded in the driver: 8 rounds in 2.11 min wall with the pool's start, 15.8 s a
 rounds; about 79 minutes for the 300 rounds (extrapolated, not run; not paired with the inline 24.5 s above, which
 ran on a machine that gave the process one core).
 
-With the torch codecs of issue #34 running on the GPU beside the training, on one NVIDIA H200 (torch 2.11.0+cu130,
-16 CPU cores), 2026-11-28: paper-scale AnycostFL with ``--vectorise on`` (the jobs trained in groups of equal width),
-10 rounds twice in one process (``--paper --paper-rounds 10 --paper-runs 2 --vectorise on``): 1.24 and 1.19 min,
-rounds 2-10 6.75 and 7.06 s each, best accuracy 0.7488, the same tables both times; with the jobs one by one on 15
-worker processes (``--paper-workers 15 --vectorise off``) 3.38 s a round. ``--paper-profile`` (round 3 under
-cProfile, two leases): 4.90 and 9.79 s, of which the 60 codecs 3.04 and 5.60 s (host-bound size probes), training
-1.4-2.3 s, aggregation 0.3-1.7 s, evaluation 0.01 s. The goal of 2 s a round is not met.
+Issue #34's paper-scale check on one NVIDIA H200 (torch 2.11.0+cu130, 16 CPU cores), 2026-11-28, AnycostFL with
+``--vectorise on`` (the jobs trained in groups of equal width), 10 rounds twice in one process (``--paper
+--paper-rounds 10 --paper-runs 2 --vectorise on``), the same tables both times: with the codecs on the CPU (each
+update brought back first) rounds 2-10 took 6.75 and 7.06 s each; with the codecs on the GPU where the update was
+trained, 3.77 and 3.63 s (best accuracy 0.7486 after 10 rounds; about 18 minutes for 300). ``--paper-profile``
+(round 3 under cProfile) then: 6.14 s, the 60 codecs 2.07 s (host-driven size probes), training 2.24 s,
+aggregation 1.56 s (since read from the symbols: 0.85 -> 0.34 s a round on a 2-core CPU), evaluation 0.01 s. With
+the jobs one by one on 15 worker processes and the codecs on their CPUs (``--paper-workers 15 --vectorise off``),
+3.38 s a round. The goal of 2 s a round is not met.
 
     .venv/bin/python benchmarks/gpu.py [--images 100] [--gpu-images 1000] [--models cnn,vgg] [--paper]
         [--paper-rounds 300] [--paper-runs 1] [--paper-images 1000] [--paper-workers 0] [--paper-profile]
