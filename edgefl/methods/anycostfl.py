@@ -348,12 +348,13 @@ def all_in_one_coded(state: State, coded: Sequence[Any], weights: Sequence[float
     import torch
 
     names = list(state)
+    shapes = {k: tuple(state[k].shape) for k in names}
     offsets = dict(zip(names, np.cumsum([0] + [state[k].numel() for k in names[:-1]]).tolist()))
     total = sum(state[k].numel() for k in names)
     num = torch.zeros(total, dtype=torch.float64)
     den = torch.zeros(total, dtype=torch.float64)
     for c, p in zip(coded, weights):
-        at = _global_positions(c, {k: tuple(state[k].shape) for k in names}, offsets)
+        at = _global_positions(c, shapes, offsets)
         num.index_add_(0, at, c.values.to(torch.float64) * float(p))
         den.index_add_(0, at, torch.full((at.numel(),), float(p), dtype=torch.float64))
     fused = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
