@@ -325,7 +325,7 @@ class Ranking:
             self.pkey = self.key.index_select(0, self.pos)
         self.pbin = self.pkey >> _HI
         self._bin, self._pos = _host(self.pbin), None if self.pos is None else _host(self.pos)
-        self.held_bin, self.bins = t, {}
+        self.held_bin, self.bins, self._last = t, {}, None
 
     def top(self, k: int) -> torch.Tensor:
         """Boolean mask over all the scores of the top ``k`` (clamped to [0, n])."""
@@ -353,9 +353,12 @@ class Ranking:
         return torch.as_tensor(self._mask(k))
 
     def _mask(self, k: int):
-        """:meth:`mask` as a host array (:func:`_host`)."""
+        """:meth:`mask` as a host array (:func:`_host`); the last k's is kept, since a search asks for a probe's
+        positions and mask in turn (callers read it, never write it)."""
         t = self.bin_of(k)
         self.hold(t)
+        if self._last is not None and self._last[0] == k:
+            return self._last[1]
         if t not in self.bins:  # the boundary bin's elements (indices into pos), their keys' low 16 bits (which order
             inside = flatnonzero(torch.as_tensor(self._bin == t))  # them as the keys do) and a histogram of those
             low = self.pkey.index_select(0, inside) & ((1 << _HI) - 1)
@@ -366,6 +369,7 @@ class Ranking:
         mask = self._bin > t
         mask[inside[low > s]] = True
         mask[inside[low == s][: r - int(above[s + 1])]] = True
+        self._last = (k, mask)
         return mask
 
 
