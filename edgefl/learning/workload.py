@@ -103,6 +103,11 @@ class TrainResult:
         """The update where it was trained: the GPU's copy, or :attr:`update` on the CPU."""
         return self.update if self.trained is None else self.trained
 
+    @property
+    def device(self) -> torch.device:
+        """Where the update was trained (and its codec draws and runs)."""
+        return next(iter(self.on_device.values())).device
+
 
 LABEL_SKEWED = ("shards", "dirichlet", "gamma_mix")
 """Partitions whose devices hold only some of the classes."""

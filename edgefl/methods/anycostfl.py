@@ -283,7 +283,7 @@ class AnycostFL(Method):
                 bits=float(_dense_bits(res.update)), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
             )  # fmt: skip
         update = res.on_device  # coded where it was trained
-        gen = ops.job_generator(job.rng("quantization"), next(iter(update.values())).device)
+        gen = ops.job_generator(job.rng("quantization"), res.device)
         try:
             coded = fgc.fit(update, plan.bits_planned, gen)
         except fgc.BudgetError:  # the budget cannot even hold the header: send an empty update

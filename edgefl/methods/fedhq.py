@@ -131,7 +131,7 @@ class FedHQ(BudgetedMethod):
         from edgefl.compression import fgc, ops
 
         update = res.on_device  # coded where it was trained
-        gen = ops.job_generator(job.rng("quantization"), next(iter(update.values())).device)
+        gen = ops.job_generator(job.rng("quantization"), res.device)
         try:
             coded = fgc.fit_levels(update, job.job.bits_planned, gen)
             levels = coded.meta["levels"]

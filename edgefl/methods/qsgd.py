@@ -47,7 +47,7 @@ class QSGD(BudgetedMethod):
         from edgefl.compression import fgc, ops
 
         update = res.on_device  # coded where it was trained
-        gen = ops.job_generator(job.rng("quantization"), next(iter(update.values())).device)
+        gen = ops.job_generator(job.rng("quantization"), res.device)
         try:
             coded = fgc.fit(update, job.job.bits_planned, gen, levels_grid=(self.levels,), kernel_wise=False)
         except fgc.BudgetError:  # not even the header fits: the header alone
