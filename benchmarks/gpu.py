@@ -99,8 +99,13 @@ def _round(preset: str, sets: list[str], device: str, method: str = "fedavg", ro
         sim.step(r)
     wall = (time.perf_counter() - t0) / (rounds - 1)
     result = sim.result()
+    return wall, _digest(result)
+
+
+def _digest(result) -> str:
+    """A hash of a run's two tables without the host's wall time."""
     text = result.rounds.drop(columns="wall_time_s").to_csv() + result.device_rounds.to_csv()
-    return wall, hashlib.sha256(text.encode()).hexdigest()[:12]
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 PARTS = {
@@ -221,8 +226,7 @@ def main() -> None:
             result = run_scenario(load_scenario("anycostfl_fmnist", sets))
             wall = time.perf_counter() - t0
             rounds = result.rounds
-            text = rounds.drop(columns="wall_time_s").to_csv() + result.device_rounds.to_csv()
-            digests.append(hashlib.sha256(text.encode()).hexdigest()[:12])
+            digests.append(_digest(result))
             later = rounds["wall_time_s"].iloc[1:]  # round 1 holds the warm-up (kernels, allocator)
             print(f"paper-scale AnycostFL FMNIST (60 devices x {args.paper_images} images) on the GPU, jobs {where}, "
                   f"train.vectorise={VECTORISE}, run {run}: {args.paper_rounds} of the paper's 300 rounds in "
