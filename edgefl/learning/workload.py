@@ -237,6 +237,19 @@ class Workload:
         return output_layer(self.model.name, hidden=self.model.hidden)
 
     # ------------------------------------------------------------------ train / evaluate
+    def warm_up(self) -> None:
+        """One SGD step of a fresh full-width model on the first device with data, thrown away: a new worker
+        process pays its first training's one-off costs here, when it starts, and not inside its first round's
+        jobs (building torch's first optimiser imports its compiler front end: about 1.4 s on the 2-core VM). No
+        stream is drawn from, no reusable module is touched, and torch's global generator is restored after."""
+        data = next(((x, y) for x, y in self._device_data if x.shape[0]), None)
+        if data is None:
+            return
+        x, y = data
+        cfg = replace(self.train_config, steps=1, epochs=1)
+        with torch.random.fork_rng(devices=[]):
+            local_train(self.make_model(self.model.width).to(x.device), x, y, cfg, torch.Generator().manual_seed(0))
+
     def train(
         self,
         device: int,

@@ -143,7 +143,9 @@ _WORKER: tuple[Any, Any] | None = None  # a worker process's (method, trainer)
 
 
 def _start_worker(build: DeviceSide, threads: int) -> None:
-    """A pool process's initializer: ``threads`` torch threads and BLAS/OpenMP threads, then its device side."""
+    """A pool process's (or Ray actor's) start: ``threads`` torch threads and BLAS/OpenMP threads, then its device
+    side, its trainer warmed up (:meth:`~edgefl.learning.workload.Workload.warm_up`: first-use costs paid here,
+    not in the first round's jobs)."""
     global _WORKER
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
@@ -151,6 +153,7 @@ def _start_worker(build: DeviceSide, threads: int) -> None:
 
     torch.set_num_threads(threads)
     _WORKER = build()
+    _WORKER[1].warm_up()
 
 
 def _run_chunk(part: tuple[Sequence[TrainJob], Sequence[Sequence[int]]]) -> list[ClientUpdate]:
@@ -179,8 +182,11 @@ class ProcessExecutor:
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_worker, initargs=(self.build, self.threads),
             )  # fmt: skip
-            # start every worker now, so that each builds its device side once, before the first round's jobs
-            list(self._pool.map(_ready, range(self.workers)))
+            # start every worker now, so that each builds its device side once, before the first round's jobs: a
+            # worker takes tasks only once started, so waiting until every worker has answered one waits for all
+            answered: set[int] = set()
+            while len(answered) < self.workers:
+                answered.update(self._pool.map(_ready, range(self.workers)))
         return self._pool
 
     def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
@@ -196,12 +202,12 @@ class ProcessExecutor:
             self._pool = None
 
 
-def _ready(_: int) -> bool:
-    """A no-op task: waiting for one per worker makes the pool start every worker."""
+def _ready(_: int) -> int:
+    """A no-op task answering the worker's process id: the pool is started once every worker has answered."""
     import time
 
-    time.sleep(0.05)  # long enough that one worker does not take every task before the others exist
-    return _WORKER is not None
+    time.sleep(0.05)  # long enough that one worker does not take every task while the others start
+    return os.getpid()
 
 
 # ------------------------------------------------------------------------------------------- Ray
