@@ -138,15 +138,13 @@ class Residual(Mapping):
 
         names, shapes, u = flat_update(update)
         acc, coded = flat_update(self._acc)[2], self._coded
-        if 8 * coded.kept > acc.numel():  # many sent: dense float64 passes beat gathers (+0.0 where none was sent)
-            sent = coded.values
-            if coded.kept < acc.numel():
-                sent = torch.zeros_like(acc).index_put_((coded.positions.long(),), coded.values)
-            total = acc.to(torch.float64).sub_(sent).add_(u).to(torch.float32)  # float64 throughout, in place
-        else:
-            total = u + acc  # the float64 sum rounded, where nothing was sent
+        if coded.kept == acc.numel():  # every element sent: float64 passes over the whole update
+            total = acc.to(torch.float64).sub_(coded.values.to(torch.float64)).add_(u.to(torch.float64))
+            total = total.to(torch.float32)
+        else:  # one float32 addition, then the sent elements again in float64 (index_select / index_copy_:
+            total = torch.add(u, acc)  # several times faster than indexing with a tensor, and no dense float64 copy)
             at = coded.positions.long()
-            total[at] = ((acc[at].to(torch.float64) - coded.values.to(torch.float64)) + u[at].to(torch.float64)).to(
-                torch.float32)  # fmt: skip
+            sent = acc.index_select(0, at).to(torch.float64).sub_(coded.values.to(torch.float64))
+            total.index_copy_(0, at, sent.add_(u.index_select(0, at).to(torch.float64)).to(torch.float32))
         parts = torch.split(total, [math.prod(s) for s in shapes])
         return {name: part.view(shape) for name, shape, part in zip(names, shapes, parts)}
