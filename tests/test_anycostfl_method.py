@@ -71,20 +71,22 @@ def test_all_in_one_aggregation_by_hand():
 
 
 def test_all_in_one_from_the_symbols_equals_the_dense_form_bit_for_bit():
-    """Clients of several widths (leading slices of every tensor), coded by FGC at several kept counts and levels
+    """Clients of several widths (leading slices of every tensor, some along a trailing dimension), coded by FGC at several kept counts and levels
     (nothing kept, some kernels, everything), with weights that do not sum to 1: eq. (5) from the symbols equals
     eq. (5) over the dense updates and masks, element for element."""
     from edgefl.compression import fgc
 
     g = torch.Generator().manual_seed(4)
     state = {"conv": torch.randn(8, 4, 3, 3, generator=g), "bias": torch.randn(8, generator=g),
-             "fc": torch.randn(10, 32, generator=g)}  # fmt: skip
+             "fc": torch.randn(10, 32, generator=g), "cube": torch.randn(4, 5, 6, generator=g)}  # fmt: skip
     coded, weights = [], []
     for i, (out_ch, in_ch, kept, levels) in enumerate(
         [(8, 4, 40, 7), (5, 3, 0, 3), (5, 3, 9, 255), (8, 4, 10**6, 1), (3, 2, 4, 15), (8, 4, 1, 2)]
     ):
         sub = {"conv": torch.randn(out_ch, in_ch, 3, 3, generator=g) * 10.0 ** (i - 3),
-               "bias": torch.randn(out_ch, generator=g), "fc": torch.randn(10, 4 * out_ch, generator=g)}  # fmt: skip
+               "bias": torch.randn(out_ch, generator=g), "fc": torch.randn(10, 4 * out_ch, generator=g),
+               # sliced along its rows, its columns and (whatever else) its last dimension: every way positions map
+               "cube": torch.randn(4 - i % 2, 5 - 3 * (i % 3 == 1), 6 - 2 * (i >= 3), generator=g)}  # fmt: skip
         sub["fc"][0, :3] = 0.0
         n_k = fgc._layout(tuple(tuple(v.shape) for v in sub.values()), True).n_kernels
         coded.append(fgc.encode(sub, kept=min(kept, n_k), levels=levels, gen=torch.Generator().manual_seed(i)))

@@ -368,22 +368,27 @@ def _global_positions(coded: Any, shapes: dict[str, tuple[int, ...]], offsets: d
     import torch
 
     pos = coded.positions.long()
-    parts, start = [], 0
+    out, start = torch.empty_like(pos), 0  # the tensors' positions follow each other: each fills its own stretch
     for name, sub in zip(coded.names, coded.shapes):
         size = int(np.prod(sub, dtype=np.int64))
         lo, hi = (int(v) for v in torch.searchsorted(pos, torch.tensor([start, start + size])))
-        local = pos[lo:hi] - start
-        full = shapes[name]
-        if tuple(sub) != tuple(full):  # unravel over the slice's shape, ravel over the global tensor's
-            index, stride = torch.zeros_like(local), 1
+        here, seg, full = pos[lo:hi], out[lo:hi], shapes[name]
+        differ = [d for d in range(len(sub)) if sub[d] != full[d]]
+        if differ in ([], [0]):  # the whole tensor or its leading rows: the same flat positions, shifted
+            torch.add(here, offsets[name] - start, out=seg)
+        elif differ[-1] == 1:  # rows and columns (whole trailing dimensions): a row of the slice starts where the
+            cols, wide = math.prod(sub[1:]), math.prod(full[1:])  # tensor's row does
+            local = here - start
+            torch.floor_divide(local, cols, out=seg).mul_(wide - cols).add_(local).add_(offsets[name])
+        else:  # unravel over the slice's shape, ravel over the global tensor's
+            local, index, stride = here - start, torch.zeros_like(here), 1
             for d in range(len(sub) - 1, -1, -1):
                 index += (local % sub[d]) * stride
                 local = local // sub[d]
                 stride *= full[d]
-            local = index
-        parts.append(local + offsets[name])
+            torch.add(index, offsets[name], out=seg)
         start += size
-    return torch.cat(parts) if parts else pos
+    return out
 
 
 def plain_average(state: State, updates: Sequence[State], weights: Sequence[float]) -> State:
