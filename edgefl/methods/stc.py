@@ -138,9 +138,12 @@ class Residual(Mapping):
 
         names, shapes, u = flat_update(update)
         acc, coded = flat_update(self._acc)[2], self._coded
-        if coded.kept == acc.numel():  # every element sent: float64 passes over the whole update
-            total = acc.to(torch.float64).sub_(coded.values.to(torch.float64)).add_(u.to(torch.float64))
-            total = total.to(torch.float32)
+        if coded.kept == acc.numel():  # every element sent: float64, a stretch at a time (each element on its own:
+            total, step = torch.empty_like(acc), 1 << 15  # the same numbers, the temporaries kept in the cache)
+            for c in range(0, acc.numel(), step):
+                cut = slice(c, c + step)
+                total[cut] = acc[cut].to(torch.float64).sub_(coded.values[cut].to(torch.float64)).add_(
+                    u[cut].to(torch.float64))  # fmt: skip
         else:  # one float32 addition, then the sent elements again in float64 (index_select / index_copy_:
             total = torch.add(u, acc)  # several times faster than indexing with a tensor, and no dense float64 copy)
             at = coded.positions.long()
