@@ -171,8 +171,9 @@ def _payload_bytes(args: tuple) -> bytes:
     return first.positions.cpu().numpy().tobytes() + first.values.cpu().numpy().tobytes()
 
 
-def child(method: str) -> None:
-    """One round of ``method``; prints the per-round sums [s] as one JSON line."""
+def child(method: str, rounds: int = 1) -> None:
+    """``rounds`` rounds of ``method``; prints round 1's sums [s] (and each later round's codec share) as one JSON
+    line."""
     import torch
 
     torch.set_num_threads(1)
@@ -181,23 +182,24 @@ def child(method: str) -> None:
     from edgefl.run.runner import run_scenario
     from edgefl.run.load import load_scenario
 
-    times = {"train_s": 0.0, "update_s": 0.0}
+    times = {r: {"train_s": 0.0, "update_s": 0.0} for r in range(1, rounds + 1)}
 
-    def timed(inner, key: str):
+    def timed(inner, key: str, round_of):
         def run(*args, **kwargs):
             t0 = time.perf_counter()
             out = inner(*args, **kwargs)
-            times[key] += time.perf_counter() - t0
+            times[round_of(args, kwargs)][key] += time.perf_counter() - t0
             return out
 
         return run
 
     klass = REGISTRY[method]
-    Workload.train = timed(Workload.train, "train_s")
-    klass.client_update = timed(klass.client_update, "update_s")
+    Workload.train = timed(Workload.train, "train_s", lambda a, kw: kw.get("round_index", 1))
+    klass.client_update = timed(klass.client_update, "update_s",
+                                lambda a, kw: getattr(a[1] if len(a) > 1 else None, "round_index", 1))  # fmt: skip
     payloads: list = []
     _capture(payloads)
-    sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}"])
+    sc = load_scenario(PRESET, [*SETTINGS, f"method.name={method}", f"rounds={rounds}"])
     t0 = time.perf_counter()
     result = run_scenario(sc)
     wall = time.perf_counter() - t0
@@ -205,12 +207,16 @@ def child(method: str) -> None:
     for decoder, args in payloads:
         if decoder is not None:
             decoder(*args)
-    decode_s = time.perf_counter() - t0
-    codec_s = times["update_s"] - times["train_s"] + decode_s
-    bits = [float(b) for b in result.device_rounds["bits"]]
+    decode_s = time.perf_counter() - t0  # every round's (a tree before issue #34 only), charged to round 1
+    first = times[1]
+    codec_s = first["update_s"] - first["train_s"] + decode_s
+    later = [(t["update_s"] - t["train_s"]) / t["train_s"] for r, t in sorted(times.items()) if r > 1]
+    d = result.device_rounds
+    bits = [float(b) for b in d[d["round"] == 1]["bits"]]
     bytes_sha = hashlib.sha256(b"".join(_payload_bytes(args) for _, args in payloads)).hexdigest()[:12]
-    print(json.dumps({"wall_s": wall, "train_s": times["train_s"], "codec_s": codec_s, "decode_s": decode_s,
-                      "share": codec_s / times["train_s"], "payloads": len(payloads), "bits_sum": sum(bits),
+    print(json.dumps({"wall_s": wall, "train_s": first["train_s"], "codec_s": codec_s, "decode_s": decode_s,
+                      "share": codec_s / first["train_s"], "later_shares": later,
+                      "payloads": len(payloads), "bits_sum": sum(bits),
                       "bits_sha": hashlib.sha256(json.dumps(bits).encode()).hexdigest()[:12],
                       "payload_sha": bytes_sha}))
 
@@ -354,21 +360,27 @@ def executors(methods: list[str], repeats: int) -> bool:
     return met
 
 
-def measure(method: str, tree: Path = HERE) -> dict:
-    """One child round of ``method`` importing edgefl from ``tree``."""
+def measure(method: str, tree: Path = HERE, rounds: int = 1) -> dict:
+    """One child run of ``rounds`` rounds of ``method`` importing edgefl from ``tree``."""
     path = os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", method], capture_output=True, text=True, env=env,
-                         cwd=tree)  # fmt: skip
+    out = subprocess.run([sys.executable, __file__, "--child", method, "--rounds", str(rounds)], capture_output=True,
+                         text=True, env=env, cwd=tree)  # fmt: skip
     if out.returncode != 0:
         sys.exit(f"child {method} ({tree}) failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _row(label: str, m: dict) -> str:
-    return (f"  {label}: codec {m['codec_s']:.2f} s (decode {m['decode_s']:.2f} s) / training {m['train_s']:.2f} s"
-            f" = share {m['share']:.3f}; round {m['wall_s']:.1f} s, {m['payloads']} payloads, "
-            f"{m['bits_sum']:.0f} bits (sha {m['bits_sha']}), payload bytes sha {m['payload_sha']}")  # fmt: skip
+    later = "".join(f"; round {r} share {v:.3f}" for r, v in enumerate(m.get("later_shares", []), start=2))
+    return (f"  {label}: round 1 codec {m['codec_s']:.2f} s (decode {m['decode_s']:.2f} s) / training "
+            f"{m['train_s']:.2f} s = share {m['share']:.3f}{later}; run {m['wall_s']:.1f} s, {m['payloads']} "
+            f"payloads, round 1 {m['bits_sum']:.0f} bits (sha {m['bits_sha']}), payload bytes sha {m['payload_sha']}")
+
+
+def _worst(m: dict) -> float:
+    """The largest codec share over the child's rounds."""
+    return max([m["share"], *m.get("later_shares", [])])
 
 
 def main() -> None:
@@ -379,6 +391,8 @@ def main() -> None:
     ap.add_argument("--executors", action="store_true", help="inline against 2 processes and a bare loop")
     ap.add_argument("--images", type=int, default=None,
                     help="training images per device (default 100; 1000: the paper's, where the target is 0.1)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="rounds per codec-share run (default 2: round 2 has STC's error feedback to add)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-round", nargs=3, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-bare", nargs=2, default=None, help=argparse.SUPPRESS)
@@ -387,7 +401,7 @@ def main() -> None:
         os.environ["EDGEFL_BENCH_IMAGES"] = str(args.images)
         os.execv(sys.executable, [sys.executable, *sys.argv])
     if args.child is not None:
-        child(args.child)
+        child(args.child, args.rounds)
         return
     if args.child_round is not None:
         child_round(*args.child_round)
@@ -406,19 +420,20 @@ def main() -> None:
         return
     met = True
     for method in methods:
-        print(f"{method}: one round of {PRESET}, 60 devices x {PER_DEVICE} images, one thread")
+        print(f"{method}: {args.rounds} round(s) of {PRESET}, 60 devices x {PER_DEVICE} images, one thread")
         if args.baseline is None:
-            runs = sorted((measure(method) for _ in range(args.repeats)), key=lambda m: m["share"])
+            runs = sorted((measure(method, rounds=args.rounds) for _ in range(args.repeats)), key=_worst)
             cur = runs[len(runs) // 2]
         else:
-            cur, base, _, pairs = alternate(lambda: measure(method), lambda: measure(method, args.baseline.resolve()),
+            cur, base, _, pairs = alternate(lambda: measure(method, rounds=args.rounds),
+                                            lambda: measure(method, args.baseline.resolve(), args.rounds),
                                             args.repeats)  # fmt: skip
-            cur = sorted((a for a, _ in pairs), key=lambda m: m["share"])[len(pairs) // 2]
-            base = sorted((b for _, b in pairs), key=lambda m: m["share"])[len(pairs) // 2]
+            cur = sorted((a for a, _ in pairs), key=_worst)[len(pairs) // 2]
+            base = sorted((b for _, b in pairs), key=_worst)[len(pairs) // 2]
             print(_row(f"baseline {args.baseline}", base))
         print(_row(f"this tree ({HERE})", cur))
-        met &= cur["share"] <= TARGET_SHARE
-    print(f"target: codec share <= {TARGET_SHARE} for every method: {'met' if met else 'NOT met'}")
+        met &= _worst(cur) <= TARGET_SHARE
+    print(f"target: codec share <= {TARGET_SHARE} for every method in every round: {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":
