@@ -54,27 +54,21 @@ class QuantizedUpdate:
         return self.coded.dense()
 
 
-def relative_error(quantized, original, *, work=None) -> float:
+def relative_error(quantized, original) -> float:
     """Measured relative quantisation error ``||Q(u) - u||^2 / ||u||^2`` of one update (flat vectors of one
     shape, tensors or arrays; ``original`` may also be the update's tensors in order, read as the float32
     concatenation the codec quantised, without building it); float64 sums; 0 for a zero update (nothing to
-    lose). ``work``: two float64 tensors of at least the update's length on its device, reused as scratch (the
-    same arithmetic; fresh 13 MB arrays cost more than the sums here)."""
+    lose)."""
     import torch
 
-    q = torch.as_tensor(quantized).reshape(-1)
-    if work is None:
-        d, u = q.to(torch.float64, copy=True), torch.empty(q.numel(), dtype=torch.float64, device=q.device)
-    else:
-        d, u = work[0][: q.numel()], work[1][: q.numel()]
-        d.copy_(q)
+    d = torch.as_tensor(quantized).reshape(-1).to(torch.float64, copy=True)
     if isinstance(original, (list, tuple)):
-        at = 0
+        u, at = torch.empty_like(d), 0
         for part in original:
             u[at : at + part.numel()].copy_(part.detach().reshape(-1).to(torch.float32))
             at += part.numel()
     else:
-        u.copy_(torch.as_tensor(original).reshape(-1).to(device=d.device, dtype=torch.float64))
+        u = torch.as_tensor(original).reshape(-1).to(device=d.device, dtype=torch.float64)
     norm2 = float(u @ u)
     if norm2 == 0.0:
         return 0.0
@@ -141,25 +135,13 @@ class FedHQ(BudgetedMethod):
         try:
             coded = fgc.fit_levels(update, job.job.bits_planned, gen)
             levels = coded.meta["levels"]
-            q = relative_error(coded.values, list(update.values()), work=self._scratch(coded.values))  # every
-            # element sent, in element order
+            q = relative_error(coded.values, list(update.values()))  # every element sent, in element order
         except fgc.BudgetError:  # not even L = 1 fits: the header alone
             coded, levels, q = fgc.encode(update, kept=0, levels=1, gen=gen, kernel_wise=False), 0, None
         return ClientUpdate(
             device=job.device, payload=QuantizedUpdate(coded.on_cpu(), levels, q), weight=float(res.n_samples),
             bits=float(coded.bits), flops=res.flops, steps=res.steps, train_loss=res.train_loss,
         )  # fmt: skip
-
-    def _scratch(self, like) -> tuple:
-        """Two float64 work tensors of ``like``'s length on its device for :func:`relative_error`, kept between
-        jobs (the last size and device only)."""
-        import torch
-
-        key = (like.numel(), like.device)
-        if getattr(self, "_work", (None,))[0] != key:
-            self._work = (key, tuple(torch.empty(like.numel(), dtype=torch.float64, device=like.device)
-                                     for _ in range(2)))  # fmt: skip
-        return self._work[1]
 
     def aggregate(self, state: State, *, updates: Sequence[ClientUpdate]) -> State:
         from edgefl.methods.aggregate import apply_update, weighted_mean_update
