@@ -304,8 +304,7 @@ class Ranking:
 
     def __init__(self, scores: torch.Tensor) -> None:
         self.key = scores.reshape(-1).to(torch.float32).view(torch.int32) & 0x7FFFFFFF  # a NaN's is above inf's
-        self._bins = self.key >> _HI  # each element's bin (kept: hold() reads it when it holds everything)
-        self.above = _suffix_counts(torch.bincount(self._bins, minlength=1 << (31 - _HI)))
+        self.above = _suffix_counts(torch.bincount(self.key >> _HI, minlength=1 << (31 - _HI)))
         self.held_bin = None
 
     def bin_of(self, k: int) -> int:
@@ -320,11 +319,11 @@ class Ranking:
         if self.held_bin is not None and self.held_bin <= t:
             return
         if 2 * int(self.above[t]) > self.key.numel():
-            t, self.pos, self.pkey, self.pbin = 0, None, self.key, self._bins
+            t, self.pos, self.pkey = 0, None, self.key
         else:
             self.pos = flatnonzero(torch.as_tensor(_host(self.key) >= (t << _HI)))
             self.pkey = self.key.index_select(0, self.pos)
-            self.pbin = self.pkey >> _HI
+        self.pbin = self.pkey >> _HI
         self._bin, self._pos = _host(self.pbin), None if self.pos is None else _host(self.pos)
         self.held_bin, self.bins, self._last = t, {}, None
 
