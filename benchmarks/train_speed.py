@@ -83,11 +83,11 @@ AnycostFL 1.704 -> 0.510, STC 0.186 -> 0.153, QSGD 0.679 -> 0.405, FedHQ 1.573 -
 0.058, 0.019 -> 0.017, 0.098 -> 0.034, 0.211 -> 0.052, 0.127 -> 0.094: the 0.1 target met, the 0.35 one by STC alone.
 
 2026-11-28 evening, quiet (load below 1), one repeat, paired against af12594 (4 minutes for the five): 2 rounds,
-round 1 / round 2, AnycostFL 1.871 / 1.228 -> 0.516 / 0.518, STC 0.169 / 0.697 -> 0.151 / 0.478 (STC alone again:
-0.159 / 0.631 -> 0.152 / 0.234), QSGD 0.694 / 0.513 -> 0.286 / 0.270, FedHQ 1.542 / 1.211 -> 0.474 / 0.426,
-UVeQFed 1.279 / 0.716 -> 0.660 / 0.645 (the old tree's decoding charged to its round 1). ``--executors`` over 3
-rounds (7 minutes for the five), rounds 2-3: 2 processes 1.78x, 1.36x, 1.64x, 1.68x, 1.77x inline; inline 1.80,
-1.41, 1.37, 1.48, 1.90 times the bare loop; tables identical.
+round 1 / round 2, AnycostFL 1.913 / 1.339 -> 0.499 / 0.508, STC 0.227 / 0.698 -> 0.155 / 0.501 (STC alone:
+0.159 / 0.631 -> 0.152 / 0.234), QSGD 0.825 / 0.529 -> 0.293 / 0.289, FedHQ 1.679 / 1.239 -> 0.466 / 0.459,
+UVeQFed 1.288 / 0.722 -> 0.668 / 0.691 (the old tree's decoding charged to its round 1). ``--executors`` over 3
+rounds (7 minutes for the five), rounds 2-3: 2 processes 1.60x, 1.35x, 1.65x, 1.57x, 1.77x inline (an earlier run:
+1.78x, 1.36x, 1.64x, 1.68x, 1.77x); inline 1.64, 1.27, 1.35, 1.51, 1.97 times the bare loop; tables identical.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
