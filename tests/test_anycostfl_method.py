@@ -71,9 +71,9 @@ def test_all_in_one_aggregation_by_hand():
 
 
 def test_all_in_one_from_the_symbols_equals_the_dense_form_bit_for_bit():
-    """Clients of several widths (leading slices of every tensor, some along a trailing dimension), coded by FGC at several kept counts and levels
-    (nothing kept, some kernels, everything), with weights that do not sum to 1: eq. (5) from the symbols equals
-    eq. (5) over the dense updates and masks, element for element."""
+    """Clients of several widths (leading slices of every tensor, some along a trailing dimension), coded by FGC at
+    several kept counts and levels (nothing kept, some kernels, everything), with weights that do not sum to 1:
+    eq. (5) from the symbols equals eq. (5) over the dense updates and masks, element for element."""
     from edgefl.compression import fgc
 
     g = torch.Generator().manual_seed(4)

@@ -147,7 +147,6 @@ def test_vectorised_groups_give_the_same_tables_on_every_executor():
     assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
 
 
-
 def test_a_warmed_up_trainer_trains_as_a_fresh_one_and_leaves_torchs_generator_alone():
     """A worker's warm-up (one thrown-away SGD step) restores torch's global generator, and the next training gives
     the same update, bit for bit, as on a trainer that never warmed up."""
@@ -164,4 +163,3 @@ def test_a_warmed_up_trainer_trains_as_a_fresh_one_and_leaves_torchs_generator_a
     a, b = fresh.train(0, state, round_index=2), warmed.train(0, state, round_index=2)
     for name in a.update:
         assert torch.equal(a.update[name].view(torch.int32), b.update[name].view(torch.int32)), name
-

@@ -138,14 +138,18 @@ class Residual(Mapping):
 
         names, shapes, u = flat_update(update)
         acc, coded = flat_update(self._acc)[2], self._coded
-        if coded.kept == acc.numel():  # every element sent: float64, a stretch at a time (each element on its own:
-            total, step = torch.empty_like(acc), 1 << 15  # the same numbers, the temporaries kept in the cache)
+        if coded.kept == acc.numel():
+            # every element sent: float64 a stretch at a time (each element on its own, so the same numbers, with
+            # the temporaries kept in the cache)
+            total, step = torch.empty_like(acc), 1 << 15
             for c in range(0, acc.numel(), step):
                 cut = slice(c, c + step)
                 total[cut] = acc[cut].to(torch.float64).sub_(coded.values[cut].to(torch.float64)).add_(
                     u[cut].to(torch.float64))  # fmt: skip
-        else:  # one float32 addition, then the sent elements again in float64 (index_select / index_copy_:
-            total = torch.add(u, acc)  # several times faster than indexing with a tensor, and no dense float64 copy)
+        else:
+            # one float32 addition, then the sent elements again in float64 (index_select / index_copy_: several
+            # times faster than indexing with a tensor, and no dense float64 copy)
+            total = torch.add(u, acc)
             at = coded.positions.long()
             sent = acc.index_select(0, at).to(torch.float64).sub_(coded.values.to(torch.float64))
             total.index_copy_(0, at, sent.add_(u.index_select(0, at).to(torch.float64)).to(torch.float32))
