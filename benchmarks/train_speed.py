@@ -304,16 +304,19 @@ def child_bare(method: str, jobs_file: str) -> None:
 
 
 def _spawn(args: list[str], tree: Path = HERE) -> subprocess.Popen:
+    """This script as a child process with ``args``, importing edgefl from ``tree`` (its ``cwd`` noted)."""
     path = os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tree)  # fmt: skip
+    proc.cwd = tree
+    return proc
 
 
 def _result(proc: subprocess.Popen) -> dict:
     out, err = proc.communicate()
     if proc.returncode != 0:
-        sys.exit(f"child {proc.args[2:]} failed:\n{err}")
+        sys.exit(f"child {proc.args[2:]} ({proc.cwd}) failed:\n{err}")
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -369,13 +372,7 @@ def executors(methods: list[str], repeats: int) -> bool:
 
 def measure(method: str, tree: Path = HERE, rounds: int = 1) -> dict:
     """One child run of ``rounds`` rounds of ``method`` importing edgefl from ``tree``."""
-    path = os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, __file__, "--child", method, "--rounds", str(rounds)], capture_output=True,
-                         text=True, env=env, cwd=tree)  # fmt: skip
-    if out.returncode != 0:
-        sys.exit(f"child {method} ({tree}) failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _result(_spawn(["--child", method, "--rounds", str(rounds)], tree))
 
 
 def _row(label: str, m: dict) -> str:
