@@ -1,11 +1,12 @@
 """Encoded updates cross process boundaries as their codec's symbols (:class:`edgefl.compression.coded.Coded`).
 
-An executor's worker hands the driver each job's result by pickle; a compressed update then carries the sent
-positions and dequantised values (hundreds of kB) instead of the dense float32 update (6.6 MB for the FMNIST CNN),
-and the server adds them in without decoding bytes. For the tables to stay the same under every executor, what
-arrives must be exactly what the device made: the same float32 bits (signed zeros and all) at the same positions.
-Each case here encodes a random update with exact zeros of both signs, pickles it, and compares bit patterns; and
-checks that what travels is the symbols, not the dense tensors.
+An executor's worker hands the driver each job's result by pickle; a compressed update then carries its symbols:
+the sent positions (nothing when every element is sent, else int32 indices) and
+the values as sign bits with their level index where the codec has a table of magnitudes (FGC's L + 1 points,
+STC's mu), float32 otherwise (UVeQFed). For the tables to stay the same under every executor, what arrives must be
+exactly what the device made: the same float32 bits (signed zeros and all) at the same positions. Each case here
+encodes a random update with exact zeros of both signs, pickles it, and compares bit patterns; and checks that
+the pickle's size is that of the symbols, counted by hand.
 """
 
 from __future__ import annotations
@@ -48,13 +49,35 @@ def _encodings(seed: int):
         "anycostfl fixed": fgc.encode(update, kept=40, levels=5, gen=gen()),
         "qsgd top-k": fgc.encode(update, kept=N // 3, levels=7, gen=gen(), kernel_wise=False),
         "fedhq every element": fgc.encode(update, kept=N, levels=31, gen=gen(), kernel_wise=False),
+        "fedhq at L = 4095": fgc.encode(update, kept=N, levels=fgc.MAX_LEVELS, gen=gen(), kernel_wise=False),
+        "all-zero update": fgc.encode({k: v * 0 for k, v in update.items()}, kept=N, levels=3, gen=gen(),
+                                      kernel_wise=False),  # fmt: skip
         "empty": fgc.encode(update, kept=0, levels=1, gen=gen()),
         "stc": ternary.encode(update, N // 10),
+        "stc one element": ternary.encode(update, 1),
+        "stc every element": ternary.encode(update, N),
         "uveqfed": vq.encode(update, N // 20, step=1.0, seed=seed),
+        "uveqfed every sub-vector": vq.encode(update, N // 2, step=1.0, seed=seed),
     }
 
 
-CASES = ["anycostfl fit", "anycostfl fixed", "qsgd top-k", "fedhq every element", "empty", "stc", "uveqfed"]
+CASES = ["anycostfl fit", "anycostfl fixed", "qsgd top-k", "fedhq every element", "fedhq at L = 4095",
+         "all-zero update", "empty", "stc", "stc one element", "stc every element", "uveqfed",
+         "uveqfed every sub-vector"]  # fmt: skip
+PICKLE_OVERHEAD = 2048
+"""Bytes of a pickled update beside its arrays: names, shapes, meta's scalars, the pickle's own opcodes."""
+
+
+def _symbol_bytes(coded) -> int:
+    """The bytes the symbols take, by hand: positions nothing (all sent) or 4 k (int32); values k / 8 sign bits
+    plus the level index's bytes (FGC) or nothing (STC) and the table's float32 magnitudes, else 4 k (float32)."""
+    k = coded.positions.numel()
+    where = 0 if k == N else 4 * k
+    if coded.table is None:
+        return where + 4 * k
+    indices = coded.meta.get("indices")
+    index = 0 if indices is None else indices.numel() * indices.element_size()
+    return where + -(-k // 8) + index + 4 * coded.table.numel()
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -66,9 +89,11 @@ def test_a_pickled_update_carries_the_same_bits_and_only_the_symbols(case, seed)
     assert torch.equal(back.positions, coded.positions) and back.bits == coded.bits and back.kept == coded.kept
     assert back.values.numpy().tobytes() == coded.values.numpy().tobytes()  # float32 bit patterns: -0.0 too
     assert _bits(back.dense()) == _bits(coded.dense())
-    symbols = coded.positions.numel() * coded.positions.element_size() + coded.values.numel() * 4
-    assert len(blob) < symbols + 2 * N + 4096  # the symbols (fgc: and its 1-2 byte level indices), no dense tensor
-    assert len(blob) < 4 * N or coded.kept * 2 > N  # below the dense update wherever less than half is sent
+    assert back.positions.dtype == coded.positions.dtype and back.meta.keys() == coded.meta.keys()
+    symbols = _symbol_bytes(coded)
+    assert symbols <= len(blob) <= symbols + PICKLE_OVERHEAD
+    again = pickle.loads(pickle.dumps(CodedUpdate(back), protocol=pickle.HIGHEST_PROTOCOL)).coded
+    assert torch.equal(again.positions, coded.positions) and again.values.numpy().tobytes() == coded.values.numpy().tobytes()
 
 
 def test_a_residual_sends_its_accumulated_update_and_the_coded_update_once():
@@ -79,5 +104,4 @@ def test_a_residual_sends_its_accumulated_update_and_the_coded_update_once():
     payload, back = pickle.loads(blob)
     assert back._coded is payload.coded  # one Coded for both, as on the device
     assert back == held  # float64 acc - sent, bit for bit
-    coded_bytes = coded.positions.numel() * 4 + coded.values.numel() * 4
-    assert len(blob) < N * 4 + coded_bytes + 4096  # acc once (float32) and the sent elements once
+    assert len(blob) <= N * 4 + _symbol_bytes(coded) + 2 * PICKLE_OVERHEAD  # acc once (float32), the symbols once

@@ -301,7 +301,7 @@ class _Update:
         meta = {"levels": s.levels, "lo": s.lo, "hi": s.hi, "kernel_wise": self.kernel_wise,
                 "indices": s.indices.to(_small(s.levels))}  # fmt: skip
         return Coded(positions=pos, values=values, names=self.names, shapes=self.shapes, bits=s.bits, kept=s.k,
-                     codec=CODEC, meta=meta)  # fmt: skip
+                     codec=CODEC, meta=meta, table=points)  # fmt: skip
 
 
 def encode(update: Mapping[str, torch.Tensor], *, kept: int, levels: int, gen: torch.Generator,

@@ -55,7 +55,8 @@ def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bi
         positions = torch.arange(k, dtype=torch.int32, device=flat.device)
     bits = size_bits(shapes, positions) if bits is None else bits
     return Coded(positions=positions.to(torch.int32), values=values, names=tuple(names), shapes=tuple(shapes),
-                 bits=bits, kept=k, codec=CODEC, meta={"mu": mu})  # fmt: skip
+                 bits=bits, kept=k, codec=CODEC, meta={"mu": mu},
+                 table=torch.tensor([mu], dtype=torch.float32, device=flat.device))  # fmt: skip
 
 
 def encode(update: Mapping[str, torch.Tensor], k: int) -> Coded:
