@@ -155,13 +155,16 @@ def _split(flat: torch.Tensor, names: Sequence[str], shapes: Sequence[tuple[int,
 
 
 def dense(coded: Coded) -> dict[str, torch.Tensor]:
-    flat = torch.zeros(coded.n, dtype=torch.float32, device=coded.values.device)
-    flat[coded.positions.long()] = coded.values
+    if coded.positions.numel() == coded.n:  # every element, in order (ascending and distinct): the values
+        flat = coded.values.to(torch.float32, copy=True)
+    else:
+        flat = torch.zeros(coded.n, dtype=torch.float32, device=coded.values.device)
+        flat[coded.positions.long()] = coded.values
     return _split(flat, coded.names, coded.shapes)
 
 
 def scatter_add(total: torch.Tensor, coded: Coded, weight: float = 1.0) -> None:
     """``total[positions] += weight * values`` over the flat update (float64 ``total`` keeps the weighted sum
     exact to float64 rounding, the order of the updates fixed by the caller)."""
-    total.index_add_(0, coded.positions.to(total.device).long(), coded.values.to(total.device, total.dtype),
-                     alpha=weight)  # fmt: skip
+    total.index_add_(0, coded.positions.to(total.device), coded.values.to(total.device, total.dtype),
+                     alpha=weight)  # int32 or int64 positions as they are: no int64 copy  # fmt: skip
