@@ -353,22 +353,34 @@ def all_in_one_coded(state: State, coded: Sequence[Any], weights: Sequence[float
     total = sum(state[k].numel() for k in names)
     num = torch.zeros(total, dtype=torch.float64)
     den = torch.zeros(total, dtype=torch.float64)
+    # work space for the largest update, reused by each (fresh arrays of this size cost more in page faults than
+    # the sums themselves); each element's arithmetic is that of values.to(float64) * p
+    most = max((c.values.numel() for c in coded), default=0)
+    work = [torch.empty(most, dtype=torch.int64) for _ in range(2)]
+    values, weight = torch.empty(most, dtype=torch.float64), torch.empty(most, dtype=torch.float64)
     for c, p in zip(coded, weights):
-        at = _global_positions(c, shapes, offsets)
-        num.index_add_(0, at, c.values.to(torch.float64) * float(p))
-        den.index_add_(0, at, torch.full((at.numel(),), float(p), dtype=torch.float64))
+        k = c.values.numel()
+        at = _global_positions(c, shapes, offsets, work=[w[:k] for w in work])
+        num.index_add_(0, at, values[:k].copy_(c.values).mul_(float(p)))
+        den.index_add_(0, at, weight[:k].fill_(float(p)))
     fused = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
     return {k: (w.to(torch.float64) + fused[offsets[k] : offsets[k] + w.numel()].view(w.shape)).to(w.dtype)
             for k, w in state.items()}  # fmt: skip
 
 
-def _global_positions(coded: Any, shapes: dict[str, tuple[int, ...]], offsets: dict[str, int]):
+def _global_positions(coded: Any, shapes: dict[str, tuple[int, ...]], offsets: dict[str, int], *,
+                      work: Sequence[Any] | None = None):  # fmt: skip
     """The flat positions in the whole model (tensors in ``shapes``' order, starting at ``offsets``) of
-    ``coded``'s sent elements, which are flat over its own (leading-slice) tensors, int64."""
+    ``coded``'s sent elements, which are flat over its own (leading-slice) tensors, int64; ``work``: two int64
+    tensors of the sent count to use for them (the result is the second), else new ones."""
     import torch
 
-    pos = coded.positions.long()
-    out, start = torch.empty_like(pos), 0  # the tensors' positions follow each other: each fills its own stretch
+    if work is None:
+        pos = coded.positions.long()
+        out = torch.empty_like(pos)
+    else:
+        pos, out = work[0].copy_(coded.positions), work[1]
+    start = 0  # the tensors' positions follow each other: each fills its own stretch
     for name, sub in zip(coded.names, coded.shapes):
         size = int(np.prod(sub, dtype=np.int64))
         lo, hi = (int(v) for v in torch.searchsorted(pos, torch.tensor([start, start + size])))
