@@ -122,6 +122,7 @@ def test_one_device_hand_case():
     assert sol.energy_j == pytest.approx(0.1 + p * 1.0, rel=1e-6)
 
 
+@pytest.mark.slow  # 2-3 s: the quick tier keeps this file's other checks
 def test_looser_deadline_never_costs_more():
     rng = np.random.default_rng(3)
     inst = random_instance(rng)

@@ -77,6 +77,7 @@ def reference(inst: dict) -> float:
     return brentq(excess, lo, hi, xtol=1e-300, rtol=1e-12, maxiter=500)
 
 
+@pytest.mark.slow  # 2-3 s: the quick tier keeps this file's other checks
 def test_random_instances_match_the_reference():
     rng = np.random.default_rng(36)
     gaps, floors, caps, shannons = [], 0, 0, 0

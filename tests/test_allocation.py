@@ -150,6 +150,7 @@ def test_min_energy_spends_no_more_than_equal_under_the_same_deadline():
     assert (e_me <= e_eq * (1 + 1e-9)).all(), (e_me, e_eq)
 
 
+@pytest.mark.slow  # 2-3 s: the quick tier keeps this file's other checks
 def test_equal_records_the_band_share_and_the_devices_own_power():
     sc = load_scenario("quickstart", [*PAPER, "learning=torch"])
     fleet = build_run(sc).fleet

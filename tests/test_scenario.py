@@ -100,6 +100,7 @@ _values = st.recursive(
 _documents = st.dictionaries(_keys, _values, max_size=8)
 
 
+@pytest.mark.slow  # 2-3 s: the quick tier keeps this file's other checks
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=_documents)
 def test_random_documents_raise_only_scenario_error(doc, tmp_path_factory):
