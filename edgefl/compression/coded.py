@@ -68,7 +68,7 @@ class Coded:
         indices; the values as their sign bits with the ``table`` index (``meta["indices"]``, 1-2 bytes) when there
         is a table, else as float32. The arrays travel as bytes in the pickle, not as shared-memory tensors, and
         :func:`_unpickled` rebuilds the same tensors bit for bit on the CPU (an update it rebuilt pickles again
-        from the symbols it came as)."""
+        from the symbols it came as). ``copy.deepcopy`` goes the same way, so a GPU update's copy is on the CPU."""
         if "_symbols" in self.__dict__:
             return _unpickled, self.__dict__["_symbols"]
         c = self.on_cpu()
