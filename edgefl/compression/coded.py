@@ -166,5 +166,6 @@ def dense(coded: Coded) -> dict[str, torch.Tensor]:
 def scatter_add(total: torch.Tensor, coded: Coded, weight: float = 1.0) -> None:
     """``total[positions] += weight * values`` over the flat update (float64 ``total`` keeps the weighted sum
     exact to float64 rounding, the order of the updates fixed by the caller)."""
+    # int32 or int64 positions as they are (index_add_ takes either): no int64 copy of them
     total.index_add_(0, coded.positions.to(total.device), coded.values.to(total.device, total.dtype),
-                     alpha=weight)  # int32 or int64 positions as they are: no int64 copy  # fmt: skip
+                     alpha=weight)  # fmt: skip

@@ -360,7 +360,7 @@ def all_in_one_coded(state: State, coded: Sequence[Any], weights: Sequence[float
     values, weight = torch.empty(most, dtype=torch.float64), torch.empty(most, dtype=torch.float64)
     for c, p in zip(coded, weights):
         k = c.values.numel()
-        at = _global_positions(c, shapes, offsets, work=[w[:k] for w in work])
+        at = _global_positions(c, shapes, offsets, [w[:k] for w in work])
         num.index_add_(0, at, values[:k].copy_(c.values).mul_(float(p)))
         den.index_add_(0, at, weight[:k].fill_(float(p)))
     fused = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
@@ -368,18 +368,14 @@ def all_in_one_coded(state: State, coded: Sequence[Any], weights: Sequence[float
             for k, w in state.items()}  # fmt: skip
 
 
-def _global_positions(coded: Any, shapes: dict[str, tuple[int, ...]], offsets: dict[str, int], *,
-                      work: Sequence[Any] | None = None):  # fmt: skip
+def _global_positions(coded: Any, shapes: dict[str, tuple[int, ...]], offsets: dict[str, int],
+                      work: Sequence[Any]):  # fmt: skip
     """The flat positions in the whole model (tensors in ``shapes``' order, starting at ``offsets``) of
     ``coded``'s sent elements, which are flat over its own (leading-slice) tensors, int64; ``work``: two int64
-    tensors of the sent count to use for them (the result is the second), else new ones."""
+    tensors of the sent count, the second of which becomes the result."""
     import torch
 
-    if work is None:
-        pos = coded.positions.long()
-        out = torch.empty_like(pos)
-    else:
-        pos, out = work[0].copy_(coded.positions), work[1]
+    pos, out = work[0].copy_(coded.positions), work[1]
     start = 0  # the tensors' positions follow each other: each fills its own stretch
     for name, sub in zip(coded.names, coded.shapes):
         size = int(np.prod(sub, dtype=np.int64))
