@@ -1,8 +1,8 @@
 # Two commands set everything up on a fresh machine: `make run` and `make test`.
 # `make test` runs every test (CI: .ci/run); `make test-fast` leaves out those marked slow (whole runs,
 # processes, Ray, a browser, and a few reference checks of several seconds), for a quick check while changing code.
-# `make test` runs the test files on TEST_WORKERS processes (pytest-xdist, a file's tests in one process;
-# TEST_WORKERS=0: in this process); `make test-fast` runs in one process, which measured faster for the quick tier.
+# Both run the test files on TEST_WORKERS processes (pytest-xdist, a file's tests in one process; TEST_WORKERS=0:
+# in this process), each limited to one thread by tests/conftest.py.
 PY ?= python3
 TEST_WORKERS ?= 2
 VENV := .venv
@@ -46,7 +46,7 @@ test: install-dev system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

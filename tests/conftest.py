@@ -1,11 +1,23 @@
-"""Shared fixtures."""
+"""Shared fixtures, and one thread per test process.
+
+``make test`` runs two test processes on a machine that may have only two cores. Left to their defaults, torch
+and the BLAS libraries in each would spread over every core, so four or more threads would take turns on two
+and small runs would spend their time waiting for each other's barriers: the torch runs of
+``test_resume_anywhere.py`` took 36-61 s each in the suite against 3-6 s alone. The thread pools are therefore
+limited to one before any of them loads (subprocesses the tests start inherit the variables); a test that wants
+more sets its own count (``train.threads``, ``torch_threads``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
 
-import pytest
-import typer
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+from collections.abc import Callable  # noqa: E402
+
+import pytest  # noqa: E402
+import typer  # noqa: E402
 
 
 @pytest.fixture()
