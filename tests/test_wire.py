@@ -20,6 +20,7 @@ import torch
 from edgefl.methods.budgeted import CodedUpdate
 from edgefl.methods.stc import Residual
 from edgefl.compression import fgc, ops, ternary, vq
+from edgefl.compression.coded import scatter_add
 SHAPES = {"conv.weight": (8, 3, 3, 3), "conv.bias": (8,), "fc.weight": (10, 720), "fc.bias": (10,)}
 N = sum(int(np.prod(s)) for s in SHAPES.values())
 
@@ -105,3 +106,21 @@ def test_a_residual_sends_its_accumulated_update_and_the_coded_update_once():
     assert back._coded is payload.coded  # one Coded for both, as on the device
     assert back == held  # float64 acc - sent, bit for bit
     assert len(blob) <= N * 4 + _symbol_bytes(coded) + 2 * PICKLE_OVERHEAD  # acc once (float32), the symbols once
+
+
+def test_updates_that_send_every_element_share_one_read_only_positions_tensor():
+    """FGC, STC and UVeQFed updates that send every element (and their rebuilt copies) hold one shared 0..n-1
+    instead of a new 6.6 MB arange each; that is sound only because nothing writes a Coded's positions, which the
+    aggregation (scatter_add, dense) here checks by leaving it intact."""
+    encodings = [_encodings(seed)[case] for seed in (0, 1)
+                 for case in ("fedhq every element", "stc every element", "uveqfed every sub-vector")]  # fmt: skip
+    rebuilt = [pickle.loads(pickle.dumps(CodedUpdate(c), protocol=pickle.HIGHEST_PROTOCOL)).coded for c in encodings]
+    shared = encodings[0].positions
+    assert torch.equal(shared, torch.arange(N, dtype=torch.int32))
+    for coded in encodings + rebuilt:
+        assert coded.positions.data_ptr() == shared.data_ptr()
+        total = torch.zeros(N, dtype=torch.float64)
+        scatter_add(total, coded, 0.5)
+        assert torch.equal(total, coded.values.to(torch.float64) * 0.5)
+        coded.dense()
+    assert torch.equal(shared, torch.arange(N, dtype=torch.int32))

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import ops, wire
-from edgefl.compression.coded import Coded, flat_update
+from edgefl.compression.coded import Coded, every, flat_update
 from edgefl.errors import EdgeflError
 
 __all__ = ["CODEC", "MAGIC", "VERSION", "MAX_LEVELS", "LEVEL_GRID", "K_TOLERANCE", "FGCError", "BudgetError",
@@ -295,7 +295,7 @@ class _Update:
         values = torch.copysign(q, signs, out=q)  # the value's sign bit (-0.0 sends a 1)
         wide = torch.int32 if self.layout.n < 2**31 else torch.int64
         if s.positions is None:
-            pos = torch.arange(self.layout.n, dtype=wide, device=self.flat.device)
+            pos = every(self.layout.n, wide, self.flat.device)
         else:
             pos = s.positions.to(wide)
         meta = {"levels": s.levels, "lo": s.lo, "hi": s.hi, "kernel_wise": self.kernel_wise,

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import ops, wire
-from edgefl.compression.coded import Coded, flat_update
+from edgefl.compression.coded import Coded, every, flat_update
 
 __all__ = ["CODEC", "MAGIC", "VERSION", "TOLERANCE", "encode", "fit", "size_bits", "to_bytes", "from_bytes"]
 
@@ -47,12 +47,14 @@ def _coded(names, shapes, flat: torch.Tensor, positions: torch.Tensor | None, bi
     """The ternary update of the elements of ``flat`` at ``positions`` (ascending; None: every element): mu with
     each element's sign bit, mu = the float64 mean of their magnitudes rounded to float32. ``flat`` is the new
     concatenation :func:`~.coded.flat_update` made, and with ``positions`` None it becomes the values."""
+    if positions is not None and positions.numel() == flat.numel():  # ascending and distinct: every element
+        positions = None
     kept = flat if positions is None else flat.index_select(0, positions)  # several times faster than flat[...]
     k = kept.numel()
     mu = float(np.float32(float(kept.abs().sum(dtype=torch.float64)) / k)) if k else 0.0
     values = torch.copysign(kept.new_full((), mu), kept, out=kept)  # one pass, in place: mu with each sign bit
     if positions is None:
-        positions = torch.arange(k, dtype=torch.int32, device=flat.device)
+        positions = every(k, torch.int32, flat.device)
     bits = size_bits(shapes, positions) if bits is None else bits
     return Coded(positions=positions.to(torch.int32), values=values, names=tuple(names), shapes=tuple(shapes),
                  bits=bits, kept=k, codec=CODEC, meta={"mu": mu},

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from edgefl.compression import ops, wire
-from edgefl.compression.coded import Coded, flat_update
+from edgefl.compression.coded import Coded, every, flat_update
 
 __all__ = ["CODEC", "MAGIC", "VERSION", "TOLERANCE", "Lattice", "encode", "fit", "to_bytes", "from_bytes"]
 
@@ -244,7 +244,7 @@ def _sent(names, shapes, idx: torch.Tensor, values: torch.Tensor, d: float, seed
     n = sum(math.prod(s) for s in shapes)
     idx = idx.to(torch.int32)
     if idx.numel() == (n + 1) // 2:  # every sub-vector
-        positions = torch.arange(2 * idx.numel(), dtype=torch.int32, device=idx.device)
+        positions = every(2 * idx.numel(), torch.int32, idx.device)
     else:
         positions = torch.empty((idx.numel(), 2), dtype=torch.int32, device=idx.device)
         torch.add(torch.mul(idx, 2, out=positions[:, 0]), 1, out=positions[:, 1])
