@@ -2,10 +2,9 @@
 
 ``make test`` runs two test processes on a machine that may have only two cores. Left to their defaults, torch
 and the BLAS libraries in each would spread over every core, so four or more threads would take turns on two
-and small runs would spend their time waiting for each other's barriers: the torch runs of
-``test_resume_anywhere.py`` took 36-61 s each in the suite against 3-6 s alone. The thread pools are therefore
-limited to one before any of them loads (subprocesses the tests start inherit the variables); a test that wants
-more sets its own count (``train.threads``, ``torch_threads``)."""
+and small runs would wait on each other's barriers, many times slower than alone (docs/performance.md, "The test
+suite"). The thread pools are therefore limited to one before any of them loads (subprocesses the tests start
+inherit the variables); a test that wants more sets its own count (``train.threads``, ``torch_threads``)."""
 
 from __future__ import annotations
 
