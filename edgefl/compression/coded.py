@@ -90,13 +90,9 @@ class Coded:
 
     def sent(self) -> dict[str, torch.Tensor]:
         """Boolean tensors by name: the elements the payload carries (AnycostFL's m_{t,i} of eq. (5))."""
-        return _split(_mask(self.positions, self.n), self.names, self.shapes)
-
-
-def _mask(positions: torch.Tensor, n: int) -> torch.Tensor:
-    flat = torch.zeros(n, dtype=torch.bool, device=positions.device)
-    flat[positions.long()] = True
-    return flat
+        flat = torch.zeros(self.n, dtype=torch.bool, device=self.positions.device)
+        flat[self.positions.long()] = True
+        return _split(flat, self.names, self.shapes)
 
 
 def every(n: int, dtype: torch.dtype = torch.int32, device: torch.device | str = "cpu") -> torch.Tensor:
