@@ -3,6 +3,7 @@ aggregation in a real round, masked output rows, static BN at evaluation. Expect
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -222,3 +223,22 @@ def test_heterofl_fmnist_preset_uses_the_papers_recipe():
 def test_step_schedule_errors_name_the_field(extra, match):
     with pytest.raises(ScenarioError, match=match):
         _sc(*extra)
+
+
+def test_jobs_of_one_level_share_their_download_and_train_as_from_their_own_copy():
+    """A round's jobs of one width download one shared submodel (Method.sliced); training never writes it, so each
+    job's update is bit for bit the one it gets from a private copy, whichever job ran before it."""
+    from edgefl.learning.slicing import slice_state
+    from edgefl.methods.base import JobTable
+
+    sim = Simulation(_sc("method.heterofl.assignment=dynamic"))
+    m, state = sim.method, sim.state.model
+    table = JobTable.build(np.arange(4), cpu_hz=1e9, width=np.array([0.5, 0.5, 0.25, 0.5]))
+    jobs = [m.train_job(table[i], state=state, round_index=1) for i in range(4)]
+    assert jobs[0].start is jobs[1].start is jobs[3].start and jobs[2].start is not jobs[0].start
+    own = slice_state(state, m.workload.submodel_shapes(0.5))
+    shared = [m.client_update(job, trainer=sim.workload).payload.params for job in jobs]
+    assert all(torch.equal(jobs[0].start[k], v) for k, v in own.items())  # nothing wrote the shared copy
+    for i in (0, 1, 3):
+        alone = m.client_update(dataclasses.replace(jobs[i], start=dict(own)), trainer=sim.workload).payload.params
+        assert all(torch.equal(shared[i][k], v) for k, v in alone.items()), i

@@ -10,6 +10,7 @@ import torch
 from edgefl.learning.models import MODEL_NAMES, MODELS, build_model, init_parameters
 from edgefl.learning.models.registry import output_layer
 from edgefl.learning.slicing import (
+    Downloads,
     SlicingError,
     aggregate_nested,
     coverage_mask,
@@ -73,6 +74,21 @@ def test_a_sliced_submodel_computes_the_full_model_with_the_rest_zeroed(name):
     x = torch.rand(5, *shape, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         assert torch.allclose(sub.eval()(x), full.eval()(x), atol=1e-5, rtol=1e-4), name
+
+
+def test_downloads_cut_each_width_once_per_global_state():
+    state = _global("cnn_mcmahan")
+    half, quarter = (submodel_shapes("cnn_mcmahan", width=w) for w in (0.5, 0.25))
+    cut = Downloads()
+    a = cut.of(state, 0.5, half)
+    assert cut.of(state, 0.5, half) is a  # one copy for every job of the width
+    assert all(torch.equal(a[k], v) for k, v in slice_state(state, half).items())
+    b = cut.of(state, 0.25, quarter)
+    assert b is not a and {k: v.shape for k, v in b.items()} == dict(quarter)
+    nxt = {k: v + 1.0 for k, v in state.items()}  # the next round's state: cut afresh from it
+    c = cut.of(nxt, 0.5, half)
+    assert c is not a and all(torch.equal(c[k], v) for k, v in slice_state(nxt, half).items())
+    assert all(torch.equal(a[k], v) for k, v in slice_state(state, half).items())  # the old cut is left as it was
 
 
 def test_slicing_errors():

@@ -8,7 +8,8 @@ first fc layer belong to the first ``ceil(r*C)`` channels). So a submodel is des
 its tensors, and everything here is a plain function over ``dict[str, torch.Tensor]`` states:
 
 - :func:`submodel_shapes` — the tensor shapes of one submodel (cached, built on the meta device);
-- :func:`slice_state` — the submodel's tensors cut from the global state;
+- :func:`slice_state` — the submodel's tensors cut from the global state; :class:`Downloads` — one such cut per
+  width of a round's global state, shared by every job of that width;
 - :func:`scatter_update` / :func:`coverage_mask` — a submodel's tensors written back into a full-size state,
   and which elements of the full state a submodel holds;
 - :func:`aggregate_nested` — the per-element average over the covering clients, eqs. (1)-(3).
@@ -24,8 +25,8 @@ import torch
 from edgefl.errors import EdgeflError
 
 __all__ = [
-    "SlicingError", "State", "Shapes", "submodel_shapes", "slice_state", "scatter_update", "coverage_mask",
-    "aggregate_nested",
+    "SlicingError", "State", "Shapes", "Downloads", "submodel_shapes", "slice_state", "scatter_update",
+    "coverage_mask", "aggregate_nested",
 ]  # fmt: skip
 
 #: A model state: parameter (and buffer) name -> tensor, as ``module.state_dict()``.
@@ -95,6 +96,28 @@ def slice_state(global_state: State, shapes: Shapes) -> dict[str, torch.Tensor]:
         key: global_state[key].detach()[_region(key, global_state[key].shape, shape)].clone()
         for key, shape in shapes.items()
     }
+
+
+class Downloads:
+    """The submodels a round's jobs download, cut once per width: :meth:`of` gives every job of one width the same
+    :func:`slice_state` of one global state, as the full model is shared by every job that downloads it whole.
+    Nothing writes a job's start (training loads it into a module of its own), so sharing it changes no number;
+    it saves a copy per job in the run's process and, under a process pool, a shared-memory segment per job's
+    tensor (jobs of one width in one part then cross as one). A new global state (by identity) starts afresh."""
+
+    def __init__(self) -> None:
+        self._source: State | None = None
+        self._cut: dict[float, dict[str, torch.Tensor]] = {}
+
+    def of(self, global_state: State, width: float, shapes: Shapes) -> dict[str, torch.Tensor]:
+        """:func:`slice_state` of ``global_state`` to ``shapes`` (the submodel of ``width``), cut on the first call
+        for this state and width. Holds the last state given until the next one replaces it."""
+        if self._source is not global_state:
+            self._source, self._cut = global_state, {}
+        key = float(width)
+        if key not in self._cut:
+            self._cut[key] = slice_state(global_state, shapes)
+        return self._cut[key]
 
 
 def scatter_update(

@@ -260,9 +260,7 @@ class AnycostFL(Method):
     def download(self, job: DeviceJob, *, state: State) -> State:
         """The job's width-``sqrt(alpha)`` submodel of the round's channel-sorted global model (Sec. III-B: the
         device receives only the important channels)."""
-        from edgefl.learning.slicing import slice_state
-
-        return slice_state(self._sorted(state), self.workload.submodel_shapes(job.width))
+        return self.sliced(self._sorted(state), job.width)
 
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         return self.trained_update(job, trainer=trainer)

@@ -381,6 +381,7 @@ class Method(ABC):
         self.workload = setup.workload
         self.costs = setup.costs
         self.streams = setup.streams
+        self._downloads: Any = None  # :meth:`sliced`'s submodels of the round (a Downloads, built on first use)
 
     @abstractmethod
     def plan_round(self, ctx: RoundContext) -> RoundPlan:
@@ -391,6 +392,16 @@ class Method(ABC):
         """What ``job``'s device downloads of the global ``state`` and trains from (:attr:`TrainJob.start`): the
         whole model by default; a width-shrinking method's submodel."""
         return state
+
+    def sliced(self, state: State, width: float) -> State:
+        """The width-``width`` submodel of ``state`` (:func:`~edgefl.learning.slicing.slice_state`) as a
+        width-shrinking method's :meth:`download`: cut once per global state and width and shared by the round's
+        jobs of that width (:class:`~edgefl.learning.slicing.Downloads`)."""
+        if self._downloads is None:
+            from edgefl.learning.slicing import Downloads
+
+            self._downloads = Downloads()
+        return self._downloads.of(state, width, self.workload.submodel_shapes(width))
 
     def device_memory(self, device: int) -> Any:
         """What ``device`` kept from its previous job (:attr:`TrainJob.memory`); None by default."""

@@ -187,9 +187,7 @@ class HeteroFL(Method):
 
     def download(self, job: DeviceJob, *, state: State) -> State:
         """The job's level: the upper-left ``width`` share of every hidden layer of ``state`` (Diao et al. Sec. 3.1)."""
-        from edgefl.learning.slicing import slice_state
-
-        return slice_state(state, self._shapes(job.width))
+        return self.sliced(state, job.width)
 
     def client_update(self, job: TrainJob, *, trainer: Training) -> ClientUpdate:
         return self.trained_update(job, trainer=trainer)
