@@ -13,32 +13,7 @@ inline) and prints the GPU's rounds per second over the CPU's and whether the GP
 with ``--paper`` it runs the paper-scale AnycostFL FMNIST study on the GPU (60 devices x 1,000 images, the
 preset's method and budgets, ``--paper-rounds`` of the paper's 300) and prints its wall time.
 
-Measured on one NVIDIA H100 80GB (torch 2.11.0+cu130; the machine gave the process one CPU core, ``nproc`` 1):
-CNN, 60 x 100 images: GPU 0.84 s a round, CPU 12.48 s: 14.8x; 60 x 1,000 images on the GPU 6.63 s (0.15 rounds
-per second). VGG-9, 60 x 1,000 images on the GPU 6.15 s (0.16 rounds per second); at 60 x 10 images GPU 1.10 s,
-CPU 55.71 s: 50.5x (that pair ran with the preset's energy budgets still on). The same tables twice on the GPU
-for both models. Paper-scale AnycostFL: 4 of the 300 rounds in 1.63 min, 24.5 s a round, best accuracy 0.683
-after 4 rounds; the CPU-side codec of the 60 updates on the one core holds the round, so 300 rounds would take
-about 2 hours there (extrapolated, not run). Commands: ``--models cnn --images 100 --gpu-images 1000``,
-``--models vgg --images 0 --gpu-images 1000``, ``--models vgg --images 10 --gpu-images 0``,
-``--models cnn --images 0 --gpu-images 0 --paper --paper-rounds 4``. Those ran before ``train.vectorise = "auto"``
-trained a round's jobs together on a GPU. After it, on an H100 80GB HBM3 (torch 2.11.0+cu130, TF32 off), 60 x
-1,000 images a round: CNN 0.77 s vectorised, 5.04 s with ``--vectorise off`` (6.5x); VGG-9 3.95 s against 4.65 s
-(``--models cnn,vgg --images 0 --gpu-images 1000 [--vectorise off]``). Paper-scale AnycostFL on that machine with
-the jobs on 15 worker processes (``nproc`` 16 this time; ``--paper --paper-rounds 8 --paper-workers 15``), payloads
-decoded in the driver: 8 rounds in 2.11 min wall with the pool's start, 15.8 s a round, best accuracy 0.725 after 8
-rounds; about 79 minutes for the 300 rounds (extrapolated, not run; not paired with the inline 24.5 s above, which
-ran on a machine that gave the process one core).
-
-Issue #34's paper-scale check on one NVIDIA H200 (torch 2.11.0+cu130, 16 CPU cores), 2026-11-28, AnycostFL with
-``--vectorise on`` (the jobs trained in groups of equal width), 10 rounds twice in one process (``--paper
---paper-rounds 10 --paper-runs 2 --vectorise on``), the same tables both times: with the codecs on the CPU (each
-update brought back first) rounds 2-10 took 6.75 and 7.06 s each; with the codecs on the GPU where the update was
-trained, 3.77 and 3.63 s (best accuracy 0.7486 after 10 rounds; about 18 minutes for 300). ``--paper-profile``
-(round 3 under cProfile) then: 6.14 s, the 60 codecs 2.07 s (host-driven size probes), training 2.24 s,
-aggregation 1.56 s (since read from the symbols: 0.85 -> 0.34 s a round on a 2-core CPU), evaluation 0.01 s. With
-the jobs one by one on 15 worker processes and the codecs on their CPUs (``--paper-workers 15 --vectorise off``),
-3.38 s a round. The goal of 2 s a round is not met.
+Measured figures, with their dates, cards, loads and commands: ``docs/performance.md``, section "GPU".
 
     .venv/bin/python benchmarks/gpu.py [--images 100] [--gpu-images 1000] [--models cnn,vgg] [--paper]
         [--paper-rounds 300] [--paper-runs 1] [--paper-images 1000] [--paper-workers 0] [--paper-profile]

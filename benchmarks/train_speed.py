@@ -22,72 +22,8 @@ loop's (inline), the speed-up of the 2 processes, and the share of the machine's
 the rounds', where two bare loops side by side make 2.0; round 1 alone and the whole runs (with the pool's
 shut-down) are printed beside them. Measurements before 2026-11-28 evening timed round 1 of a one-round run.
 
-Measured on the shared 2-core machine: codec shares paired against the code before the codec work, at load 4-7
-(about 16 minutes for the five methods): AnycostFL 5.69 -> 2.75, STC 2.11 -> 0.68, QSGD 2.89 -> 1.50, FedHQ
-12.00 -> 4.39, UVeQFed 8.53 -> 1.79, bits unchanged. Issue #26 point 1 for FedHQ, QSGD and AnycostFL, paired
-against the tree before it (commit 5eff821), two runs of one repeat each at load 7-9 with other jobs running: FedHQ
-5.50 / 5.17 -> 2.58 / 2.38 (its search over L settled from bounds), QSGD 1.62 / 1.57 -> 1.46 / 1.38, AnycostFL
-2.95 / 2.82 -> 2.62 / 2.59, bits unchanged (same sha); the target of 0.25 is not met. ``--executors`` for STC, UVeQFed, AnycostFL on the quiet
-machine (4 minutes): inline / bare loop 1.44, 1.97, 2.84; 2 processes 1.25x, 1.38x, 1.36x inline; two bare loops
-2.0 of the limit; tables identical.
-
-STC and UVeQFed after issue #26's first point, paired against the tree before it: STC 0.63 -> 0.24 (``--methods
-stc --repeats 3``, load 3.5-5.5, 5 minutes; 0.52 / 0.57 -> 0.27 / 0.32 at load 5-9 before its last change): its
-error-feedback residual is no longer a new float64 array per job and its update is written over the sizer's own
-copy; UVeQFed 1.91 / 1.83 / 1.84 -> 1.72 / 1.79 / 1.85 (three runs, load 4-9: no clear change), bits unchanged.
-UVeQFed's lattice arithmetic alone (dither and nearest point at the encoder, the dither again at the decoder:
-numpy passes over 0.83 M sub-vectors) costs about 0.7 of the training on this machine.
-
-``--executors --methods stc,uveqfed,anycostfl --repeats 1`` after all of issue #26's work so far, on the quiet
-machine (load < 0.3, 2.5 minutes): inline / bare loop STC 1.16, UVeQFed 1.90, AnycostFL 2.81; 2 processes (4 dealt
-parts per worker) 1.14x, 1.39x, 1.48x inline; two bare loops 1.98, 2.05, 1.83 of the limit; the bare loop's
-evaluation 0.095-0.098 of its training (at most 1.84 of 2.0 for 2 workers with a free codec); tables identical.
-
-With the codecs' compiled kernels (compression.jit, since removed), paired against the tree before them (d4ec322), one repeat,
-quiet machine (load < 1.3, 7 minutes): AnycostFL 2.446 -> 1.857, STC 0.262 -> 0.182, QSGD 1.321 -> 0.801, FedHQ
-2.412 -> 1.717, UVeQFed 1.819 -> 1.100; payload bytes hashes equal in all five (6482c15e9799, a71a7c339758,
-6f73c21c3c61, c8107a8d0d67, 0d8ab4cc93be); the target of 0.25 is met by STC only. ``--executors`` right after,
-with the payloads decoded in the run's process: inline / bare loop STC 1.11, UVeQFed 1.54, AnycostFL 2.40; 2
-processes 1.07x, 1.05x, 1.28x inline in this first round (whose workers pay first-use costs: rounds 2 and 3 of
-the same runs, timed by hand, 1.43-1.6x, 1.55x, 1.57x); tables identical.
-
-AnycostFL, QSGD and FedHQ on ``compression.fgc`` (issue #34: torch, exact sizes from statistics, the server reading
-the symbols with ``dense()``), paired against the main checkout before it (af4d306), ``--methods
-anycostfl,qsgd,fedhq --repeats 1``, load 5-8, 2026-11-28, three runs: AnycostFL 1.715 / 1.554 / 1.696 -> 0.876 /
-0.821 / 0.817, QSGD 0.730 / 0.732 / 0.698 -> 0.394 / 0.384 / 0.391, FedHQ 1.557 / 1.484 / 1.470 -> 0.663 / 0.592
-/ 0.700; bits per arrived update AnycostFL -0.13%, QSGD -0.66%, FedHQ +3.5% (its search over L, whose sizes are
-not monotone, stops at a larger L). The target of 0.35 is not met by AnycostFL and FedHQ.
-
-STC and UVeQFed in torch (issue #34: ``compression.ternary``, ``compression.vq``; nothing decodes them in a run, the
-server adds their positions and values), paired against the tree before (/work/main at af4d306), one repeat,
-``--methods stc,uveqfed``, load 3.7-5 on the shared 2-core machine: STC 0.145 -> 0.224, UVeQFed 1.041 -> 1.226;
-bits of the round -0.015% and -0.22% (format v2, new draws). On one trained CNN update, one thread, CPU time: the
-new codecs are faster where few elements are kept (STC 35 -> 14 ms, UVeQFed 51 -> 36 ms at 0.005 x 32n bits) and
-slower where most but not all are (STC 43 -> 47 ms, UVeQFed 82 -> 140 ms at 0.062 x 32n, where this preset's
-budgets mostly fall: every sub-vector quantised in float64 torch passes, about 65 ms, then 4-5 size probes).
-
-All five on the merged torch codecs, the old codec and numba removed, paired against the tree before issue #34
-(af12594), ``--repeats 1``, load 1.2-3.5 on the shared 2-core machine, 2026-11-28: AnycostFL 1.712 -> 0.770, STC
-0.169 -> 0.192, QSGD 0.776 -> 0.310, FedHQ 1.611 -> 0.593, UVeQFed 1.195 -> 1.105; bits of the round -0.11%,
--0.015%, -0.66%, +3.46%, -0.22%.
-
-UVeQFed's lattice passes and search, and STC's values (branch codec-vq-speed), paired against e547feb, ``--methods
-uveqfed,stc --repeats 2``, load 4.5-6 on the shared 2-core machine, 2026-11-28: UVeQFed 1.103 -> 0.784 (bits of the
-round -0.005%: k moves within the stated tolerance under the new search model), STC 0.189 -> 0.177 (bits and payload
-bytes identical). UVeQFed misses the 0.35 target: its float64 lattice arithmetic (about 48 torch operations per chunk of
-32k sub-vectors, ~28 ms a call here) and the float64 dither draw (7 ms) remain.
-
-After the speed branches merged (issue #34), paired against af12594, one repeat, 2026-11-28: at 100 images
-AnycostFL 1.704 -> 0.510, STC 0.186 -> 0.153, QSGD 0.679 -> 0.405, FedHQ 1.573 -> 0.459, UVeQFed 1.075 -> 0.655
-(a CPU-bound profile ran beside the first three for part of the time); at 1,000 images (``--images 1000``) 0.205 ->
-0.058, 0.019 -> 0.017, 0.098 -> 0.034, 0.211 -> 0.052, 0.127 -> 0.094: the 0.1 target met, the 0.35 one by STC alone.
-
-2026-11-28 evening, quiet (load below 1), one repeat, paired against af12594 (4 minutes for the five): 2 rounds,
-round 1 / round 2, AnycostFL 1.913 / 1.339 -> 0.499 / 0.508, STC 0.227 / 0.698 -> 0.155 / 0.501 (STC alone:
-0.159 / 0.631 -> 0.152 / 0.234), QSGD 0.825 / 0.529 -> 0.293 / 0.289, FedHQ 1.679 / 1.239 -> 0.466 / 0.459,
-UVeQFed 1.288 / 0.722 -> 0.668 / 0.691 (the old tree's decoding charged to its round 1). ``--executors`` over 3
-rounds (7 minutes for the five), rounds 2-3: 2 processes 1.60x, 1.35x, 1.65x, 1.57x, 1.77x inline (an earlier run:
-1.78x, 1.36x, 1.64x, 1.68x, 1.77x); inline 1.64, 1.27, 1.35, 1.51, 1.97 times the bare loop; tables identical.
+Measured figures, with their dates, machines, loads and commands: ``docs/performance.md``, sections "Codec share"
+and "Executors".
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_speed.py --baseline /path/to/old/tree --repeats 2
