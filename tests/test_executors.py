@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from edgefl.errors import ScenarioError
-from edgefl.training.executors import chunks, dealt
-from edgefl.run.runner import run_scenario
+from edgefl.training.executors import Held, chunks, dealt
+from edgefl.run.runner import prepare, run_scenario
 from edgefl.run.load import load_scenario
 
 SMALL = ["model.hidden=[16]", "rounds=3", "checkpoint_every=0"]
@@ -52,6 +52,35 @@ def test_dealt_parts_take_every_kth_group_whole_and_cover_each_job_once(groups, 
 def test_two_processes_give_the_inline_tables_with_memory_carried_by_the_jobs():
     other = assert_same_run([*SMALL, *STC], ["train.executor=processes", "train.workers=2"])
     assert other.summary["training_jobs"] == {"executor": "processes", "workers": 2, "device": "cpu"}
+
+
+@pytest.mark.slow
+def test_a_devices_memory_stays_in_its_worker_and_moves_with_a_job_sent_elsewhere():
+    """STC's residuals stay in the pool workers that made them (the run holds handles); with 6 of 12 devices picked
+    a round, the workers' even shares send some jobs away from their residual's worker, which then crosses with
+    them. Each round's rows and every residual equal the inline run's, bit for bit, while the workers run and
+    after they stop (when the residuals come back into their handles)."""
+    sets = [*STC, "model.hidden=[16]", "rounds=5", "checkpoint_every=0", "fleet.n_devices=12",
+            "method.clients_per_round=6"]  # fmt: skip
+    inline, pool = prepare(load_scenario("quickstart", sets)), prepare(load_scenario("quickstart", [
+        *sets, "train.executor=processes", "train.workers=2"]))  # fmt: skip
+    executor = pool.run.learner.executor
+    try:
+        with inline.run.driver.playing(), pool.run.driver.playing():
+            for r in range(1, 6):
+                a, b = inline.step(r), pool.step(r)
+                assert {k: v for k, v in a.items() if k != "wall_time_s"} == {
+                    k: v for k, v in b.items() if k != "wall_time_s"}, r
+        held = pool.method.residual
+        assert sorted(held) == sorted(inline.method.residual) and len(held) >= 8
+        assert all(isinstance(m, Held) for m in held.values())  # nothing but handles came back
+        assert executor.moved > 0  # some jobs went to the other worker, their residual with them
+        for d, m in inline.method.residual.items():
+            assert m == held[d], d  # read through the handle: fetched from the worker
+    finally:
+        inline.run.learner.close()
+        pool.run.learner.close()
+    assert all(m == held[d] for d, m in inline.method.residual.items())  # the values stay once the workers are gone
 
 
 @pytest.mark.slow

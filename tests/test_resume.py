@@ -69,6 +69,23 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, extra):
         assert (dr[dr["round"] <= 5]["t_end_s"] > end5).any()
 
 
+def test_a_pools_residuals_are_checkpointed_from_its_workers_and_resume_exactly(tmp_path):
+    """STC on 2 worker processes keeps its residuals in the workers (``executors.Held``); each checkpoint fetches
+    them (and the workers keep them for the next round), and a run stopped at round 5 and resumed on a fresh pool
+    writes the tables of an uninterrupted inline run."""
+    sets = PAPER_QUICKSTART + SMALL + ["method.name=stc", "round.policy=deadline", "round.deadline_s=2.0",
+                                       "model.hidden=[16]", "model.name=mlp"]  # fmt: skip
+    full = run_scenario(load_scenario("quickstart", sets))
+    sc = load_scenario("quickstart", [*sets, "train.executor=processes", "train.workers=2"])
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(RunInterrupted):
+        run_scenario(sc, checkpoint_dir=ckpt, progress=_stop_at(5))
+    assert checkpoint_round(ckpt) == 5
+    resumed = run_scenario(sc, checkpoint_dir=ckpt, resume=True)
+    assert _csv(resumed.rounds) == _csv(full.rounds)
+    assert _csv(resumed.device_rounds) == _csv(full.device_rounds)
+
+
 def test_resume_twice_and_without_checkpoint(tmp_path):
     sc = load_scenario("quickstart", PAPER_QUICKSTART + SMALL)
     full = run_scenario(sc)

@@ -16,9 +16,11 @@ with its data and the method as built (its settings and per-device constants), f
 ``train.threads`` torch threads; jobs then reach it as values. The jobs that train together
 (:func:`edgefl.training.learner.training_groups`, ``train.vectorise``) are grouped from the jobs alone, and a group is
 never split: a worker runs each of its groups together and its other jobs one after another
-(:func:`edgefl.training.learner.run_groups`). The pool deals a round's groups round-robin into :data:`PARTS_PER_WORKER`
-parts per worker, handed out as workers free up (a model that a part's jobs download travels once per part);
-each Ray actor takes one contiguous chunk of whole groups. So every executor and worker count gives the same
+(:func:`edgefl.training.learner.run_groups`). The pool sends a group to the worker that holds its devices' memory
+(:class:`Held`: STC's residual stays where it was made), up to an even share of the round's jobs per worker, and
+deals the other groups round-robin into :data:`PARTS_PER_WORKER` parts per worker, handed out as workers free up (a
+model that a part's jobs download travels once per part); each Ray actor takes one contiguous chunk of whole groups
+(memories cross with the jobs). So every executor and worker count gives the same
 updates, bit for bit, at a fixed thread count: a job draws only from its own streams
 (:meth:`~edgefl.methods.base.TrainJob.rng`, the trainer's batches keyed by round and device), and a group's
 padding depends only on its jobs.
@@ -26,10 +28,15 @@ padding depends only on its jobs.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import math
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,7 +44,8 @@ if TYPE_CHECKING:
     from edgefl.learning.protocol import Training
 
 __all__ = [
-    "DeviceSide", "Grouping", "ProcessExecutor", "RayExecutor", "chunks", "dealt", "group_chunks", "usable_cores",
+    "DeviceSide", "Grouping", "Held", "ProcessExecutor", "RayExecutor", "chunks", "dealt", "group_chunks",
+    "usable_cores",
 ]  # fmt: skip
 
 PARTS_PER_WORKER = 4
@@ -140,73 +148,244 @@ def _in_order(n: int, parts: Sequence[tuple[list[int], Any]], results: Sequence[
 # ------------------------------------------------------------------------------------------- processes
 
 _WORKER: tuple[Any, Any] | None = None  # a worker process's (method, trainer)
+_INDEX: int | None = None  # a pool worker's index (None in a Ray actor: it keeps no memory)
+_HELD: dict[int, tuple[int, Any]] = {}  # a pool worker's device memories: device -> (token, memory)
+_TOKENS = itertools.count(1)
 
 
-def _start_worker(build: DeviceSide, threads: int) -> None:
+class Held(Mapping):
+    """A device's memory (:attr:`~edgefl.methods.base.ClientUpdate.memory`, a mapping: STC's error-feedback
+    residual, CC-FedAvg's history) left in the pool worker that made it: what crosses back to the run is this
+    handle (the device, a token, the worker), and the device's next job, routed to that worker, crosses with the
+    handle alone; the worker puts its memory back into the job. In the run's process it reads as the memory
+    itself (a read-only mapping): the first read (a checkpoint's ``Method.state_dict``) fetches every memory the
+    executor's workers hold for the run, once. A full-size residual then stays put instead of crossing twice
+    a round."""
+
+    def __init__(self, device: int, token: int, worker: int) -> None:
+        self.device, self.token, self.worker = int(device), int(token), int(worker)
+        self._owner: ProcessExecutor | None = None  # the executor whose worker holds it (the run's process)
+        self._value: Any = None  # the memory, once fetched
+
+    def __reduce__(self):
+        return (Held, (self.device, self.token, self.worker))  # the handle alone crosses
+
+    @property
+    def value(self) -> Any:
+        """The memory itself (fetched from the worker on first use)."""
+        if self._value is None:
+            if self._owner is None:
+                raise RuntimeError(f"device {self.device}'s memory is held by pool worker {self.worker}, which is "
+                                   "gone")  # fmt: skip
+            self._owner.fetch()
+            if self._value is None:  # a later job of the device replaced it in the worker
+                raise RuntimeError(f"device {self.device}'s memory {self.token} was replaced by a later job's")
+        return self._value
+
+    def __getitem__(self, key: str) -> Any:
+        return self.value[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.value)
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, Held) else other)
+
+    __hash__ = None  # equal by value
+
+
+def _start_worker(build: DeviceSide, threads: int, index: int | None = None) -> None:
     """A pool process's (or Ray actor's) start: ``threads`` torch threads and BLAS/OpenMP threads, then its device
     side, its trainer warmed up (:meth:`~edgefl.learning.workload.Workload.warm_up`: first-use costs paid here,
-    not in the first round's jobs)."""
-    global _WORKER
+    not in the first round's jobs). ``index``: a pool worker's place in its pool (it then keeps the device
+    memories its jobs make, :class:`Held`)."""
+    global _WORKER, _INDEX
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
     import torch
 
     torch.set_num_threads(threads)
+    _INDEX = index
     _WORKER = build()
     _WORKER[1].warm_up()
+
+
+def _unheld(job: TrainJob) -> TrainJob:
+    """``job`` with the memory this worker holds for it in place of its :class:`Held` handle."""
+    if not isinstance(job.memory, Held):
+        return job
+    token, memory = _HELD.get(job.memory.device, (None, None))
+    if token != job.memory.token:
+        raise RuntimeError(f"pool worker {_INDEX} does not hold device {job.memory.device}'s memory "
+                           f"{job.memory.token} (it holds {token})")  # fmt: skip
+    return dataclasses.replace(job, memory=memory)
+
+
+def _held(update: ClientUpdate) -> ClientUpdate:
+    """``update`` with its memory kept here and a :class:`Held` handle in its place (a pool worker only)."""
+    if _INDEX is None or not isinstance(update.memory, Mapping):
+        return update
+    token = next(_TOKENS)
+    _HELD[update.device] = (token, update.memory)
+    return dataclasses.replace(update, memory=Held(update.device, token, _INDEX))
 
 
 def _run_chunk(part: tuple[Sequence[TrainJob], Sequence[Sequence[int]]]) -> list[ClientUpdate]:
     method, trainer = _WORKER
     jobs, groups = part
-    return run_jobs(method, trainer, jobs, groups)
+    return [_held(u) for u in run_jobs(method, trainer, [_unheld(j) for j in jobs], groups)]
+
+
+def _fetch(keys: Sequence[tuple[int, int]], drop: bool) -> list[Any]:
+    """The memories this worker holds for ``keys`` ((device, token) pairs); ``drop``: forget them (they move)."""
+    out = []
+    for device, token in keys:
+        held, memory = _HELD[device]
+        if held != token:
+            raise RuntimeError(f"pool worker {_INDEX} holds memory {held} of device {device}, not {token}")
+        out.append(memory)
+        if drop:
+            del _HELD[device]
+    return out
 
 
 class ProcessExecutor:
-    """A local pool of ``workers`` processes (started with ``spawn``: nothing inherited from this process), each
-    with its own device side from ``build`` and ``threads`` torch threads. The pool starts with the first round
-    that has jobs and stops with :meth:`close` (or when this process exits)."""
+    """``workers`` local processes (started with ``spawn``: nothing inherited from this process), each with its own
+    device side from ``build`` and ``threads`` torch threads, each a pool of one so that a job can be sent to the
+    worker of its choice. A device's memory stays in the worker that made it (:class:`Held`): a round's group whose
+    devices' memory a worker holds goes to that worker, up to an even share of the round's jobs each (the
+    memory of a job sent elsewhere is fetched back first and crosses with it); the other groups are dealt into
+    :data:`PARTS_PER_WORKER` parts per worker, handed out as workers free up. The workers start with the first
+    round that has jobs and stop with :meth:`close` (or when this process exits), which first brings every memory
+    they hold for the run back into its handle."""
 
     def __init__(self, *, build: DeviceSide, workers: int, threads: int = 1, grouping: Grouping | None = None) -> None:
         """``grouping``: which jobs train together (None: every job alone)."""
         self.build, self.workers, self.threads, self.grouping = build, int(workers), int(threads), grouping
-        self._pool: ProcessPoolExecutor | None = None
+        self._pools: list[ProcessPoolExecutor] = []
+        self._issued: dict[int, weakref.ref] = {}  # device -> its latest Held handed to the run
+        self.moved = 0
+        """Jobs so far whose memory was fetched back from one worker to go with them to another."""
 
     def start(self) -> None:
         """Start every worker now (each builds its device side), not with the first round's jobs."""
         self._started()
 
-    def _started(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker, initargs=(self.build, self.threads),
-            )  # fmt: skip
-            # start every worker now, so that each builds its device side once, before the first round's jobs: a
-            # worker takes tasks only once started, so waiting until every worker has answered one waits for all
-            answered: set[int] = set()
-            while len(answered) < self.workers:
-                answered.update(self._pool.map(_ready, range(self.workers)))
-        return self._pool
+    def _started(self) -> list[ProcessPoolExecutor]:
+        if not self._pools:
+            spawn = multiprocessing.get_context("spawn")
+            self._pools = [
+                ProcessPoolExecutor(max_workers=1, mp_context=spawn, initializer=_start_worker,
+                                    initargs=(self.build, self.threads, w))
+                for w in range(self.workers)
+            ]  # fmt: skip
+            for answer in [pool.submit(_ready, w) for w, pool in enumerate(self._pools)]:
+                answer.result()  # every worker has built its device side before the first round's jobs
+        return self._pools
 
     def run(self, jobs: Sequence[TrainJob]) -> list[ClientUpdate]:
         if not jobs:
             return []
-        pool = self._started()
-        parts = _parts(jobs, self.grouping, lambda groups: dealt(groups, PARTS_PER_WORKER * self.workers))
-        return _in_order(len(jobs), parts, list(pool.map(_run_chunk, [p for _, p in parts])))
+        pools = self._started()
+        jobs = [self._sendable(job) for job in jobs]
+        groups = [[i] for i in range(len(jobs))] if self.grouping is None else self.grouping(jobs)
+        share, load = math.ceil(len(jobs) / len(pools)), [0] * len(pools)
+        pinned: list[list[list[int]]] = [[] for _ in pools]
+        free, moving = [], []
+        for g in groups:
+            homes = [jobs[i].memory.worker for i in g if isinstance(jobs[i].memory, Held)]
+            home = homes[0] if homes and load[homes[0]] + len(g) <= share else None
+            if home is None:
+                free.append(g)
+            else:
+                pinned[home].append(g)
+                load[home] += len(g)
+            moving += [i for i in g if isinstance(jobs[i].memory, Held) and jobs[i].memory.worker != home]
+        self.moved += len(moving)
+        for i, memory in zip(moving, self._take([jobs[i].memory for i in moving])):
+            jobs[i] = dataclasses.replace(jobs[i], memory=memory)
+        queues = [deque(dealt(p, PARTS_PER_WORKER)) for p in pinned]
+        spare = deque(dealt(free, PARTS_PER_WORKER * len(pools)))
+        out: list[Any] = [None] * len(jobs)
+        running: dict[Future, tuple[int, list[int]]] = {}
+
+        def feed(w: int) -> None:
+            queue = queues[w] or spare
+            if queue:
+                part = queue.popleft()
+                running[pools[w].submit(_run_chunk, ([jobs[i] for i in part], _local_groups(part, groups)))] = (w, part)
+
+        for w in range(len(pools)):  # two parts in each worker's queue: the next is there when one ends
+            feed(w)
+            feed(w)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                w, part = running.pop(f)
+                for i, update in zip(part, f.result()):
+                    out[i] = self._adopted(update)
+                feed(w)
+        return out
+
+    def _sendable(self, job: TrainJob) -> TrainJob:
+        """``job`` with a :class:`Held` memory of another executor (closed: its value fetched) as the memory."""
+        memory = job.memory
+        if isinstance(memory, Held) and memory._owner is not self:
+            return dataclasses.replace(job, memory=memory.value)
+        return job
+
+    def _adopted(self, update: ClientUpdate) -> ClientUpdate:
+        if isinstance(update.memory, Held):
+            update.memory._owner = self
+            self._issued[update.device] = weakref.ref(update.memory)
+        return update
+
+    def _take(self, handles: Sequence[Held]) -> list[Any]:
+        """The memories of ``handles``, each dropped by the worker that held it (they move to another)."""
+        by_worker: dict[int, list[int]] = {}
+        for k, h in enumerate(handles):
+            by_worker.setdefault(h.worker, []).append(k)
+        asked = {w: self._pools[w].submit(_fetch, [(handles[k].device, handles[k].token) for k in ks], True)
+                 for w, ks in by_worker.items()}  # fmt: skip
+        out: list[Any] = [None] * len(handles)
+        for w, answer in asked.items():
+            for k, memory in zip(by_worker[w], answer.result()):
+                out[k] = handles[k]._value = memory
+        return out
+
+    def fetch(self) -> None:
+        """Bring every memory the workers hold for the run's live handles into those handles (read by a checkpoint,
+        or before the workers stop); the workers keep them for the devices' next jobs."""
+        live = [h for r in self._issued.values() if (h := r()) is not None and h._value is None]
+        by_worker: dict[int, list[Held]] = {}
+        for h in live:
+            by_worker.setdefault(h.worker, []).append(h)
+        asked = {w: self._pools[w].submit(_fetch, [(h.device, h.token) for h in hs], False)
+                 for w, hs in by_worker.items()}  # fmt: skip
+        for w, answer in asked.items():
+            for h, memory in zip(by_worker[w], answer.result()):
+                h._value = memory
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        if not self._pools:
+            return
+        try:
+            self.fetch()  # the run's memories come home before the workers go
+        finally:
+            for pool in self._pools:
+                pool.shutdown(wait=True, cancel_futures=True)
+            self._pools = []
+            for ref in self._issued.values():
+                if (h := ref()) is not None:
+                    h._owner = None
+            self._issued = {}
 
 
 def _ready(_: int) -> int:
-    """A no-op task answering the worker's process id: the pool is started once every worker has answered."""
-    import time
-
-    time.sleep(0.05)  # long enough that one worker does not take every task while the others start
+    """A no-op task answering the worker's process id (the worker has started and built its device side)."""
     return os.getpid()
 
 
