@@ -372,8 +372,12 @@ class ProcessExecutor:
     def close(self) -> None:
         if not self._pools:
             return
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             self.fetch()  # the run's memories come home before the workers go
+        except BrokenProcessPool:
+            pass  # a worker died, so the run has failed: its memories are lost, and their handles say so if read
         finally:
             for pool in self._pools:
                 pool.shutdown(wait=True, cancel_futures=True)
