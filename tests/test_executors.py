@@ -84,6 +84,25 @@ def test_a_devices_memory_stays_in_its_worker_and_moves_with_a_job_sent_elsewher
 
 
 @pytest.mark.slow
+def test_cc_fedavgs_histories_stay_in_the_workers_with_the_inline_tables():
+    """CC-FedAvg's client-backup devices keep their histories (a memory, like STC's residual): on 2 processes they
+    stay in the workers as handles, and the run writes the inline tables."""
+    sets = ["method.name=ccfedavg", "model.hidden=[16]", "rounds=6", "checkpoint_every=0", "fleet.n_devices=12",
+            "method.clients_per_round=6"]  # fmt: skip
+    pool = prepare(load_scenario("quickstart", [*sets, "train.executor=processes", "train.workers=2"]))
+    try:
+        with pool.run.driver.playing():
+            for r in range(1, 7):
+                pool.step(r)
+        store = pool.method.client_store
+        assert len(store) >= 6 and all(isinstance(m, Held) for m in store.values())
+        (r1, d1), (r0, d0) = tables(pool.result()), tables(run_scenario(load_scenario("quickstart", sets)))
+        assert r0.equals(r1) and d0.equals(d1)
+    finally:
+        pool.run.learner.close()
+
+
+@pytest.mark.slow
 def test_the_asynchronous_driver_uses_the_same_executors():
     sets = [*SMALL, "method.name=fedasync", "method.clients_per_round=4"]
     assert_same_run(sets, ["train.executor=processes", "train.workers=2"])
