@@ -4,7 +4,11 @@ carried by the jobs. The reference is the run with the inline executor."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
+import torch
 
 from edgefl.errors import ScenarioError
 from edgefl.training.executors import Held, chunks, dealt
@@ -54,51 +58,102 @@ def test_two_processes_give_the_inline_tables_with_memory_carried_by_the_jobs():
     assert other.summary["training_jobs"] == {"executor": "processes", "workers": 2, "device": "cpu"}
 
 
-@pytest.mark.slow
-def test_a_devices_memory_stays_in_its_worker_and_moves_with_a_job_sent_elsewhere():
-    """STC's residuals stay in the pool workers that made them (the run holds handles); with 6 of 12 devices picked
-    a round, the workers' even shares send some jobs away from their residual's worker, which then crosses with
-    them. Each round's rows and every residual equal the inline run's, bit for bit, while the workers run and
-    after they stop (when the residuals come back into their handles)."""
-    sets = [*STC, "model.hidden=[16]", "rounds=5", "checkpoint_every=0", "fleet.n_devices=12",
-            "method.clients_per_round=6"]  # fmt: skip
+def _same(a, b) -> bool:
+    """Two memories (mappings of tensors, nested) equal bit for bit."""
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+
+
+def _stepped(sets: list[str], rounds: int):
+    """The run of ``sets`` inline and on 2 processes, ``rounds`` rounds each (rows compared as they come), open."""
     inline, pool = prepare(load_scenario("quickstart", sets)), prepare(load_scenario("quickstart", [
         *sets, "train.executor=processes", "train.workers=2"]))  # fmt: skip
+    with inline.run.driver.playing(), pool.run.driver.playing():
+        for r in range(1, rounds + 1):
+            a, b = inline.step(r), pool.step(r)
+            assert {k: v for k, v in a.items() if k != "wall_time_s"} == {
+                k: v for k, v in b.items() if k != "wall_time_s"}, r
+    return inline, pool
+
+
+def _crowded(memories: dict) -> list[int]:
+    """The devices whose memory the busier of the two workers holds (at least 2 of them)."""
+    by = {w: sorted(d for d, m in memories.items() if m.worker == w) for w in (0, 1)}
+    most = max(by.values(), key=len)
+    assert len(most) >= 2
+    return most
+
+
+def _both(inline, pool, table, r: int):
+    """``table``'s jobs in round ``r`` on the inline run's method one by one, and on the pool's executor."""
+    mine = [inline.method.client_update(inline.method.train_job(table[i], state=inline.state.model, round_index=r),
+                                        trainer=inline.workload) for i in range(len(table))]  # fmt: skip
+    theirs = pool.run.learner.executor.run(
+        [pool.method.train_job(table[i], state=pool.state.model, round_index=r) for i in range(len(table))])
+    return mine, theirs
+
+
+@pytest.mark.slow
+def test_a_devices_memory_stays_in_its_worker_and_moves_with_a_job_sent_elsewhere():
+    """STC's residuals stay in the pool workers that made them (the run holds handles). A round whose jobs are all
+    held by one worker sends all but its even share to the other, with their residuals. Every update and residual
+    equals the inline run's, bit for bit, while the workers run and after they stop (when the residuals come back
+    into their handles)."""
+    from edgefl.methods.base import JobTable
+
+    sets = [*STC, "model.hidden=[16]", "rounds=5", "checkpoint_every=0", "fleet.n_devices=12",
+            "method.clients_per_round=6"]  # fmt: skip
+    inline, pool = _stepped(sets, 5)
     executor = pool.run.learner.executor
     try:
-        with inline.run.driver.playing(), pool.run.driver.playing():
-            for r in range(1, 6):
-                a, b = inline.step(r), pool.step(r)
-                assert {k: v for k, v in a.items() if k != "wall_time_s"} == {
-                    k: v for k, v in b.items() if k != "wall_time_s"}, r
         held = pool.method.residual
         assert sorted(held) == sorted(inline.method.residual) and len(held) >= 8
         assert all(isinstance(m, Held) for m in held.values())  # nothing but handles came back
-        assert executor.moved > 0  # some jobs went to the other worker, their residual with them
+        devices = _crowded(held)
+        before = executor.moved
+        table = JobTable.build(np.array(devices), cpu_hz=1e9, bits_planned=20_000.0)
+        mine, theirs = _both(inline, pool, table, 6)
+        assert executor.moved - before == len(devices) - math.ceil(len(devices) / 2)  # beyond the even share
+        assert [u.bits for u in mine] == [u.bits for u in theirs]
+        inline.method.remember(mine)
+        pool.method.remember(theirs)
         for d, m in inline.method.residual.items():
-            assert m == held[d], d  # read through the handle: fetched from the worker
+            assert m == pool.method.residual[d], d  # read through the handle: fetched from the worker
     finally:
         inline.run.learner.close()
         pool.run.learner.close()
-    assert all(m == held[d] for d, m in inline.method.residual.items())  # the values stay once the workers are gone
+    assert all(m == pool.method.residual[d] for d, m in inline.method.residual.items())  # values stay after close
 
 
 @pytest.mark.slow
-def test_cc_fedavgs_histories_stay_in_the_workers_with_the_inline_tables():
-    """CC-FedAvg's client-backup devices keep their histories (a memory, like STC's residual): on 2 processes they
-    stay in the workers as handles, and the run writes the inline tables."""
+def test_a_moved_job_that_keeps_no_new_memory_leaves_its_memory_with_the_run():
+    """A CC-FedAvg device that estimates makes no new history: when its job is sent away from the worker holding
+    its history, the history comes back to the run for good, and the device's next job carries it itself. Its
+    updates equal the inline run's, as do the rounds' rows before."""
+    from edgefl.methods.base import JobTable
+
     sets = ["method.name=ccfedavg", "model.hidden=[16]", "rounds=6", "checkpoint_every=0", "fleet.n_devices=12",
             "method.clients_per_round=6"]  # fmt: skip
-    pool = prepare(load_scenario("quickstart", [*sets, "train.executor=processes", "train.workers=2"]))
+    inline, pool = _stepped(sets, 6)
+    executor = pool.run.learner.executor
     try:
-        with pool.run.driver.playing():
-            for r in range(1, 7):
-                pool.step(r)
         store = pool.method.client_store
         assert len(store) >= 6 and all(isinstance(m, Held) for m in store.values())
-        (r1, d1), (r0, d0) = tables(pool.result()), tables(run_scenario(load_scenario("quickstart", sets)))
-        assert r0.equals(r1) and d0.equals(d1)
+        devices = _crowded(store)
+        before = executor.moved
+        for r, steps in ((7, 0), (8, 16)):  # estimate (away from the history's worker for some), then train
+            table = JobTable.build(np.array(devices), cpu_hz=1e9, local_steps=steps)
+            mine, theirs = _both(inline, pool, table, r)
+            for u, v in zip(mine, theirs):
+                assert _same(u.payload.update, v.payload.update) and u.bits == v.bits
+            inline.method.remember(mine)
+            pool.method.remember(theirs)
+        assert executor.moved - before >= len(devices) - math.ceil(len(devices) / 2)
+        for d, m in inline.method.client_store.items():
+            assert _same(m, pool.method.client_store[d]), d
     finally:
+        inline.run.learner.close()
         pool.run.learner.close()
 
 

@@ -162,8 +162,10 @@ class Held(Mapping):
     executor's workers hold for the run, once. A full-size residual then stays put instead of crossing twice
     a round."""
 
-    def __init__(self, device: int, token: int, worker: int) -> None:
-        self.device, self.token, self.worker = int(device), int(token), int(worker)
+    def __init__(self, device: int, token: int, worker: int | None) -> None:
+        self.device, self.token = int(device), int(token)
+        self.worker = None if worker is None else int(worker)
+        """The pool worker that holds the memory; None once it was taken back to move with a job."""
         self._owner: ProcessExecutor | None = None  # the executor whose worker holds it (the run's process)
         self._value: Any = None  # the memory, once fetched
 
@@ -331,9 +333,11 @@ class ProcessExecutor:
         return out
 
     def _sendable(self, job: TrainJob) -> TrainJob:
-        """``job`` with a :class:`Held` memory of another executor (closed: its value fetched) as the memory."""
+        """``job`` with the memory itself in place of a :class:`Held` handle that no worker of this executor holds:
+        one of another executor (closed: its value fetched), or one taken to move with an earlier job that made no
+        new memory (CC-FedAvg's estimating device keeps its history)."""
         memory = job.memory
-        if isinstance(memory, Held) and memory._owner is not self:
+        if isinstance(memory, Held) and (memory._owner is not self or memory.worker is None):
             return dataclasses.replace(job, memory=memory.value)
         return job
 
@@ -354,6 +358,7 @@ class ProcessExecutor:
         for w, answer in asked.items():
             for k, memory in zip(by_worker[w], answer.result()):
                 out[k] = handles[k]._value = memory
+                handles[k].worker = None  # no worker holds it now: it goes with the job as itself
         return out
 
     def fetch(self) -> None:
