@@ -313,22 +313,32 @@ class ProcessExecutor:
         spare = deque(dealt(free, PARTS_PER_WORKER * len(pools)))
         out: list[Any] = [None] * len(jobs)
         running: dict[Future, tuple[int, list[int]]] = {}
+        busy = [0] * len(pools)
 
         def feed(w: int) -> None:
-            queue = queues[w] or spare
-            if queue:
-                part = queue.popleft()
+            # up to two parts in a worker's queue, so that the next is there when one ends; but a shared part is
+            # queued behind another only while there are more of them than workers (the round's last ones go to
+            # whichever worker frees up first)
+            while busy[w] < 2:
+                if queues[w]:
+                    part = queues[w].popleft()
+                elif spare and (busy[w] == 0 or len(spare) > len(pools)):
+                    part = spare.popleft()
+                else:
+                    return
+                busy[w] += 1
                 running[pools[w].submit(_run_chunk, ([jobs[i] for i in part], _local_groups(part, groups)))] = (w, part)
 
-        for w in range(len(pools)):  # two parts in each worker's queue: the next is there when one ends
-            feed(w)
+        for w in range(len(pools)):
             feed(w)
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in done:
                 w, part = running.pop(f)
+                busy[w] -= 1
                 for i, update in zip(part, f.result()):
                     out[i] = self._adopted(update)
+            for w in range(len(pools)):  # a shared part may wait for whichever worker frees up first
                 feed(w)
         return out
 
