@@ -359,26 +359,23 @@ class ProcessExecutor:
 
     def _take(self, handles: Sequence[Held]) -> list[Any]:
         """The memories of ``handles``, each dropped by the worker that held it (they move to another)."""
-        by_worker: dict[int, list[int]] = {}
-        for k, h in enumerate(handles):
-            by_worker.setdefault(h.worker, []).append(k)
-        asked = {w: self._pools[w].submit(_fetch, [(handles[k].device, handles[k].token) for k in ks], True)
-                 for w, ks in by_worker.items()}  # fmt: skip
-        out: list[Any] = [None] * len(handles)
-        for w, answer in asked.items():
-            for k, memory in zip(by_worker[w], answer.result()):
-                out[k] = handles[k]._value = memory
-                handles[k].worker = None  # no worker holds it now: it goes with the job as itself
-        return out
+        self._ask(handles, drop=True)
+        for h in handles:
+            h.worker = None  # no worker holds it now: it goes with the job as itself
+        return [h._value for h in handles]
 
     def fetch(self) -> None:
         """Bring every memory the workers hold for the run's live handles into those handles (read by a checkpoint,
         or before the workers stop); the workers keep them for the devices' next jobs."""
-        live = [h for r in self._issued.values() if (h := r()) is not None and h._value is None]
+        self._ask([h for r in self._issued.values() if (h := r()) is not None and h._value is None], drop=False)
+
+    def _ask(self, handles: Sequence[Held], *, drop: bool) -> None:
+        """Each of ``handles`` given its memory, asked of the worker holding it (one request per worker);
+        ``drop``: the workers forget them."""
         by_worker: dict[int, list[Held]] = {}
-        for h in live:
+        for h in handles:
             by_worker.setdefault(h.worker, []).append(h)
-        asked = {w: self._pools[w].submit(_fetch, [(h.device, h.token) for h in hs], False)
+        asked = {w: self._pools[w].submit(_fetch, [(h.device, h.token) for h in hs], drop)
                  for w, hs in by_worker.items()}  # fmt: skip
         for w, answer in asked.items():
             for h, memory in zip(by_worker[w], answer.result()):
